@@ -1,0 +1,3 @@
+from hami.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,231 @@
+"""Fitting one pod onto one node: card order, HAMi's checks in HAMi's order, reasons.
+
+HAMi sorts a node's cards with the policy's comparator and walks the list from
+the tail. Here the cards are put straight into preference order (the tail
+first), with the device index as the last key so that cards which tie on every
+policy key are taken highest index first, the order Lab 14 shows.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from hami.engine import reasons as r
+from hami.engine.model import Card, ContainerDevice, ContainerRequest, NodeState, PodRequest, Usage
+from hami.engine.policy import GpuPolicy, PodOptions
+from hami.engine.score import DEFAULT_WEIGHTS, card_score, make_card
+
+VENDOR = "nvidia"
+
+SortKey = Callable[[Card, float], tuple[float, ...]]
+
+
+def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
+    """Ascending key of HAMi's Less for this policy (the preferred card sorts last)."""
+    if policy.chain:
+        keys = list(policy.keys) or ["spread"]
+        if numa_bind and "numa" in keys:
+            keys.remove("numa")
+        if numa_bind:
+            keys.insert(0, "numa")
+        parts: list[Callable[[Card, float], float]] = []
+        for k in keys:
+            if k == "binpack":
+                parts.append(lambda c, s: s)
+            elif k == "spread":
+                parts.append(lambda c, s: -s)
+            else:
+                parts.append(lambda c, s: c.info.numa)
+        return lambda c, s: (*(p(c, s) for p in parts), c.info.index)
+    if policy.single == "mutex":
+        return lambda c, s: (-c.usage.used, c.info.numa, c.info.index)
+    if numa_bind:
+        if policy.single == "binpack":
+            return lambda c, s: (-c.info.numa, s, c.info.index)
+        return lambda c, s: (c.info.numa, -s, c.info.index)
+    if policy.single == "binpack":
+        return lambda c, s: (s, c.info.numa, c.info.index)
+    return lambda c, s: (-s, c.info.numa, c.info.index)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerFit:
+    devices: tuple[ContainerDevice, ...] | None  # None: does not fit
+    reason: str  # empty when it fits
+    scores: tuple[tuple[str, float], ...]  # (uuid, score) in registration order
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFit:
+    node: str
+    devices: tuple[tuple[ContainerDevice, ...], ...] | None  # per container, init first
+    reason: str
+    scores: tuple[tuple[int, str, float], ...]  # (container, uuid, score)
+
+    @property
+    def fits(self) -> bool:
+        return self.devices is not None
+
+
+def _type_ok(card: Card, opts: PodOptions) -> bool:
+    t = card.info.type.lower()
+    if opts.use_types and not any(u in t for u in opts.use_types):
+        return False
+    if any(n in t for n in opts.nouse_types):
+        return False
+    return not opts.vgpu_mode or card.info.mode in opts.vgpu_mode
+
+
+def _uuid_ok(card: Card, opts: PodOptions) -> bool:
+    uuid = card.info.id
+    if opts.use_uuids and uuid not in opts.use_uuids:
+        return False
+    return uuid not in opts.nouse_uuids
+
+
+def fit_container(
+    cards: Sequence[Card], req: ContainerRequest, opts: PodOptions, cordoned: frozenset[str],
+    links: dict[str, dict[str, int]] | None = None,
+) -> ContainerFit:
+    """Pick cards for one container from `cards` (one vendor's cards of one node)."""
+    if opts.weights == DEFAULT_WEIGHTS:
+        scores = [c.score for c in cards]
+    else:
+        scores = [card_score(c.info, c.usage, opts.weights) for c in cards]
+    logged = tuple((c.info.id, s) for c, s in zip(cards, scores, strict=True))
+    if req.nums > len(cards):
+        return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, logged)
+
+    key = _sort_key(opts.gpu_policy, opts.numa_bind)
+    ordered = sorted(zip(cards, scores, strict=True), key=lambda cs: key(*cs), reverse=True)
+    policy = opts.gpu_policy
+    counts: dict[str, int] = {}
+    nums = req.nums
+    prev_numa: int | None = None
+    picked: list[ContainerDevice] = []
+    cores = min(req.coresreq, 100)
+
+    def reject(reason: str) -> None:
+        counts[reason] = counts.get(reason, 0) + 1
+
+    for card, _ in ordered:
+        info, u = card.info, card.usage
+        if not info.health:
+            reject(r.CARD_NOT_HEALTH)
+            continue
+        if info.id in cordoned:
+            reject(r.CARD_CORDONED)
+            continue
+        if not _type_ok(card, opts):
+            reject(r.CARD_TYPE_MISMATCH)
+            continue
+        if opts.numa_bind and prev_numa != info.numa:
+            # A multi-card request must come from one NUMA node: start over.
+            if nums != req.nums:
+                counts[r.NUMA_NOT_FIT] = counts.get(r.NUMA_NOT_FIT, 0) + len(picked)
+            nums, prev_numa, picked = req.nums, info.numa, []
+        if not _uuid_ok(card, opts):
+            reject(r.CARD_UUID_MISMATCH)
+            continue
+        if info.count <= u.used:
+            reject(r.CARD_TIME_SLICING_EXHAUSTED)
+            continue
+        if policy.mutex and u.used > 0:
+            reject(r.EXCLUSIVE_CONFLICT)
+            continue
+        memreq = req.memory_on(info.devmem)
+        if info.devmem - u.usedmem < memreq:
+            reject(r.CARD_INSUFFICIENT_MEMORY)
+            continue
+        if info.devcore - u.usedcores < cores:
+            reject(r.CARD_INSUFFICIENT_CORE)
+            continue
+        if info.devcore == 100 and cores == 100 and u.used > 0:
+            reject(r.EXCLUSIVE_CONFLICT)
+            continue
+        if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
+            reject(r.CARD_COMPUTE_UNITS_EXHAUSTED)
+            continue
+        picked.append(ContainerDevice(info.id, memreq, cores))
+        if policy.topology:
+            continue  # collect every candidate, choose by link scores below
+        nums -= 1
+        if nums == 0:
+            return ContainerFit(tuple(picked), "", logged)
+
+    if policy.topology and len(picked) >= req.nums:
+        return ContainerFit(_by_topology(picked, req.nums, links or {}), "", logged)
+    if picked:
+        counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
+    return ContainerFit(None, r.card_reasons(counts, len(cards)), logged)
+
+
+def _by_topology(
+    candidates: list[ContainerDevice], nums: int, links: dict[str, dict[str, int]]
+) -> tuple[ContainerDevice, ...]:
+    """HAMi's topology-aware choice among the cards that passed every check.
+
+    One card: the one worst connected to the others, keeping well-linked sets
+    free for multi-card pods. Several: the best-linked combination. The first
+    extreme in preference order wins ties.
+    """
+    if len(candidates) == nums:
+        return tuple(candidates)
+
+    def link(a: str, b: str) -> int:
+        return links.get(a, {}).get(b, 0)
+
+    if nums == 1:
+        def connectivity(d: ContainerDevice) -> int:
+            return sum(link(d.uuid, o.uuid) for o in candidates if o.uuid != d.uuid)
+        return (min(candidates, key=connectivity),)
+    best = max(
+        combinations(candidates, nums),
+        key=lambda combo: sum(link(a.uuid, b.uuid) for a, b in combinations(combo, 2)),
+    )
+    return tuple(best)
+
+
+def _add(cards: list[Card], devices: tuple[ContainerDevice, ...]) -> list[Card]:
+    taken = {d.uuid: d for d in devices}
+    out = []
+    for c in cards:
+        d = taken.get(c.info.id)
+        out.append(c if d is None else make_card(c.info, c.usage + Usage(1, d.usedmem, d.usedcores)))
+    return out
+
+
+def fit_pod(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
+    """Fit every container of the pod onto the node, or say why not.
+
+    Init containers run before the app containers and one at a time, so each
+    is fitted against the node as it is; app containers run together, so each
+    one sees the cards the previous ones took.
+    """
+    cards = [c for c in node.cards if VENDOR in c.info.type.lower()]
+    links = {k: dict(v) for k, v in node.links.items()} if opts.gpu_policy.topology else None
+    scores: list[tuple[int, str, float]] = []
+    out: list[tuple[ContainerDevice, ...]] = []
+    index = 0
+    for req in request.init:
+        if req is not None:
+            fit = fit_container(cards, req, opts, node.cordoned, links)
+            scores.extend((index, u, s) for u, s in fit.scores)
+            if fit.devices is None:
+                return NodeFit(node.name, None, fit.reason, tuple(scores))
+            out.append(fit.devices)
+        else:
+            out.append(())
+        index += 1
+    for req in request.app:
+        if req is not None:
+            fit = fit_container(cards, req, opts, node.cordoned, links)
+            scores.extend((index, u, s) for u, s in fit.scores)
+            if fit.devices is None:
+                return NodeFit(node.name, None, fit.reason, tuple(scores))
+            out.append(fit.devices)
+            cards = _add(cards, fit.devices)
+        else:
+            out.append(())
+        index += 1
+    return NodeFit(node.name, tuple(out), "", tuple(scores))

@@ -1,0 +1,117 @@
+"""Immutable values the engine works on: cards, nodes, requests and allocations."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hami.engine.names import NVIDIA
+
+# HAMi's "percentage not set" sentinel for nvidia.com/gpumem-percentage.
+PERCENTAGE_UNSET = 101
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """One card as HAMi's device plugin registers it on the node."""
+
+    id: str
+    index: int
+    count: int  # split count: how many tasks may share the card
+    devmem: int  # MiB
+    devcore: int  # percent of SMs, normally 100
+    type: str  # model, e.g. "NVIDIA-Tesla T4"
+    numa: int = 0
+    mode: str = "hami-core"
+    health: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What allocations already take from one card."""
+
+    used: int = 0  # tasks (slots)
+    usedmem: int = 0  # MiB
+    usedcores: int = 0  # percent
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            self.used + other.used, self.usedmem + other.usedmem, self.usedcores + other.usedcores
+        )
+
+    def __sub__(self, other: "Usage") -> "Usage":
+        return Usage(
+            self.used - other.used, self.usedmem - other.usedmem, self.usedcores - other.usedcores
+        )
+
+    @property
+    def empty(self) -> bool:
+        return self.used == 0 and self.usedmem == 0 and self.usedcores == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A card with its current usage and its score under default weights.
+
+    The score depends only on usage (HAMi v2.10 never counts the request for
+    NVIDIA), so it is computed once when usage changes, not per decision.
+    """
+
+    info: DeviceInfo
+    usage: Usage
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A registered GPU node as the engine sees it."""
+
+    name: str
+    cards: tuple[Card, ...]  # in registration order
+    score: float  # node score from existing usage, HAMi's NodeScore
+    cordoned: frozenset[str] = frozenset()
+    # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.
+    links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """One container's ask, HAMi's ContainerDeviceRequest for NVIDIA."""
+
+    nums: int
+    memreq: int = 0  # MiB per card; 0 means "use the percentage"
+    mem_percentage: int = PERCENTAGE_UNSET
+    coresreq: int = 0
+
+    def memory_on(self, totalmem: int) -> int:
+        """Memory this request takes on a card of `totalmem` MiB (explicit MiB beat the percentage)."""
+        if self.memreq > 0:
+            return self.memreq
+        if self.mem_percentage != PERCENTAGE_UNSET:
+            return totalmem * self.mem_percentage // 100
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """Per-container requests, init containers first; None where a container asks for no GPU."""
+
+    init: tuple[ContainerRequest | None, ...] = ()
+    app: tuple[ContainerRequest | None, ...] = ()
+
+    @property
+    def wants_gpu(self) -> bool:
+        return any(r is not None for r in self.init) or any(r is not None for r in self.app)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDevice:
+    """One card given to one container: an entry of the allocation annotation."""
+
+    uuid: str
+    usedmem: int
+    usedcores: int
+    type: str = NVIDIA
+
+
+# One entry per container, init containers first, in spec order.
+ContainerDevices = tuple[ContainerDevice, ...]
+PodDevices = tuple[ContainerDevices, ...]

@@ -1,0 +1,148 @@
+"""Scheduling policies: what a pod's annotations and the defaults ask for.
+
+GPU policies compose (HAMi v2.10 chains): `mutex` and `topology-aware` are
+filters wherever they appear; `binpack`, `spread` and `numa` are sort keys
+applied in the written order. Unlike HAMi, an unknown name is an error that
+lists the valid ones: a typo silently turning into `spread` is the kind of
+surprise a scheduler must not spring on its users.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hami.engine import names
+from hami.engine.codec import split_list
+from hami.engine.score import DEFAULT_WEIGHTS, Weights
+
+GPU_FILTERS = ("mutex", "topology-aware")
+GPU_SORT_KEYS = ("binpack", "spread", "numa")
+GPU_POLICY_NAMES = GPU_SORT_KEYS + GPU_FILTERS
+NODE_POLICY_NAMES = ("binpack", "spread")
+
+
+class PolicyError(ValueError):
+    """A policy or option annotation the scheduler cannot follow."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPolicy:
+    text: str
+    chain: bool  # HAMi's chain mode: the value has a comma or is exactly "numa"
+    mutex: bool
+    topology: bool
+    keys: tuple[str, ...]  # sort keys, written order, no duplicates
+    single: str  # the name in single mode ("" in chain mode)
+
+
+def parse_gpu_policy(text: str) -> GpuPolicy:
+    tokens = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in tokens):
+        raise PolicyError(
+            f"GPU scheduler policy {text!r} has an empty name; "
+            f"valid names: {', '.join(GPU_POLICY_NAMES)}"
+        )
+    unknown = [t for t in tokens if t not in GPU_POLICY_NAMES]
+    if unknown:
+        raise PolicyError(
+            f"unknown GPU scheduler policy {', '.join(map(repr, unknown))} in {text!r}; "
+            f"valid names: {', '.join(GPU_POLICY_NAMES)} (filters may be combined with "
+            f"sort keys, e.g. 'mutex,binpack')"
+        )
+    keys = tuple(dict.fromkeys(t for t in tokens if t in GPU_SORT_KEYS))
+    chain = len(tokens) > 1 or tokens == ["numa"]
+    return GpuPolicy(
+        text=text,
+        chain=chain,
+        mutex="mutex" in tokens,
+        topology="topology-aware" in tokens,
+        keys=keys,
+        single="" if chain else tokens[0],
+    )
+
+
+def parse_node_policy(text: str) -> str:
+    value = text.strip()
+    if value not in NODE_POLICY_NAMES:
+        raise PolicyError(
+            f"unknown node scheduler policy {text!r}; valid names: {', '.join(NODE_POLICY_NAMES)}"
+        )
+    return value
+
+
+def parse_weights(text: str) -> Weights:
+    """`slot=<int>,core=<int>,memory=<int>`: all three, each once, >= 0, at least one > 0."""
+    seen: dict[str, int] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in ("slot", "core", "memory") or key in seen:
+            raise PolicyError(
+                f"{names.SCORING_WEIGHTS} {text!r} must be 'slot=<int>,core=<int>,memory=<int>'"
+            )
+        try:
+            seen[key] = int(value.strip())
+        except ValueError:
+            raise PolicyError(f"{names.SCORING_WEIGHTS}: {key} must be an integer") from None
+        if seen[key] < 0:
+            raise PolicyError(f"{names.SCORING_WEIGHTS}: {key} must not be negative")
+    if len(seen) != 3 or not any(seen.values()):
+        raise PolicyError(
+            f"{names.SCORING_WEIGHTS} {text!r} needs slot, core and memory, at least one above 0"
+        )
+    return Weights(slot=seen["slot"], core=seen["core"], memory=seen["memory"])
+
+
+def parse_bool(text: str) -> bool:
+    """Go's strconv.ParseBool."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise PolicyError(f"{text!r} is not a boolean")
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """Cluster-wide policies (the scheduler's flags)."""
+
+    gpu_policy: str = "spread"
+    node_policy: str = "binpack"
+
+
+@dataclass(frozen=True, slots=True)
+class PodOptions:
+    """Everything in a pod's annotations that steers placement, parsed once per decision."""
+
+    gpu_policy: GpuPolicy
+    node_policy: str
+    weights: Weights = DEFAULT_WEIGHTS
+    use_types: tuple[str, ...] = ()
+    nouse_types: tuple[str, ...] = ()
+    use_uuids: frozenset[str] = frozenset()
+    nouse_uuids: frozenset[str] = frozenset()
+    numa_bind: bool = False
+    vgpu_mode: str = ""
+
+
+def pod_options(annotations: Mapping[str, str], defaults: Defaults = Defaults()) -> PodOptions:
+    """Parse the pod's placement annotations; the pod's policy replaces the default entirely."""
+    weights = DEFAULT_WEIGHTS
+    if names.SCORING_WEIGHTS in annotations:
+        weights = parse_weights(annotations[names.SCORING_WEIGHTS])
+    numa_bind = False
+    if names.NUMA_BIND in annotations:
+        try:
+            numa_bind = parse_bool(annotations[names.NUMA_BIND])
+        except PolicyError as e:
+            raise PolicyError(f"{names.NUMA_BIND}: {e}") from None
+    return PodOptions(
+        gpu_policy=parse_gpu_policy(annotations.get(names.GPU_POLICY) or defaults.gpu_policy),
+        node_policy=parse_node_policy(annotations.get(names.NODE_POLICY) or defaults.node_policy),
+        weights=weights,
+        use_types=tuple(t.lower() for t in split_list(annotations.get(names.USE_GPUTYPE))),
+        nouse_types=tuple(t.lower() for t in split_list(annotations.get(names.NOUSE_GPUTYPE))),
+        use_uuids=frozenset(split_list(annotations.get(names.USE_GPUUUID))),
+        nouse_uuids=frozenset(split_list(annotations.get(names.NOUSE_GPUUUID))),
+        numa_bind=numa_bind,
+        vgpu_mode=annotations.get(names.VGPU_MODE, ""),
+    )

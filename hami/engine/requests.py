@@ -1,0 +1,128 @@
+"""What a pod asks for: HAMi's GenerateResourceRequests for NVIDIA, per container.
+
+Each resource is read from limits first, then requests. Parsing is lenient
+(HAMi ignores a container with a malformed value) unless `strict` is set, as
+the webhook does, so users get an error naming the value instead of a pod
+that silently schedules without a GPU.
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest, PodRequest
+from hami.engine.quantity import QuantityError, as_int64
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceNames:
+    gpu: str = "nvidia.com/gpu"
+    memory: str = "nvidia.com/gpumem"
+    memory_percentage: str = "nvidia.com/gpumem-percentage"
+    cores: str = "nvidia.com/gpucores"
+    priority: str = "nvidia.com/priority"
+
+    def all(self) -> tuple[str, ...]:
+        return (self.gpu, self.memory, self.memory_percentage, self.cores, self.priority)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDefaults:
+    """HAMi's device config (`device-config.yaml`, `nvidia:` section)."""
+
+    names: ResourceNames = ResourceNames()
+    default_memory: int = 0  # MiB; 0 means the whole card
+    default_cores: int = 0
+    default_gpu_num: int = 1
+    memory_factor: int = 1
+
+
+class RequestError(ValueError):
+    """A GPU resource value the scheduler cannot honour; the message names the container."""
+
+
+def _lookup(resources: Mapping[str, Any], name: str) -> Any:
+    for section in ("limits", "requests"):
+        values = resources.get(section) or {}
+        if name in values:
+            return values[name]
+    return None
+
+
+def _int(value: Any, resource: str, container: str) -> int:
+    try:
+        n = as_int64(value)
+    except QuantityError as e:
+        raise RequestError(f"container {container}: {resource}: {e}") from e
+    if n is None:
+        raise RequestError(f"container {container}: {resource} must be a whole number, got {value!r}")
+    return n
+
+
+def container_request(
+    container: Mapping[str, Any], defaults: ResourceDefaults, *, strict: bool = False
+) -> ContainerRequest | None:
+    """The container's NVIDIA request, or None when it asks for no GPU."""
+    names = defaults.names
+    cname = str(container.get("name", "?"))
+    resources = container.get("resources") or {}
+    try:
+        return _request(resources, names, defaults, cname)
+    except RequestError:
+        if strict:
+            raise
+        return None
+
+
+def _request(
+    resources: Mapping[str, Any], names: ResourceNames, defaults: ResourceDefaults, cname: str
+) -> ContainerRequest | None:
+    raw_gpu = _lookup(resources, names.gpu)
+    if raw_gpu is None:
+        return None
+    nums = _int(raw_gpu, names.gpu, cname)
+    if nums <= 0:
+        return None
+
+    mem = 0
+    raw_mem = _lookup(resources, names.memory)
+    if raw_mem is not None:
+        mem = _int(raw_mem, names.memory, cname) * defaults.memory_factor
+        if mem < 0 or mem > INT32_MAX:
+            raise RequestError(f"container {cname}: {names.memory} {raw_mem!r} is out of range")
+
+    pct = PERCENTAGE_UNSET
+    raw_pct = _lookup(resources, names.memory_percentage)
+    if raw_pct is not None:
+        p = _int(raw_pct, names.memory_percentage, cname)
+        if p > 0:
+            pct = min(p, 100)
+
+    if pct == PERCENTAGE_UNSET and mem == 0:
+        if defaults.default_memory:
+            mem = defaults.default_memory
+        else:
+            pct = 100  # a bare nvidia.com/gpu takes the whole card's memory
+
+    raw_cores = _lookup(resources, names.cores)
+    cores = defaults.default_cores if raw_cores is None else _int(raw_cores, names.cores, cname)
+    if cores < 0:
+        raise RequestError(f"container {cname}: {names.cores} must not be negative")
+    return ContainerRequest(nums=nums, memreq=mem, mem_percentage=pct, coresreq=cores)
+
+
+def _requests(
+    containers: Iterable[Mapping[str, Any]], defaults: ResourceDefaults, strict: bool
+) -> tuple[ContainerRequest | None, ...]:
+    return tuple(container_request(c, defaults, strict=strict) for c in containers)
+
+
+def pod_request(
+    spec: Mapping[str, Any], defaults: ResourceDefaults, *, strict: bool = False
+) -> PodRequest:
+    return PodRequest(
+        init=_requests(spec.get("initContainers") or (), defaults, strict),
+        app=_requests(spec.get("containers") or (), defaults, strict),
+    )

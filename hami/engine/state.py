@@ -1,0 +1,66 @@
+"""Building node states and turning allocations into card usage."""
+
+from collections.abc import Iterable, Mapping
+
+from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.score import make_card, node_score
+
+
+def build_node(
+    name: str,
+    devices: Iterable[DeviceInfo],
+    usage: Mapping[str, Usage] | None = None,
+    cordoned: frozenset[str] = frozenset(),
+    links: Mapping[str, Mapping[str, int]] | None = None,
+) -> NodeState:
+    usage = usage or {}
+    cards = tuple(make_card(d, usage.get(d.id, Usage())) for d in devices)
+    return NodeState(name, cards, node_score(cards), cordoned, links or {})
+
+
+def with_usage(node: NodeState, delta: Mapping[str, Usage], sign: int = 1) -> NodeState:
+    """The node with `delta` added (sign 1) or removed (sign -1); unknown UUIDs are ignored."""
+    if not any(c.info.id in delta for c in node.cards):
+        return node
+    cards = []
+    for c in node.cards:
+        d = delta.get(c.info.id)
+        if d is None:
+            cards.append(c)
+        else:
+            cards.append(make_card(c.info, c.usage + d if sign > 0 else c.usage - d))
+    return NodeState(node.name, tuple(cards), node_score(cards), node.cordoned, node.links)
+
+
+def pod_usage(devices: PodDevices, n_init: int, init_done: bool = False) -> dict[str, Usage]:
+    """What one pod's allocation takes from each card (HAMi's collapsed usage).
+
+    Init containers run one after another and before the app containers, so a
+    card carries the larger of the init peak and the app sum, and at least one
+    slot while any container uses it. Once every init container has finished
+    only the app containers count.
+    """
+    init = () if init_done else devices[:n_init]
+    app = devices[n_init:]
+    init_mem: dict[str, int] = {}
+    init_cores: dict[str, int] = {}
+    for container in init:
+        for d in container:
+            init_mem[d.uuid] = max(init_mem.get(d.uuid, 0), d.usedmem)
+            init_cores[d.uuid] = max(init_cores.get(d.uuid, 0), d.usedcores)
+    app_slots: dict[str, int] = {}
+    app_mem: dict[str, int] = {}
+    app_cores: dict[str, int] = {}
+    for container in app:
+        for d in container:
+            app_slots[d.uuid] = app_slots.get(d.uuid, 0) + 1
+            app_mem[d.uuid] = app_mem.get(d.uuid, 0) + d.usedmem
+            app_cores[d.uuid] = app_cores.get(d.uuid, 0) + d.usedcores
+    out = {}
+    for uuid in dict.fromkeys([*init_mem, *app_slots]):
+        out[uuid] = Usage(
+            used=max(app_slots.get(uuid, 0), 1),
+            usedmem=max(init_mem.get(uuid, 0), app_mem.get(uuid, 0)),
+            usedcores=max(init_cores.get(uuid, 0), app_cores.get(uuid, 0)),
+        )
+    return out
