@@ -1,2 +1,72 @@
-def main() -> int:
+"""The `hami` command: simulate (offline replay), serve (the scheduler process), bench."""
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from hami.sim.run import Simulation, render_json, render_text
+    from hami.sim.scenario import ScenarioError, load
+
+    try:
+        scenario = load(Path(args.scenario))
+    except ScenarioError as e:
+        print(f"hami simulate: {e}", file=sys.stderr)
+        return 2
+    results = Simulation(scenario).run()
+    if args.json:
+        sys.stdout.write(
+            orjson.dumps(render_json(results), option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
+    else:
+        sys.stdout.write(render_text(results, args.verbose))
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from hami.bench import run_engine_bench
+
+    print(run_engine_bench(nodes=args.nodes, cards=args.cards, pods=args.pods, runs=args.runs))
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from hami.runtime.main import serve
+
+    return serve(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hami", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser(
+        "simulate", help="replay a scenario file offline through the scheduler's engine"
+    )
+    sim.add_argument("scenario", help="scenario YAML (see examples/lab14/scenario.yaml)")
+    sim.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
+    sim.add_argument("--json", action="store_true", help="machine-readable output")
+    sim.set_defaults(func=_simulate)
+
+    bench = sub.add_parser("bench", help="measure the engine's decision time")
+    bench.add_argument("--nodes", type=int, default=1000)
+    bench.add_argument("--cards", type=int, default=8)
+    bench.add_argument("--pods", type=int, default=8000)
+    bench.add_argument("--runs", type=int, default=2000)
+    bench.set_defaults(func=_bench)
+
+    from hami.runtime.config import add_serve_arguments
+
+    srv = sub.add_parser("serve", help="run the webhook, the extender and metrics")
+    add_serve_arguments(srv)
+    srv.set_defaults(func=_serve)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args))

@@ -94,7 +94,7 @@ def _decode_node_json(text: str) -> tuple[DeviceInfo, ...]:
 def _decode_node_legacy(text: str) -> tuple[DeviceInfo, ...]:
     out = []
     for piece in text.split(":"):
-        if "," not in piece:
+        if not piece.strip():
             continue
         f = piece.split(",")
         if len(f) < 7:
@@ -123,9 +123,16 @@ def encode_node_devices(devices: tuple[DeviceInfo, ...]) -> str:
     out = []
     for d in devices:
         entry: dict[str, Any] = {"id": d.id}
-        for key, v in (("index", d.index), ("count", d.count), ("devmem", d.devmem),
-                       ("devcore", d.devcore), ("type", d.type), ("numa", d.numa),
-                       ("mode", d.mode), ("health", d.health)):
+        for key, v in (
+            ("index", d.index),
+            ("count", d.count),
+            ("devmem", d.devmem),
+            ("devcore", d.devcore),
+            ("type", d.type),
+            ("numa", d.numa),
+            ("mode", d.mode),
+            ("health", d.health),
+        ):
             if v:
                 entry[key] = v
         out.append(entry)

@@ -83,11 +83,49 @@ def _uuid_ok(card: Card, opts: PodOptions) -> bool:
     return uuid not in opts.nouse_uuids
 
 
+def _verdict(
+    card: Card, req: ContainerRequest, cores: int, opts: PodOptions, cordoned: frozenset[str]
+) -> str | None:
+    """Why this card cannot take the container, in HAMi's check order; None if it can."""
+    info, u = card.info, card.usage
+    if not info.health:
+        return r.CARD_NOT_HEALTH
+    if info.id in cordoned:
+        return r.CARD_CORDONED
+    if opts.selects_cards:
+        if not _type_ok(card, opts):
+            return r.CARD_TYPE_MISMATCH
+        if not _uuid_ok(card, opts):
+            return r.CARD_UUID_MISMATCH
+    if info.count <= u.used:
+        return r.CARD_TIME_SLICING_EXHAUSTED
+    if opts.gpu_policy.mutex and u.used > 0:
+        return r.EXCLUSIVE_CONFLICT
+    if info.devmem - u.usedmem < req.memory_on(info.devmem):
+        return r.CARD_INSUFFICIENT_MEMORY
+    if info.devcore - u.usedcores < cores:
+        return r.CARD_INSUFFICIENT_CORE
+    if info.devcore == 100 and cores == 100 and u.used > 0:
+        return r.EXCLUSIVE_CONFLICT
+    if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
+        return r.CARD_COMPUTE_UNITS_EXHAUSTED
+    return None
+
+
 def fit_container(
-    cards: Sequence[Card], req: ContainerRequest, opts: PodOptions, cordoned: frozenset[str],
+    cards: Sequence[Card],
+    req: ContainerRequest,
+    opts: PodOptions,
+    cordoned: frozenset[str],
     links: dict[str, dict[str, int]] | None = None,
 ) -> ContainerFit:
-    """Pick cards for one container from `cards` (one vendor's cards of one node)."""
+    """Pick cards for one container from `cards` (one vendor's cards of one node).
+
+    Each card's verdict depends on that card alone, so verdicts are taken in
+    one pass and only the passing cards are sorted; a node that cannot fit is
+    rejected without sorting. Only numa-bind needs HAMi's ordered walk, where
+    a change of NUMA node starts the selection over.
+    """
     if opts.weights == DEFAULT_WEIGHTS:
         scores = [c.score for c in cards]
     else:
@@ -96,65 +134,57 @@ def fit_container(
     if req.nums > len(cards):
         return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, logged)
 
-    key = _sort_key(opts.gpu_policy, opts.numa_bind)
-    ordered = sorted(zip(cards, scores, strict=True), key=lambda cs: key(*cs), reverse=True)
-    policy = opts.gpu_policy
-    counts: dict[str, int] = {}
-    nums = req.nums
-    prev_numa: int | None = None
-    picked: list[ContainerDevice] = []
     cores = min(req.coresreq, 100)
+    verdicts = [_verdict(c, req, cores, opts, cordoned) for c in cards]
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    key = _sort_key(opts.gpu_policy, opts.numa_bind)
 
-    def reject(reason: str) -> None:
-        counts[reason] = counts.get(reason, 0) + 1
+    def device(card: Card) -> ContainerDevice:
+        return ContainerDevice(card.info.id, req.memory_on(card.info.devmem), cores)
 
-    for card, _ in ordered:
-        info, u = card.info, card.usage
-        if not info.health:
-            reject(r.CARD_NOT_HEALTH)
-            continue
-        if info.id in cordoned:
-            reject(r.CARD_CORDONED)
-            continue
-        if not _type_ok(card, opts):
-            reject(r.CARD_TYPE_MISMATCH)
-            continue
-        if opts.numa_bind and prev_numa != info.numa:
-            # A multi-card request must come from one NUMA node: start over.
-            if nums != req.nums:
+    if opts.numa_bind:
+        return _fit_numa_bound(cards, scores, verdicts, req, key, counts, device, logged)
+    passing = [(c, s) for c, s, v in zip(cards, scores, verdicts, strict=True) if v is None]
+    if len(passing) >= req.nums:
+        passing.sort(key=lambda cs: key(*cs), reverse=True)
+        picked = [device(c) for c, _ in passing]
+        if opts.gpu_policy.topology:
+            return ContainerFit(_by_topology(picked, req.nums, links or {}), "", logged)
+        return ContainerFit(tuple(picked[: req.nums]), "", logged)
+    if passing:
+        counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(passing)
+    return ContainerFit(None, r.card_reasons(counts, len(cards)), logged)
+
+
+def _fit_numa_bound(
+    cards: Sequence[Card],
+    scores: Sequence[float],
+    verdicts: Sequence[str | None],
+    req: ContainerRequest,
+    key: SortKey,
+    counts: dict[str, int],
+    device: Callable[[Card], ContainerDevice],
+    logged: tuple[tuple[str, float], ...],
+) -> ContainerFit:
+    ordered = sorted(
+        zip(cards, scores, verdicts, strict=True), key=lambda t: key(t[0], t[1]), reverse=True
+    )
+    picked: list[ContainerDevice] = []
+    prev_numa: int | None = None
+    for card, _, verdict in ordered:
+        if verdict in (r.CARD_NOT_HEALTH, r.CARD_CORDONED, r.CARD_TYPE_MISMATCH):
+            continue  # HAMi skips these before it looks at the NUMA node
+        if prev_numa != card.info.numa:
+            if picked:
                 counts[r.NUMA_NOT_FIT] = counts.get(r.NUMA_NOT_FIT, 0) + len(picked)
-            nums, prev_numa, picked = req.nums, info.numa, []
-        if not _uuid_ok(card, opts):
-            reject(r.CARD_UUID_MISMATCH)
-            continue
-        if info.count <= u.used:
-            reject(r.CARD_TIME_SLICING_EXHAUSTED)
-            continue
-        if policy.mutex and u.used > 0:
-            reject(r.EXCLUSIVE_CONFLICT)
-            continue
-        memreq = req.memory_on(info.devmem)
-        if info.devmem - u.usedmem < memreq:
-            reject(r.CARD_INSUFFICIENT_MEMORY)
-            continue
-        if info.devcore - u.usedcores < cores:
-            reject(r.CARD_INSUFFICIENT_CORE)
-            continue
-        if info.devcore == 100 and cores == 100 and u.used > 0:
-            reject(r.EXCLUSIVE_CONFLICT)
-            continue
-        if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
-            reject(r.CARD_COMPUTE_UNITS_EXHAUSTED)
-            continue
-        picked.append(ContainerDevice(info.id, memreq, cores))
-        if policy.topology:
-            continue  # collect every candidate, choose by link scores below
-        nums -= 1
-        if nums == 0:
-            return ContainerFit(tuple(picked), "", logged)
-
-    if policy.topology and len(picked) >= req.nums:
-        return ContainerFit(_by_topology(picked, req.nums, links or {}), "", logged)
+            picked, prev_numa = [], card.info.numa
+        if verdict is None:
+            picked.append(device(card))
+            if len(picked) == req.nums:
+                return ContainerFit(tuple(picked), "", logged)
     if picked:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
     return ContainerFit(None, r.card_reasons(counts, len(cards)), logged)
@@ -176,8 +206,10 @@ def _by_topology(
         return links.get(a, {}).get(b, 0)
 
     if nums == 1:
+
         def connectivity(d: ContainerDevice) -> int:
             return sum(link(d.uuid, o.uuid) for o in candidates if o.uuid != d.uuid)
+
         return (min(candidates, key=connectivity),)
     best = max(
         combinations(candidates, nums),
@@ -191,7 +223,9 @@ def _add(cards: list[Card], devices: tuple[ContainerDevice, ...]) -> list[Card]:
     out = []
     for c in cards:
         d = taken.get(c.info.id)
-        out.append(c if d is None else make_card(c.info, c.usage + Usage(1, d.usedmem, d.usedcores)))
+        out.append(
+            c if d is None else make_card(c.info, c.usage + Usage(1, d.usedmem, d.usedcores))
+        )
     return out
 
 

@@ -123,6 +123,17 @@ class PodOptions:
     numa_bind: bool = False
     vgpu_mode: str = ""
 
+    @property
+    def selects_cards(self) -> bool:
+        """Whether any type, UUID or mode selector narrows the cards (most pods have none)."""
+        return bool(
+            self.use_types
+            or self.nouse_types
+            or self.use_uuids
+            or self.nouse_uuids
+            or self.vgpu_mode
+        )
+
 
 def pod_options(annotations: Mapping[str, str], defaults: Defaults = Defaults()) -> PodOptions:
     """Parse the pod's placement annotations; the pod's policy replaces the default entirely."""

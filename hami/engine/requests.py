@@ -57,7 +57,9 @@ def _int(value: Any, resource: str, container: str) -> int:
     except QuantityError as e:
         raise RequestError(f"container {container}: {resource}: {e}") from e
     if n is None:
-        raise RequestError(f"container {container}: {resource} must be a whole number, got {value!r}")
+        raise RequestError(
+            f"container {container}: {resource} must be a whole number, got {value!r}"
+        )
     return n
 
 

@@ -4,11 +4,12 @@ package main
 
 import (
 	"os"
+	_ "time/tzdata" // CronJob time zones, as upstream
 
+	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 

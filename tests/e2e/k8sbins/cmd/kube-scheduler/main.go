@@ -1,17 +1,16 @@
-// Command kube-scheduler is upstream's kube-scheduler main.
+// Command kube-scheduler is upstream's kube-scheduler main (cmd/kube-scheduler/scheduler.go).
 package main
 
 import (
 	"os"
 
-	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/component-base/cli"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
 func main() {
-	os.Exit(cli.RunContext(genericapiserver.SetupSignalContext(), app.NewSchedulerCommand()))
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
 }

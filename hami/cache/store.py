@@ -1,0 +1,194 @@
+"""The scheduler's only long-lived state: registered nodes, allocations, reservations.
+
+Usage per card is kept incrementally: every pod event adds or removes that
+one pod's share, so a filter never rescans all pods (HAMi rebuilds the whole
+view on every filter). Reservations made at filter time count like
+allocations until the pod's own annotations arrive through the watch, and
+expire if no bind follows.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from hami.engine.inventory import (
+    NodeInventory,
+    PodAllocation,
+    Unregistered,
+    is_terminal,
+    node_inventory,
+    pod_allocation,
+)
+from hami.engine.model import NodeState, PodDevices, Usage
+from hami.engine.state import build_node, pod_usage
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    devices: PodDevices
+    n_init: int
+    expires: float
+
+
+class ClusterCache:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        reservation_ttl: float = 120.0,
+        gpu_resource: str = "nvidia.com/gpu",
+    ) -> None:
+        self._clock = clock
+        self._ttl = reservation_ttl
+        self._gpu_resource = gpu_resource
+        self._inventory: dict[str, NodeInventory] = {}
+        self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
+        self._pods: dict[str, PodAllocation] = {}
+        self._pod_usage: dict[str, dict[str, Usage]] = {}
+        self._reservations: dict[str, Reservation] = {}
+        self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
+        self._states: dict[str, NodeState] = {}
+        self.view: Mapping[str, NodeState] = MappingProxyType(self._states)
+
+    # --- nodes -----------------------------------------------------------
+
+    def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        seen = set()
+        for node in nodes:
+            seen.add(self.upsert_node(node))
+        for name in [*self._inventory, *self.unregistered]:
+            if name not in seen:
+                self._drop_node(name)
+
+    def upsert_node(self, node: Mapping[str, Any]) -> str:
+        inv = node_inventory(node, self._gpu_resource)
+        if isinstance(inv, Unregistered):
+            self._drop_node(inv.name)
+            self.unregistered[inv.name] = inv.why
+            return inv.name
+        self.unregistered.pop(inv.name, None)
+        if self._inventory.get(inv.name) != inv:
+            self._inventory[inv.name] = inv
+            self._rebuild(inv.name)
+        return inv.name
+
+    def delete_node(self, node: Mapping[str, Any]) -> None:
+        self._drop_node(str((node.get("metadata") or {}).get("name", "")))
+
+    def _drop_node(self, name: str) -> None:
+        self._inventory.pop(name, None)
+        self._states.pop(name, None)
+        self.unregistered.pop(name, None)
+
+    def _rebuild(self, name: str) -> None:
+        inv = self._inventory.get(name)
+        if inv is None:
+            return
+        usage = self._usage.get(name, {})
+        self._states[name] = build_node(name, inv.devices, usage, inv.cordoned, inv.links)
+
+    # --- usage bookkeeping ------------------------------------------------
+
+    def _account(self, node: str, usage: Mapping[str, Usage], sign: int) -> None:
+        per_card = self._usage.setdefault(node, {})
+        for uuid, u in usage.items():
+            total = per_card.get(uuid, Usage()) + u if sign > 0 else per_card.get(uuid, Usage()) - u
+            if total.empty:
+                per_card.pop(uuid, None)
+            else:
+                per_card[uuid] = total
+        self._rebuild(node)
+
+    # --- pods --------------------------------------------------------------
+
+    def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        seen = set()
+        for pod in pods:
+            seen.add(str((pod.get("metadata") or {}).get("uid", "")))
+            self.upsert_pod(pod)
+        for uid in [u for u in self._pods if u not in seen]:
+            self._remove_pod(uid)
+        for uid in [u for u in self._reservations if u not in seen]:
+            self.forget(uid)
+
+    def upsert_pod(self, pod: Mapping[str, Any]) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        alloc = pod_allocation(pod)
+        if alloc is None:
+            self._remove_pod(uid)
+            if is_terminal(pod):
+                self.forget(uid)
+            # Otherwise keep any reservation: the pod's events between filter
+            # and bind carry no allocation yet.
+            return
+        if self._pods.get(uid) == alloc:
+            return
+        self._remove_pod(uid)
+        # The pod's own annotations are now the truth; the reservation has done its job.
+        self.forget(uid)
+        usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
+        self._pods[uid] = alloc
+        self._pod_usage[uid] = usage
+        self._account(alloc.node, usage, +1)
+
+    def delete_pod(self, pod: Mapping[str, Any]) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        self._remove_pod(uid)
+        self.forget(uid)
+
+    def _remove_pod(self, uid: str) -> None:
+        alloc = self._pods.pop(uid, None)
+        if alloc is not None:
+            self._account(alloc.node, self._pod_usage.pop(uid), -1)
+
+    def allocation(self, uid: str) -> PodAllocation | None:
+        return self._pods.get(uid)
+
+    def pods(self) -> Iterable[PodAllocation]:
+        return self._pods.values()
+
+    # --- reservations -------------------------------------------------------
+
+    def reserve(
+        self, uid: str, namespace: str, name: str, node: str, devices: PodDevices, n_init: int
+    ) -> Reservation:
+        self.forget(uid)
+        res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + self._ttl)
+        self._reservations[uid] = res
+        self._account(node, pod_usage(devices, n_init), +1)
+        return res
+
+    def reservation(self, uid: str) -> Reservation | None:
+        return self._reservations.get(uid)
+
+    def forget(self, uid: str) -> None:
+        res = self._reservations.pop(uid, None)
+        if res is not None:
+            self._account(res.node, pod_usage(res.devices, res.n_init), -1)
+
+    def release_unbound(self, uid: str) -> None:
+        """Drop what a pod holds before it is placed again, so it never competes with itself.
+
+        kube-scheduler filters a pod again after a failed bind; its earlier
+        reservation, and any allocation annotated but never bound, must not
+        count against the new decision.
+        """
+        self.forget(uid)
+        alloc = self._pods.get(uid)
+        if alloc is not None and not alloc.bound:
+            self._remove_pod(uid)
+
+    def expire(self) -> list[Reservation]:
+        """Drop reservations whose bind never came; returns them for logging."""
+        now = self._clock()
+        stale = [r for r in self._reservations.values() if r.expires <= now]
+        for r in stale:
+            self.forget(r.uid)
+        return stale
+
+    def usage(self) -> Mapping[str, Mapping[str, Usage]]:
+        return self._usage

@@ -1,0 +1,161 @@
+"""Which pods are ours and what admission changes on them (HAMi v2.10's webhook rules).
+
+`admit` takes a pod and returns the pod as it should be stored, or a denial
+whose message names the fix. It is pure: the webhook adapter diffs the result
+into a JSONPatch, and `hami simulate` runs the very same function.
+"""
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami.engine import names
+from hami.engine.policy import Defaults, PolicyError, pod_options
+from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    scheduler_name: str = "hami-scheduler"
+    force_overwrite_default_scheduler: bool = True
+    resources: ResourceDefaults = ResourceDefaults()
+    policies: Defaults = Defaults()
+    gpu_core_policy: str = "default"  # default | force | disable
+    runtime_class_name: str = ""
+    overwrite_env: bool = False  # NVIDIA_VISIBLE_DEVICES=none on GPU-less containers
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    allowed: bool
+    pod: dict[str, Any] = field(default_factory=dict)  # the pod to store (when allowed)
+    message: str = ""
+    code: int = 200  # 403 denied, 400 undecodable
+
+
+def _deny(message: str) -> Admission:
+    return Admission(False, {}, message, 403)
+
+
+def _set_env(container: dict[str, Any], name: str, value: str) -> None:
+    env = container.setdefault("env", [])
+    if not any(e.get("name") == name for e in env):
+        env.append({"name": name, "value": value})
+
+
+def _has(resources: Mapping[str, Any], name: str, sections: tuple[str, ...]) -> bool:
+    return any(name in (resources.get(s) or {}) for s in sections)
+
+
+def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
+    """HAMi's per-container mutation; True when the container asks for a GPU."""
+    r = cfg.resources.names
+    cname = container.get("name", "?")
+    created = "resources" not in container
+    resources = container.setdefault("resources", {})
+    limits = resources.get("limits") or {}
+    pct = limits.get(
+        r.memory_percentage, (resources.get("requests") or {}).get(r.memory_percentage)
+    )
+    if pct is not None:
+        try:
+            value = as_int64(pct)
+        except QuantityError:
+            value = None
+        if value is None or not 0 <= value <= 100:
+            raise RequestError(
+                f"invalid {r.memory_percentage} value {pct} in container {cname}: "
+                "must be an integer between 0 and 100"
+            )
+    if r.priority in limits:
+        _set_env(container, "CUDA_TASK_PRIORITY", str(limits[r.priority]))
+    if cfg.gpu_core_policy not in ("", "default"):
+        _set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
+
+    has_gpu = r.gpu in limits
+    if (
+        not has_gpu
+        and cfg.resources.default_gpu_num > 0
+        and any(k in limits for k in (r.cores, r.memory, r.memory_percentage))
+    ):
+        resources.setdefault("limits", {})[r.gpu] = cfg.resources.default_gpu_num
+        has_gpu = True
+    if _has(resources, r.gpu, ("limits", "requests")) and not _has(
+        resources, r.cores, ("limits", "requests")
+    ):
+        # A container that takes a card's whole memory cannot share its cores either.
+        exclusive_memory = (pct is not None and as_int64(pct) == 100) or (
+            pct is None and not _has(resources, r.memory, ("limits", "requests"))
+        )
+        if exclusive_memory:
+            resources.setdefault("limits", {})[r.cores] = "100"
+    has_gpu = has_gpu or _has(resources, r.gpu, ("requests",))
+    if not has_gpu and cfg.overwrite_env:
+        _set_env(container, "NVIDIA_VISIBLE_DEVICES", "none")
+    if created and not resources:
+        del container["resources"]
+    return has_gpu
+
+
+def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
+    """Scheduler-owned keys present at creation: only the scheduler may write them."""
+    return sorted(
+        k
+        for k in annotations
+        if k in names.SCHEDULER_OWNED_KEYS or k.startswith(names.SCHEDULER_OWNED_PREFIXES)
+    )
+
+
+def admit(pod: Mapping[str, Any], cfg: AdmissionConfig) -> Admission:
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not spec.get("containers"):
+        return _deny("pod has no containers")
+    scheduler = spec.get("schedulerName") or ""
+    if (
+        scheduler
+        and scheduler != cfg.scheduler_name
+        and not (scheduler == DEFAULT_SCHEDULER and cfg.force_overwrite_default_scheduler)
+    ):
+        return Admission(True, dict(pod), "pod already has different scheduler assigned")
+
+    out = copy.deepcopy(dict(pod))
+    out_spec = out["spec"]
+    containers = [*(out_spec.get("initContainers") or ()), *out_spec["containers"]]
+    try:
+        gpu = [_mutate_container(c, cfg) for c in containers]
+        if any(gpu):
+            pod_request(out_spec, cfg.resources, strict=True)
+    except (RequestError, QuantityError) as e:
+        return _deny(str(e))
+    if not any(gpu):
+        return Admission(True, out)
+
+    for c in containers:
+        if (c.get("securityContext") or {}).get("privileged") is True:
+            return _deny(
+                f"container {c.get('name')} is privileged; a privileged container sees every GPU "
+                "on the node, so it cannot be given a GPU share: drop privileged or the GPU request"
+            )
+    annotations = (out.get("metadata") or {}).get("annotations") or {}
+    forged = forged_annotations(annotations)
+    if forged:
+        return _deny(
+            f"annotations {', '.join(forged)} are written by the scheduler only; "
+            "remove them from the pod"
+        )
+    try:
+        pod_options(annotations, cfg.policies)
+    except PolicyError as e:
+        return _deny(str(e))
+    if spec.get("nodeName"):
+        return _deny(
+            "pod has node assigned; remove spec.nodeName so the GPU scheduler can place it"
+        )
+    out_spec["schedulerName"] = cfg.scheduler_name
+    if cfg.runtime_class_name and not out_spec.get("runtimeClassName"):
+        out_spec["runtimeClassName"] = cfg.runtime_class_name
+    return Admission(True, out)

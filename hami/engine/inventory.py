@@ -1,0 +1,127 @@
+"""Reading the cluster's objects into what the engine needs: registered cards, pod allocations.
+
+A node counts as registered when HAMi's device plugin has published its cards
+(`hami.io/node-nvidia-register`) and the kubelet advertises `nvidia.com/gpu`;
+a node whose v2.7-era handshake says `Deleted` has been given up by an older
+scheduler. The rest of a Node or Pod object is not kept.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami.engine import names
+from hami.engine.codec import (
+    CodecError,
+    decode_link_scores,
+    decode_node_devices,
+    decode_pod_devices,
+    split_list,
+)
+from hami.engine.model import DeviceInfo, PodDevices
+from hami.engine.quantity import QuantityError, as_int64
+
+VENDOR = "nvidia"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInventory:
+    name: str
+    devices: tuple[DeviceInfo, ...]  # NVIDIA cards only, registration order
+    cordoned: frozenset[str] = frozenset()
+    links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Unregistered:
+    name: str
+    why: str
+
+
+def node_inventory(
+    node: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu"
+) -> NodeInventory | Unregistered:
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    annotations = meta.get("annotations") or {}
+    raw = annotations.get(names.NODE_REGISTER)
+    if not raw:
+        return Unregistered(
+            name, f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running?)"
+        )
+    if str(annotations.get(names.NODE_HANDSHAKE, "")).startswith("Deleted"):
+        return Unregistered(name, "the device plugin's handshake was given up")
+    try:
+        devices = tuple(d for d in decode_node_devices(raw) if VENDOR in d.type.lower())
+    except CodecError as e:
+        return Unregistered(name, f"{names.NODE_REGISTER}: {e}")
+    if not devices:
+        return Unregistered(name, "no gpu found on node")
+    allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
+    try:
+        count = as_int64(allocatable) if allocatable is not None else 0
+    except QuantityError:
+        count = 0
+    if not count:
+        return Unregistered(name, f"node allocatable {gpu_resource} is 0")
+    links: dict[str, dict[str, int]] = {}
+    if annotations.get(names.NODE_LINK_SCORES):
+        try:
+            links = decode_link_scores(annotations[names.NODE_LINK_SCORES])
+        except CodecError:
+            links = {}  # topology scores are advisory: without them every link scores 0
+    return NodeInventory(
+        name, devices, frozenset(split_list(annotations.get(names.DEVICE_CORDON))), links
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodAllocation:
+    """The slim record of a pod that holds (or is about to hold) GPU shares."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str  # from hami.io/vgpu-node: filter's choice, set before the Binding
+    devices: PodDevices
+    n_init: int
+    init_done: bool
+    bound: bool  # spec.nodeName is set
+
+
+def _init_done(pod: Mapping[str, Any], n_init: int) -> bool:
+    statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
+    if n_init == 0 or len(statuses) < n_init:
+        return False
+    return all(
+        ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0 for s in statuses
+    )
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
+    """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    node = annotations.get(names.ASSIGNED_NODE)
+    if not node or is_terminal(pod):
+        return None
+    try:
+        devices = decode_pod_devices(annotations.get(names.DEVICES_ALLOCATED, ""))
+    except CodecError:
+        return None
+    spec = pod.get("spec") or {}
+    n_init = len(spec.get("initContainers") or ())
+    return PodAllocation(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=str(node),
+        devices=devices,
+        n_init=n_init,
+        init_done=_init_done(pod, n_init),
+        bound=bool(spec.get("nodeName")),
+    )

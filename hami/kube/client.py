@@ -1,0 +1,290 @@
+"""The API server client: the only place that issues requests.
+
+Every call goes through kubernetes_asyncio's generated methods with
+`_preload_content=False` and parses the body with orjson: dicts are several
+times cheaper than generated models, and raw responses sidestep the library's
+V1Binding deserialisation bug. Every call carries a timeout because the
+library's default is to wait forever.
+"""
+
+import logging
+import os
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import config
+from kubernetes_asyncio.client import ApiClient, Configuration, CoordinationV1Api, CoreV1Api
+
+from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable, from_response
+
+log = logging.getLogger(__name__)
+
+Resource = Literal["pods", "nodes"]
+Obj = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+USER_AGENT = "hami-scheduler/0.1 (python)"
+# etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
+# larger, so a watch line gets generous head room before it counts as corrupt.
+MAX_WATCH_LINE = 16 * 2**20
+
+
+async def connect(kubeconfig: str | None) -> ApiClient:
+    """A client on its own Configuration, so nothing leaks through the library's global default.
+
+    Order: the given kubeconfig file, then the in-cluster service account, then
+    $KUBECONFIG or ~/.kube/config.
+    """
+    cfg = Configuration()
+    if kubeconfig:
+        await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(client_configuration=cfg)
+    api = ApiClient(cfg)
+    api.user_agent = USER_AGENT
+    return api
+
+
+class Kube:
+    """Typed, dict-based access to the few API calls hami needs."""
+
+    def __init__(
+        self, api: ApiClient, *, timeout: float = 10.0, list_timeout: float = 60.0
+    ) -> None:
+        self.api = api
+        self.core = CoreV1Api(api)
+        self.coordination = CoordinationV1Api(api)
+        self.timeout = timeout
+        # A full list of every pod in a large cluster takes far longer than a point read.
+        self.list_timeout = list_timeout
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def _call(
+        self,
+        what: str,
+        method: Callable[..., Awaitable[Any]],
+        *args: Any,
+        request_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> Obj:
+        try:
+            resp: aiohttp.ClientResponse = await method(
+                *args,
+                _preload_content=False,
+                _request_timeout=request_timeout or self.timeout,
+                **kwargs,
+            )
+            async with resp:
+                body = await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        if resp.status >= 300:
+            raise from_response(resp.status, body, resp.headers, what)
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise KubeError(f"{what}: response is not JSON: {e}", status=resp.status) from e
+        if not isinstance(parsed, dict):
+            raise KubeError(f"{what}: response is not a JSON object", status=resp.status)
+        return parsed
+
+    async def get_pod(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await self._call(
+                f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace
+            )
+        except NotFound:
+            return None
+
+    async def get_node(self, name: str) -> Obj | None:
+        try:
+            return await self._call(f"get node {name}", self.core.read_node, name)
+        except NotFound:
+            return None
+
+    async def get_lease(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await self._call(
+                f"get lease {namespace}/{name}",
+                self.coordination.read_namespaced_lease,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+
+    async def patch_pod_metadata(
+        self,
+        namespace: str,
+        name: str,
+        annotations: Mapping[str, str | None],
+        labels: Mapping[str, str | None],
+    ) -> Obj:
+        """One JSON merge patch; a None value removes the key. Returns the patched pod."""
+        metadata: Obj = {}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        if labels:
+            metadata["labels"] = dict(labels)
+        # The library would pick strategic-merge-patch for a dict body; HAMi's
+        # device plugin and our own tests assume plain merge-patch semantics.
+        return await self._call(
+            f"patch pod {namespace}/{name}",
+            self.core.patch_namespaced_pod,
+            name,
+            namespace,
+            {"metadata": metadata},
+            _content_type=MERGE_PATCH,
+        )
+
+    async def patch_node_annotations(
+        self, name: str, annotations: Mapping[str, str | None], resource_version: str
+    ) -> None:
+        """Merge-patch node annotations only if the node is still at `resource_version`.
+
+        Raises Conflict when someone else changed the node since it was read.
+        """
+        await self._call(
+            f"patch node {name}",
+            self.core.patch_node,
+            name,
+            {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
+            _content_type=MERGE_PATCH,
+        )
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST the pod's Binding; idempotent for a pod already bound to `node`.
+
+        `uid` (when not empty) makes the server refuse to bind a different pod
+        that reuses the name. A retried bind whose first attempt reached the
+        server gets 409 "already assigned"; that is success when the pod is on
+        the wanted node, and a Conflict otherwise.
+        """
+        what = f"bind pod {namespace}/{name} to node {node}"
+        metadata: Obj = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self._call(what, self.core.create_namespaced_pod_binding, name, namespace, body)
+        except Conflict:
+            pod = await self.get_pod(namespace, name)
+            if pod is None:
+                raise NotFound(f"{what}: the pod no longer exists", status=404) from None
+            bound_to = pod.get("spec", {}).get("nodeName")
+            same_pod = not uid or pod.get("metadata", {}).get("uid") == uid
+            if same_pod and bound_to == node:
+                log.info(
+                    "pod was already bound to this node",
+                    extra={"namespace": namespace, "pod": name, "node": node},
+                )
+                return
+            raise
+
+    async def create_event(self, namespace: str, event: Obj) -> Obj:
+        return await self._call(
+            f"create event in {namespace}", self.core.create_namespaced_event, namespace, event
+        )
+
+    async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
+        return await self._call(
+            f"patch event {namespace}/{name}",
+            self.core.patch_namespaced_event,
+            name,
+            namespace,
+            patch,
+            _content_type=MERGE_PATCH,
+        )
+
+    def _lister(self, resource: Resource) -> Callable[..., Awaitable[Any]]:
+        if resource == "pods":
+            return self.core.list_pod_for_all_namespaces
+        return self.core.list_node
+
+    async def list_objects(
+        self,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], str]:
+        """A consistent full list: (items, the list's resourceVersion to watch from)."""
+        result = await self._call(
+            f"list {resource}",
+            self._lister(resource),
+            request_timeout=self.list_timeout,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        items = result.get("items") or []
+        return items, str(result.get("metadata", {}).get("resourceVersion", ""))
+
+    async def watch_objects(
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        timeout_seconds: int,
+        inactivity: float,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncGenerator[Obj, None]:
+        """Raw watch events as dicts, until the server ends the watch.
+
+        Raises Gone when the server refuses `resource_version` at connect,
+        Unavailable on network trouble or when nothing, not even a bookmark,
+        arrived for `inactivity` seconds.
+        """
+        what = f"watch {resource} from {resource_version}"
+        timeout = aiohttp.ClientTimeout(
+            # The server closes the watch after timeout_seconds; the margin
+            # lets it do so cleanly before the client gives up.
+            total=timeout_seconds + 30,
+            sock_connect=self.timeout,
+            sock_read=inactivity,
+        )
+        try:
+            resp: aiohttp.ClientResponse = await self._lister(resource)(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        async with resp:
+            if resp.status >= 300:
+                try:
+                    body = await resp.read()
+                except (aiohttp.ClientError, TimeoutError):
+                    body = b""
+                raise from_response(resp.status, body, resp.headers, what)
+            while True:
+                try:
+                    line = await resp.content.readline(max_line_length=MAX_WATCH_LINE)
+                except (aiohttp.ClientError, TimeoutError) as e:
+                    raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError as e:
+                    raise Unavailable(f"{what}: malformed event: {e}") from e
+                yield event

@@ -1,0 +1,264 @@
+"""List-then-watch for one resource, feeding a cache through a Sink.
+
+Raw JSON all the way: objects reach the sink as dicts (minus managedFields,
+which is large and useless to a scheduler). The loop survives everything but
+cancellation: a 410 relists, any other failure resumes the watch from the last
+resourceVersion after a jittered, capped backoff.
+"""
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hami.kube.client import Kube, Obj, Resource
+from hami.kube.errors import Gone, KubeError, Unavailable
+
+log = logging.getLogger(__name__)
+
+
+class Sink(Protocol):
+    def replace(self, objects: list[Obj]) -> None:
+        """The complete set after a (re)list; anything not in it was deleted meanwhile."""
+
+    def upsert(self, obj: Obj) -> None: ...
+
+    def delete(self, obj: Obj) -> None: ...
+
+
+@dataclass(frozen=True)
+class Upsert:
+    obj: Obj
+    uid: str
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Delete:
+    obj: Obj
+    uid: str
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Bookmark:
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Relist:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Ignore:
+    reason: str
+
+
+Step = Upsert | Delete | Bookmark | Relist | Reconnect | Ignore
+
+
+def strip(obj: Obj) -> Obj:
+    """The object without metadata.managedFields; the input is left untouched."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
+def is_older(candidate: str, current: str) -> bool:
+    """Whether resourceVersion `candidate` is not newer than `current`.
+
+    resourceVersions are formally opaque; the API server's are etcd revisions,
+    so they compare as integers. Anything else is taken as newer, because
+    dropping a real update is worse than applying a duplicate.
+    """
+    try:
+        return int(candidate) <= int(current)
+    except ValueError:
+        return False
+
+
+def _identity(metadata: Mapping[str, Any]) -> str:
+    return str(metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}")
+
+
+def interpret(event: Mapping[str, Any], delivered: Mapping[str, str]) -> Step:
+    """Decide what one watch event means, given the resourceVersion delivered per uid."""
+    kind = event.get("type")
+    obj = event.get("object")
+    if not isinstance(obj, dict):
+        return Ignore(f"{kind} event without an object")
+    if kind == "ERROR":
+        code, reason = obj.get("code"), obj.get("reason")
+        message = str(obj.get("message") or reason or "watch error")
+        if code == 410 or reason in ("Expired", "Gone"):
+            return Relist(message)
+        return Reconnect(message)
+    metadata = obj.get("metadata") or {}
+    rv = str(metadata.get("resourceVersion") or "")
+    if kind == "BOOKMARK":
+        return Bookmark(rv) if rv else Ignore("bookmark without a resourceVersion")
+    uid = _identity(metadata)
+    if kind == "DELETED":
+        # Always delivered: a deletion is final for its uid and dropping one would
+        # leak the pod's devices in the cache.
+        return Delete(strip(obj), uid, rv)
+    if kind in ("ADDED", "MODIFIED"):
+        seen = delivered.get(uid)
+        if seen is not None and rv and is_older(rv, seen):
+            return Ignore(f"stale {kind} at {rv}, already delivered {seen}")
+        return Upsert(strip(obj), uid, rv)
+    return Ignore(f"unknown event type {kind!r}")
+
+
+def backoff_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential in consecutive failures, capped, with half of it jittered."""
+    ceiling = min(cap, base * (1 << min(max(0, failures - 1), 16)))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class Informer:
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        sink: Sink,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        watch_timeout: int = 300,
+        inactivity: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`inactivity` bounds the silence on an open watch; the server sends a
+        bookmark about once a minute, so longer silence means a stalled connection."""
+        self.kube = kube
+        self.resource = resource
+        self.sink = sink
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout = watch_timeout
+        self.inactivity = inactivity
+        self.clock = clock
+        self.synced = asyncio.Event()
+        # When the last list or event arrived; None until the first list.
+        self.last_event_monotonic: float | None = None
+        self.resource_version = ""
+        self._delivered: dict[str, str] = {}
+        self._progressed = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """List and watch until `stop` is set."""
+        worker = asyncio.create_task(self._loop(), name=f"informer-{self.resource}")
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({worker, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            worker.cancel()
+            stopped.cancel()
+            await asyncio.gather(worker, stopped, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        context = {"resource": self.resource}
+        failures = 0
+        need_list = True
+        while True:
+            self._progressed = False
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                failures = 0
+                continue
+            except Gone as e:
+                need_list = True
+                log.info("watch expired, listing again", extra={**context, "error": str(e)})
+            except Exception as e:  # the informer must outlive every failure
+                log.warning(
+                    "list or watch failed",
+                    extra={**context, "error": str(e), "resource_version": self.resource_version},
+                    exc_info=not isinstance(e, KubeError),
+                )
+            failures = 1 if self._progressed else failures + 1
+            await asyncio.sleep(backoff_delay(failures))
+
+    async def _list(self) -> None:
+        items, rv = await self.kube.list_objects(
+            self.resource, label_selector=self.label_selector, field_selector=self.field_selector
+        )
+        objects = [strip(item) for item in items]
+        self.sink.replace(objects)
+        self._delivered = {
+            _identity(o.get("metadata") or {}): str(o.get("metadata", {}).get("resourceVersion"))
+            for o in objects
+        }
+        self.resource_version = rv
+        self.last_event_monotonic = self.clock()
+        self._progressed = True
+        self.synced.set()
+        log.info(
+            "listed",
+            extra={"resource": self.resource, "count": len(objects), "resource_version": rv},
+        )
+
+    async def _watch(self) -> None:
+        """Apply events until the server ends the watch; raises Gone when a relist is needed."""
+        events = self.kube.watch_objects(
+            self.resource,
+            self.resource_version,
+            timeout_seconds=self.watch_timeout,
+            inactivity=self.inactivity,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        # aclosing: leaving early (a relist) must close the HTTP response now, not at GC.
+        async with contextlib.aclosing(events):
+            async for event in events:
+                self.last_event_monotonic = self.clock()
+                self._progressed = True
+                step = interpret(event, self._delivered)
+                match step:
+                    case Upsert(obj, uid, rv):
+                        self._apply(self.sink.upsert, obj)
+                        self._delivered[uid] = rv
+                        self.resource_version = rv or self.resource_version
+                    case Delete(obj, uid, rv):
+                        self._apply(self.sink.delete, obj)
+                        self._delivered.pop(uid, None)
+                        self.resource_version = rv or self.resource_version
+                    case Bookmark(rv):
+                        self.resource_version = rv
+                    case Relist(reason):
+                        raise Gone(reason, status=410)
+                    case Reconnect(reason):
+                        raise Unavailable(f"watch {self.resource}: {reason}")
+                    case Ignore(reason):
+                        log.debug(
+                            "watch event ignored", extra={"resource": self.resource, "why": reason}
+                        )
+
+    def _apply(self, handler: Callable[[Obj], None], obj: Obj) -> None:
+        # A cache bug on one object must not stall the stream for every other one.
+        try:
+            handler(obj)
+        except Exception:
+            metadata = obj.get("metadata") or {}
+            log.exception(
+                "cache rejected a watch event",
+                extra={
+                    "resource": self.resource,
+                    "namespace": metadata.get("namespace", ""),
+                    "name": metadata.get("name", ""),
+                },
+            )

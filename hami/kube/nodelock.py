@@ -1,0 +1,249 @@
+"""HAMi's node lock: the `hami.io/mutex.lock` node annotation.
+
+The lock is shared with HAMi's device plugin, which finds the pod it must
+allocate for through it and releases it after Allocate, so both the value
+format and the decision rules follow HAMi v2.10 (pkg/util/nodelock). Writes
+carry the node's resourceVersion, so two writers can never both believe they
+took the lock: the slower one gets a 409, re-reads and decides again.
+"""
+
+import asyncio
+import logging
+import random
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, TypeVar
+
+from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
+from hami.engine.names import NODE_LOCK
+from hami.kube.client import Kube
+from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPIRY = timedelta(minutes=5)
+# A pod in one of these phases will never be allocated, so its lock is dangling.
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+T = TypeVar("T")
+
+
+class NodeLockContention(KubeError):  # noqa: N818  (HAMi's ErrNodeLockContention)
+    """Another pod holds the node's lock and may still be waiting for its devices."""
+
+
+class Action(Enum):
+    SET = "set"  # no lock: write ours
+    HELD = "held"  # already ours: nothing to write
+    TAKE_OVER = "take-over"  # expired, orphaned or unreadable: overwrite it
+    ASK_HOLDER = "ask-holder"  # the answer depends on whether the holder pod still exists
+    CONTEND = "contend"  # someone else holds it
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """client-go's wait.Backoff: `steps` attempts, sleeping duration*(1+jitter*rand) between."""
+
+    steps: int = 5
+    duration: float = 0.1
+    factor: float = 2.0
+    jitter: float = 0.5
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+def go_duration(d: timedelta) -> str:
+    """Go's time.Duration.String() for whole-second durations, e.g. 5m0s, as HAMi prints it."""
+    total = d.total_seconds()
+    hours, rest = divmod(int(total), 3600)
+    minutes, seconds = divmod(rest, 60)
+    secs = f"{seconds + (total - int(total)):g}s"
+    if hours:
+        return f"{hours}h{minutes}m{secs}"
+    if minutes:
+        return f"{minutes}m{secs}"
+    return secs
+
+
+def decide_lock(
+    existing: str | None,
+    now: datetime,
+    expiry: timedelta,
+    namespace: str,
+    name: str,
+    holder_exists: bool | None,
+) -> Action:
+    """What pod namespace/name should do about the node's current lock value.
+
+    `holder_exists` is None until asked for (ASK_HOLDER); it means the holder
+    pod exists and is not in a terminal phase. A value that is not a lock at
+    all cannot belong to a working HAMi component, so it is overwritten rather
+    than wedging the node. A legacy lock (bare time) names no holder, so only
+    its expiry can free it.
+    """
+    if not existing:
+        return Action.SET
+    try:
+        since, holder_ns, holder_name = decode_node_lock(existing)
+    except CodecError:
+        return Action.TAKE_OVER
+    if now - since > expiry:
+        return Action.TAKE_OVER
+    if (holder_ns, holder_name) == (namespace, name):
+        return Action.HELD
+    if holder_ns is None:
+        return Action.CONTEND
+    if holder_exists is None:
+        return Action.ASK_HOLDER
+    return Action.CONTEND if holder_exists else Action.TAKE_OVER
+
+
+def lock_owner(node: Mapping[str, Any]) -> tuple[datetime, str | None, str | None] | None:
+    """(since, namespace, name) of the node's lock; None when unlocked or unreadable."""
+    value = (node.get("metadata", {}).get("annotations") or {}).get(NODE_LOCK)
+    if not value:
+        return None
+    try:
+        return decode_node_lock(value)
+    except CodecError:
+        return None
+
+
+def _owns(value: str, namespace: str, name: str) -> bool:
+    try:
+        _, holder_ns, holder_name = decode_node_lock(value)
+    except CodecError:
+        return False
+    # A legacy lock names no owner; HAMi lets any pod release it.
+    return holder_ns is None or (holder_ns, holder_name) == (namespace, name)
+
+
+_mutexes: "weakref.WeakValueDictionary[str, asyncio.Lock]" = weakref.WeakValueDictionary()
+
+
+def _mutex(node: str) -> asyncio.Lock:
+    """One lock per node, dropped once no coroutine holds or waits for it."""
+    mutex = _mutexes.get(node)
+    if mutex is None:
+        mutex = asyncio.Lock()
+        _mutexes[node] = mutex
+    return mutex
+
+
+async def _retrying(
+    attempt: Callable[[], Awaitable[T]], backoff: Backoff, context: Mapping[str, str]
+) -> T:
+    """Run `attempt` until it succeeds, retrying only races (409) and transient failures."""
+    delay = backoff.duration
+    for step in range(1, backoff.steps):
+        try:
+            return await attempt()
+        except (Conflict, Unavailable) as e:
+            pause = delay * (1 + backoff.jitter * random.random())
+            if isinstance(e, Unavailable) and e.retry_after:
+                pause = max(pause, e.retry_after)
+            log.info(
+                "node lock write failed, retrying",
+                extra={**context, "attempt": step, "retry_in_s": round(pause, 3), "error": str(e)},
+            )
+            await asyncio.sleep(pause)
+            delay *= backoff.factor
+    return await attempt()
+
+
+async def lock_node(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    pod: str,
+    *,
+    now: Callable[[], datetime],
+    expiry: timedelta = DEFAULT_EXPIRY,
+    backoff: Backoff = DEFAULT_BACKOFF,
+) -> None:
+    """Take the node's lock for namespace/pod, or raise NodeLockContention.
+
+    Raises NotFound when the node does not exist and KubeError subclasses when
+    the API server keeps failing.
+    """
+    context = {"node": node, "namespace": namespace, "pod": pod}
+
+    async def attempt() -> None:
+        obj = await kube.get_node(node)
+        if obj is None:
+            raise NotFound(f"node {node} not found", status=404)
+        metadata = obj.get("metadata", {})
+        existing = (metadata.get("annotations") or {}).get(NODE_LOCK)
+        action = decide_lock(existing, now(), expiry, namespace, pod, None)
+        if action is Action.ASK_HOLDER:
+            assert existing is not None  # ASK_HOLDER is only decided for a readable lock
+            _, holder_ns, holder_name = decode_node_lock(existing)
+            holder = await kube.get_pod(holder_ns or "", holder_name or "")
+            alive = holder is not None and holder.get("status", {}).get("phase") not in (
+                _TERMINAL_PHASES
+            )
+            action = decide_lock(existing, now(), expiry, namespace, pod, alive)
+        if action is Action.HELD:
+            log.debug("node lock already held by this pod", extra=context)
+            return
+        if action is Action.CONTEND:
+            raise NodeLockContention(_contention_message(node, existing or "", expiry))
+        await kube.patch_node_annotations(
+            node, {NODE_LOCK: encode_node_lock(now(), namespace, pod)}, metadata["resourceVersion"]
+        )
+        log.info(
+            "node lock taken",
+            extra={**context, "action": action.value, "previous": existing or ""},
+        )
+
+    async with _mutex(node):
+        await _retrying(attempt, backoff, context)
+
+
+def _contention_message(node: str, value: str, expiry: timedelta) -> str:
+    # HAMi's exact words come first: users and tools grep for them.
+    since, holder_ns, holder_name = decode_node_lock(value)
+    holder = f"pod {holder_ns}/{holder_name}" if holder_ns is not None else "an unnamed pod"
+    return (
+        f"node {node} has been locked within {go_duration(expiry)}: node lock contention "
+        f"(held by {holder} since {since.isoformat()}; the lock is released once that pod's "
+        f"devices are allocated, or expires after {go_duration(expiry)})"
+    )
+
+
+async def release_node(
+    kube: Kube,
+    node: str,
+    namespace: str,
+    pod: str,
+    *,
+    backoff: Backoff = DEFAULT_BACKOFF,
+) -> None:
+    """Remove the node's lock if namespace/pod holds it; anyone else's lock is left alone."""
+    context = {"node": node, "namespace": namespace, "pod": pod}
+
+    async def attempt() -> None:
+        obj = await kube.get_node(node)
+        if obj is None:
+            log.info("node is gone, no lock to release", extra=context)
+            return
+        metadata = obj.get("metadata", {})
+        existing = (metadata.get("annotations") or {}).get(NODE_LOCK)
+        if not existing:
+            log.info("node is not locked, nothing to release", extra=context)
+            return
+        if not _owns(existing, namespace, pod):
+            log.info(
+                "node lock belongs to another pod, left alone",
+                extra={**context, "holder": existing},
+            )
+            return
+        await kube.patch_node_annotations(node, {NODE_LOCK: None}, metadata["resourceVersion"])
+        log.info("node lock released", extra=context)
+
+    async with _mutex(node):
+        await _retrying(attempt, backoff, context)

@@ -1,0 +1,89 @@
+"""The filter use case: decide in memory, reserve, write nothing.
+
+kube-scheduler calls filter serially for every pod; an API write here (as
+HAMi does) would cap throughput and race with the watch. The decision is held
+as a reservation in the cache and written out by bind.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine import reasons
+from hami.engine.decide import Decision, schedule
+from hami.engine.policy import Defaults, PolicyError, pod_options
+from hami.engine.requests import ResourceDefaults, pod_request
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> "PodRef":
+        meta = pod.get("metadata") or {}
+        return cls(
+            str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+        )
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    pod: PodRef
+    node_names: Sequence[str] | None = None  # feasible nodes (exactly one for a GPU pod)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    error: str = ""
+    decision: Decision | None = None
+    gpu: bool = True  # False: not a GPU pod, passed through untouched
+
+
+class Placement:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        policies: Defaults = Defaults(),
+        resources: ResourceDefaults = ResourceDefaults(),
+    ) -> None:
+        self.cache = cache
+        self.policies = policies
+        self.resources = resources
+
+    def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
+        ref = PodRef.of(pod)
+        spec = pod.get("spec") or {}
+        request = pod_request(spec, self.resources)
+        if not request.wants_gpu:
+            return FilterOutcome(ref, node_names=list(node_names), gpu=False)
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        try:
+            options = pod_options(annotations, self.policies)
+        except PolicyError as e:
+            return FilterOutcome(ref, error=f"pod {ref}: {e}")
+        self.cache.expire()
+        self.cache.release_unbound(ref.uid)
+        decision = schedule(self.cache.view, request, options, node_names)
+        failed = {
+            name: (
+                f"{reasons.NODE_UNREGISTERED}: {self.cache.unregistered[name]}"
+                if reason == reasons.NODE_UNREGISTERED and name in self.cache.unregistered
+                else reason
+            )
+            for name, reason in decision.failed.items()
+        }
+        if decision.node is None or decision.devices is None:
+            return FilterOutcome(ref, failed=failed, decision=decision)
+        self.cache.reserve(
+            ref.uid,
+            ref.namespace,
+            ref.name,
+            decision.node,
+            decision.devices,
+            len(spec.get("initContainers") or ()),
+        )
+        return FilterOutcome(ref, node_names=[decision.node], decision=decision)

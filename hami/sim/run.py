@@ -1,0 +1,185 @@
+"""`hami simulate`: replay a scenario through the admission rules and the extender's filter.
+
+The same Placement service the extender uses decides; a successful decision
+is bound the way bind would (the allocation annotations and spec.nodeName),
+and the cache learns it through the same upsert a watch event would cause.
+"""
+
+import copy
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.admission import AdmissionConfig, admit
+from hami.engine.names import DEVICES_ALLOCATED
+from hami.engine.reasons import unschedulable_message
+from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.placement import Placement
+from hami.sim.scenario import Scenario
+
+# Fixed so that replays are byte-identical; the value only reaches vgpu-time/bind-time.
+SIMULATED_UNIX_TIME = 1_755_515_611
+
+
+@dataclass(frozen=True)
+class PodResult:
+    name: str
+    namespace: str
+    node: str | None
+    allocated: str | None
+    pending_reason: str | None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    index: int
+    label: str
+    pods: tuple[PodResult, ...]
+    denied: tuple[tuple[str, str], ...] = ()  # (pod, message)
+    score_log: tuple[str, ...] = ()
+
+
+@dataclass
+class _Pod:
+    obj: dict[str, Any]
+    pending_reason: str | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass
+class Simulation:
+    scenario: Scenario
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+
+    def __post_init__(self) -> None:
+        ticks = itertools.count()
+        # Reservations never expire in a replay: binds follow filters at once.
+        self.cache = ClusterCache(clock=lambda: float(next(ticks)), reservation_ttl=float("inf"))
+        self.cache.replace_nodes(self.scenario.nodes)
+        self.placement = Placement(self.cache, self.scenario.defaults, self.admission.resources)
+        self.node_names = [n["metadata"]["name"] for n in self.scenario.nodes]
+        self.pods: dict[str, _Pod] = {}
+
+    def run(self) -> list[StepResult]:
+        return [
+            self._step(step.index, step.label, step.apply, step.delete)
+            for step in self.scenario.steps
+        ]
+
+    def _step(
+        self, index: int, label: str, apply: tuple[dict[str, Any], ...], delete: tuple[str, ...]
+    ) -> StepResult:
+        denied = []
+        for name in delete:
+            pod = self.pods.pop(name, None)
+            if pod is not None:
+                self.cache.delete_pod(pod.obj)
+        for manifest in apply:
+            verdict = admit(manifest, self.admission)
+            if not verdict.allowed:
+                denied.append((str(manifest["metadata"]["name"]), verdict.message))
+                continue
+            obj = copy.deepcopy(verdict.pod)
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("namespace", "default")
+            meta["uid"] = str(
+                uuid.uuid5(uuid.NAMESPACE_URL, f"{meta['namespace']}/{meta['name']}/{index}")
+            )
+            if meta["name"] not in self.pods:
+                self.pods[meta["name"]] = _Pod(obj)
+        log: list[str] = []
+        for pod in self.pods.values():
+            if not pod.obj.get("spec", {}).get("nodeName"):
+                self._schedule(pod, log)
+        return StepResult(index, label, self._results(), tuple(denied), tuple(log))
+
+    def _schedule(self, pod: _Pod, log: list[str]) -> None:
+        if pod.obj["spec"].get("schedulerName") != self.admission.scheduler_name:
+            pod.pending_reason = "not a GPU pod: left to another scheduler"
+            return
+        outcome = self.placement.filter(pod.obj, self.node_names)
+        if outcome.decision is not None:
+            log.append(f"scheduling {outcome.pod}")
+            log.extend(
+                f"device {s.uuid} computer score is {s.score:f}" for s in outcome.decision.scores
+            )
+        if outcome.error:
+            pod.pending_reason = outcome.error
+            return
+        if (
+            outcome.decision is None
+            or outcome.decision.node is None
+            or outcome.decision.devices is None
+        ):
+            pod.pending_reason = unschedulable_message(len(self.node_names), outcome.failed)
+            return
+        node = outcome.decision.node
+        meta = pod.obj["metadata"]
+        meta.setdefault("annotations", {}).update(
+            allocation_annotations(node, outcome.decision.devices, SIMULATED_UNIX_TIME)
+        )
+        meta.setdefault("labels", {}).update(allocation_labels(node))
+        pod.obj["spec"]["nodeName"] = node
+        pod.pending_reason = None
+        self.cache.upsert_pod(pod.obj)
+
+    def _results(self) -> tuple[PodResult, ...]:
+        out = []
+        for name in sorted(self.pods):
+            obj = self.pods[name].obj
+            out.append(
+                PodResult(
+                    name=name,
+                    namespace=obj["metadata"]["namespace"],
+                    node=obj["spec"].get("nodeName"),
+                    allocated=(obj["metadata"].get("annotations") or {}).get(DEVICES_ALLOCATED),
+                    pending_reason=self.pods[name].pending_reason,
+                )
+            )
+        return tuple(out)
+
+
+def render_text(results: list[StepResult], verbose: bool) -> str:
+    """Each step as the lab's `lab-card` helper prints it (kubectl custom-columns, no headers)."""
+    lines: list[str] = []
+    for step in results:
+        lines.append(f"== step {step.index + 1}: {step.label}")
+        if verbose:
+            lines.extend(step.score_log)
+        for pod, message in step.denied:
+            lines.append(
+                f'Error from server: admission webhook "vgpu.hami.io" denied the request: {message} (pod {pod})'
+            )
+        width = max((len(p.name) for p in step.pods), default=0) + 3
+        lines.extend(f"{p.name:<{width}}{p.allocated or '<none>'}" for p in step.pods)
+        lines.extend(
+            f"{p.name} is Pending: {p.pending_reason}" for p in step.pods if p.pending_reason
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_json(results: list[StepResult]) -> dict[str, Any]:
+    return {
+        "steps": [
+            {
+                "index": step.index,
+                "pods": [
+                    {
+                        "name": p.name,
+                        "namespace": p.namespace,
+                        "node": p.node,
+                        "allocated": p.allocated,
+                        "pending_reason": p.pending_reason,
+                    }
+                    for p in step.pods
+                ],
+            }
+            for step in results
+        ]
+    }

@@ -1,0 +1,145 @@
+"""Scenario files for `hami simulate`: nodes as the device plugin registers them, then steps."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import DeviceInfo
+from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file, the step and the problem."""
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    label: str
+    apply: tuple[dict[str, Any], ...] = ()
+    delete: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: Path
+    defaults: Defaults
+    nodes: tuple[dict[str, Any], ...]  # Node objects as the API server would hold them
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+
+_DEVICE_KEYS = {"id", "index", "count", "devmem", "devcore", "type", "numa", "health", "mode"}
+
+
+def _device(raw: Any, where: str) -> DeviceInfo:
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{where}: a device must be a mapping")
+    unknown = set(raw) - _DEVICE_KEYS
+    if unknown:
+        raise ScenarioError(f"{where}: unknown device fields {sorted(unknown)}")
+    try:
+        return DeviceInfo(
+            id=str(raw["id"]),
+            index=int(raw.get("index", 0)),
+            count=int(raw.get("count", 10)),
+            devmem=int(raw["devmem"]),
+            devcore=int(raw.get("devcore", 100)),
+            type=str(raw.get("type", "NVIDIA")),
+            numa=int(raw.get("numa", 0)),
+            mode=str(raw.get("mode", "hami-core")),
+            health=bool(raw.get("health", True)),
+        )
+    except KeyError as e:
+        raise ScenarioError(f"{where}: device is missing {e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:
+        raise ScenarioError(f"{where}: {e}") from None
+
+
+def _node(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        raise ScenarioError(f"{where}: a node needs a name")
+    devices = raw.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise ScenarioError(f"{where}: node {raw['name']} needs a list of devices")
+    infos = tuple(_device(d, f"{where}, device {i}") for i, d in enumerate(devices))
+    annotations = {"hami.io/node-nvidia-register": encode_node_devices(infos)}
+    annotations.update(raw.get("annotations") or {})
+    return {
+        "metadata": {"name": raw["name"], "annotations": annotations, "labels": {"gpu": "on"}},
+        "status": {"allocatable": {"nvidia.com/gpu": str(sum(d.count for d in infos))}},
+    }
+
+
+def _load_yaml_docs(path: Path, where: str) -> list[dict[str, Any]]:
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except OSError as e:
+        raise ScenarioError(f"{where}: cannot read {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{where}: {path} is not valid YAML: {e}") from None
+    return [d for d in docs if d is not None]
+
+
+def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...], str]:
+    if isinstance(raw, str):
+        docs, label = _load_yaml_docs(base / raw, where), raw
+    elif isinstance(raw, list):
+        docs, label = raw, "inline pods"
+    else:
+        raise ScenarioError(f"{where}: apply takes a file path or a list of Pod manifests")
+    pods = []
+    for doc in docs:
+        items = doc.get("items", []) if doc.get("kind") == "List" else [doc]
+        for item in items:
+            if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":
+                raise ScenarioError(
+                    f"{where}: only Pod manifests can be applied, got {item.get('kind')!r}"
+                )
+            if not (item.get("metadata") or {}).get("name"):
+                raise ScenarioError(f"{where}: a pod has no metadata.name")
+            pods.append(item)
+    return tuple(pods), label
+
+
+def load(path: Path) -> Scenario:
+    where = str(path)
+    docs = _load_yaml_docs(path, where)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ScenarioError(f"{where}: expected one YAML mapping with nodes and steps")
+    raw = docs[0]
+    unknown = set(raw) - {"defaults", "nodes", "steps"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown top-level keys {sorted(unknown)}")
+    d = raw.get("defaults") or {}
+    try:
+        gpu = str(d.get("gpuSchedulerPolicy", "spread"))
+        parse_gpu_policy(gpu)
+        defaults = Defaults(gpu, parse_node_policy(str(d.get("nodeSchedulerPolicy", "binpack"))))
+    except PolicyError as e:
+        raise ScenarioError(f"{where}: defaults: {e}") from None
+    nodes = raw.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        raise ScenarioError(f"{where}: needs at least one node under 'nodes'")
+    steps = []
+    for i, s in enumerate(raw.get("steps") or []):
+        swhere = f"{where}: step {i + 1}"
+        if not isinstance(s, Mapping) or not set(s) <= {"apply", "delete"} or not s:
+            raise ScenarioError(f"{swhere}: a step is 'apply: <file or pods>' or 'delete: [names]'")
+        pods, label = _pods(s["apply"], path.parent, swhere) if "apply" in s else ((), "")
+        delete = s.get("delete") or []
+        if not isinstance(delete, list) or not all(isinstance(n, str) for n in delete):
+            raise ScenarioError(f"{swhere}: delete takes a list of pod names")
+        parts = ([f"apply {label}"] if "apply" in s else []) + (
+            [f"delete {', '.join(delete)}"] if delete else []
+        )
+        steps.append(Step(i, "; ".join(parts), pods, tuple(delete)))
+    return Scenario(
+        path,
+        defaults,
+        tuple(_node(n, f"{where}: node {i + 1}") for i, n in enumerate(nodes)),
+        tuple(steps),
+    )

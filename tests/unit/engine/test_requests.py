@@ -1,0 +1,112 @@
+from typing import Any
+
+import pytest
+
+from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest
+from hami.engine.requests import RequestError, ResourceDefaults, container_request, pod_request
+
+DEF = ResourceDefaults()
+
+
+def c(
+    limits: dict[str, Any] | None = None, requests: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    if limits is not None:
+        res["limits"] = limits
+    if requests is not None:
+        res["requests"] = requests
+    return {"name": "main", "resources": res}
+
+
+@pytest.mark.parametrize(
+    ("container", "expected"),
+    [
+        (
+            c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}),
+            ContainerRequest(1, 1000, PERCENTAGE_UNSET, 0),
+        ),
+        # a bare gpu means the whole card's memory
+        (c({"nvidia.com/gpu": "1"}), ContainerRequest(1, 0, 100, 0)),
+        (
+            c({"nvidia.com/gpu": 2, "nvidia.com/gpumem-percentage": 30}),
+            ContainerRequest(2, 0, 30, 0),
+        ),
+        (
+            c({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 150}),
+            ContainerRequest(1, 0, 100, 0),
+        ),
+        (
+            c({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 0}),
+            ContainerRequest(1, 0, 100, 0),
+        ),
+        (c({"nvidia.com/gpu": 1, "nvidia.com/gpucores": 30}), ContainerRequest(1, 0, 100, 30)),
+        # limits win over requests
+        (
+            c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000}, {"nvidia.com/gpumem": 1000}),
+            ContainerRequest(1, 2000, PERCENTAGE_UNSET, 0),
+        ),
+        (
+            c(None, {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "1k"}),
+            ContainerRequest(1, 1000, PERCENTAGE_UNSET, 0),
+        ),
+        (c({"nvidia.com/gpumem": 1000}), None),
+        (c({"nvidia.com/gpu": 0}), None),
+        (c({"cpu": "1"}), None),
+        ({"name": "x"}, None),
+    ],
+)
+def test_container_requests(container: dict[str, Any], expected: ContainerRequest | None) -> None:
+    assert container_request(container, DEF) == expected
+
+
+def test_default_memory_and_cores_apply_to_bare_requests() -> None:
+    d = ResourceDefaults(default_memory=4096, default_cores=20)
+    assert container_request(c({"nvidia.com/gpu": 1}), d) == ContainerRequest(
+        1, 4096, PERCENTAGE_UNSET, 20
+    )
+
+
+def test_memory_factor_scales_requests() -> None:
+    d = ResourceDefaults(memory_factor=1024)
+    assert container_request(
+        c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4}), d
+    ) == ContainerRequest(1, 4096)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"nvidia.com/gpu": "1.5"},
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "lots"},
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": -5},
+        {"nvidia.com/gpu": 1, "nvidia.com/gpumem": "5e10"},
+    ],
+)
+def test_malformed_values_are_ignored_leniently_and_rejected_strictly(
+    limits: dict[str, Any],
+) -> None:
+    assert container_request(c(limits), DEF) is None
+    with pytest.raises(RequestError, match="container main"):
+        container_request(c(limits), DEF, strict=True)
+
+
+def test_pod_request_lists_init_containers_first() -> None:
+    spec = {
+        "initContainers": [c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 500})],
+        "containers": [c(), c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000})],
+    }
+    req = pod_request(spec, DEF)
+    assert req.init == (ContainerRequest(1, 500),)
+    assert req.app == (None, ContainerRequest(1, 3000))
+    assert req.wants_gpu
+    assert not pod_request({"containers": [c()]}, DEF).wants_gpu
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("1", 1), ("2k", 2000), ("1Ki", 1024), ("1e3", 1000), (7, 7)]
+)
+def test_quantities(text: object, value: int) -> None:
+    from hami.engine.quantity import as_int64
+
+    assert as_int64(text) == value
