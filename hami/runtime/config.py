@@ -1,7 +1,183 @@
-"""Configuration of `hami serve`: flags, environment (HAMI_*) and an optional YAML file."""
+"""Settings of `hami serve`, from flags, HAMI_* environment variables and a YAML file.
+
+Precedence: flag, then environment, then file, then default. Everything is
+validated once at start and a wrong value stops the process with a message
+naming the setting, rather than surfacing later as a strange placement.
+"""
 
 import argparse
+import os
+import socket
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    kubeconfig: str = ""
+    bind_address: str = "0.0.0.0"
+    port: int = 9443
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    metrics_bind_address: str = "0.0.0.0"
+    metrics_port: int = 9395
+    scheduler_name: str = "hami-scheduler"
+    gpu_scheduler_policy: str = "spread"
+    node_scheduler_policy: str = "binpack"
+    force_overwrite_default_scheduler: bool = True
+    default_memory: int = 0
+    default_cores: int = 0
+    default_gpu_num: int = 1
+    memory_factor: int = 1
+    node_lock_expiry_seconds: float = 300.0
+    reservation_ttl_seconds: float = 120.0
+    kube_timeout_seconds: float = 10.0
+    leader_elect: bool = False
+    leader_elect_resource_name: str = "hami-scheduler"
+    leader_elect_resource_namespace: str = "kube-system"
+    identity: str = ""
+    shutdown_grace_seconds: float = 25.0
+    log_level: str = "info"
+    log_format: str = "json"
+
+
+_HELP = {
+    "kubeconfig": "kubeconfig file; in-cluster credentials when empty",
+    "port": "HTTPS port for /webhook, /filter, /bind, /healthz and /readyz",
+    "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
+    "tls_key_file": "serving key (PEM)",
+    "metrics_port": "plain HTTP port for Prometheus /metrics",
+    "scheduler_name": "schedulerName the webhook sets and the extender serves",
+    "gpu_scheduler_policy": "default card policy: binpack, spread, numa, mutex, topology-aware or a chain",
+    "node_scheduler_policy": "default node policy: binpack or spread",
+    "force_overwrite_default_scheduler": "take GPU pods that name default-scheduler",
+    "default_memory": "MiB given to a container that asks for nvidia.com/gpu only (0: whole card)",
+    "default_cores": "percent of SMs given when nvidia.com/gpucores is absent",
+    "default_gpu_num": "nvidia.com/gpu set on containers that ask for memory or cores only",
+    "memory_factor": "multiplier applied to nvidia.com/gpumem",
+    "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
+    "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
+    "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
+    "log_format": "json or text",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML file with the same settings (flags win)")
+    p.add_argument("--config", help="YAML file with these settings (keys as flags, - or _)")
+    for f in fields(Settings):
+        kind = bool if f.type is bool or f.type == "bool" else None
+        if kind is bool:
+            p.add_argument(
+                _flag(f.name),
+                dest=f.name,
+                default=None,
+                type=_parse_bool,
+                metavar="BOOL",
+                help=_HELP.get(f.name, ""),
+            )
+        else:
+            p.add_argument(_flag(f.name), dest=f.name, default=None, help=_HELP.get(f.name, ""))
+
+
+def _parse_bool(value: str) -> bool:
+    v = str(value).strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean")
+
+
+def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
+    try:
+        if kind is bool:
+            return value if isinstance(value, bool) else _parse_bool(str(value))
+        if kind is int:
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        if kind is float:
+            return float(value)
+        return str(value)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise ConfigError(f"{source}: {name} must be {kind.__name__}, got {value!r}") from None
+
+
+_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def load_settings(args: argparse.Namespace, env: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ) if env is None else env
+    file_values: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"config file {path}: {e}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file {path}: expected a mapping of settings")
+        file_values = {str(k).replace("-", "_"): v for k, v in raw.items()}
+        known = {f.name for f in fields(Settings)}
+        unknown = sorted(set(file_values) - known)
+        if unknown:
+            raise ConfigError(f"config file {path}: unknown settings {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        kind = _TYPES[f.type if isinstance(f.type, str) else f.type.__name__]
+        env_name = "HAMI_" + f.name.upper()
+        if getattr(args, f.name, None) is not None:
+            values[f.name] = _coerce(f.name, kind, getattr(args, f.name), "flag " + _flag(f.name))
+        elif env_name in env:
+            values[f.name] = _coerce(f.name, kind, env[env_name], "environment " + env_name)
+        elif f.name in file_values:
+            values[f.name] = _coerce(f.name, kind, file_values[f.name], "config file")
+    settings = Settings(**values)
+    if not settings.identity:
+        settings = Settings(**{**values, "identity": env.get("POD_NAME") or socket.gethostname()})
+    validate(settings)
+    return settings
+
+
+def validate(s: Settings) -> None:
+    try:
+        parse_gpu_policy(s.gpu_scheduler_policy)
+        parse_node_policy(s.node_scheduler_policy)
+    except PolicyError as e:
+        raise ConfigError(str(e)) from None
+    if not s.tls_cert_file or not s.tls_key_file:
+        raise ConfigError(
+            "--tls-cert-file and --tls-key-file are required: kube-apiserver only calls webhooks "
+            "over HTTPS (certs/ can generate a development pair)"
+        )
+    for name in ("tls_cert_file", "tls_key_file"):
+        if not Path(getattr(s, name)).is_file():
+            raise ConfigError(f"{_flag(name)}: {getattr(s, name)} is not a readable file")
+    for name in ("port", "metrics_port"):
+        if not 0 < getattr(s, name) < 65536:
+            raise ConfigError(f"{_flag(name)} must be a TCP port, got {getattr(s, name)}")
+    if s.port == s.metrics_port:
+        raise ConfigError("--port and --metrics-port must differ")
+    for name in ("default_memory", "default_cores", "default_gpu_num"):
+        if getattr(s, name) < 0:
+            raise ConfigError(f"{_flag(name)} must not be negative")
+    if s.memory_factor < 1:
+        raise ConfigError("--memory-factor must be at least 1")
+    if s.log_format not in ("json", "text"):
+        raise ConfigError("--log-format must be json or text")
+    if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError("--log-level must be debug, info, warning or error")

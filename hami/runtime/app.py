@@ -1,0 +1,254 @@
+"""Wiring: one process serving the webhook, the extender, health and metrics.
+
+Everything long-lived is built here and passed explicitly; nothing is global.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+import scheduler.routes
+import webhook.routes
+from certs.tls import ReloadingServerContext
+from hami.cache.store import ClusterCache
+from hami.engine.admission import AdmissionConfig
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
+from hami.kube.client import Kube, connect
+from hami.kube.events import EventRecorder
+from hami.kube.informer import Informer
+from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower
+from hami.runtime.config import Settings
+from hami.runtime.metrics import Metrics
+from hami.runtime.reporting import FilterReporter
+from hami.service.admission import AdmissionService
+from hami.service.binding import Binder
+from hami.service.placement import Placement
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
+
+
+class _PodSink:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self.cache.replace_pods(objects)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self.cache.upsert_pod(obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.cache.delete_pod(obj)
+
+
+class _NodeSink:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self.cache.replace_nodes(objects)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self.cache.upsert_node(obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.cache.delete_node(obj)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    kube: Kube
+    cache: ClusterCache
+    informers: tuple[Informer, ...]
+    leadership: Leadership
+    events: EventRecorder
+    placement: Placement
+    binder: Binder
+    admission: AdmissionService
+    metrics: Metrics
+    tls: ReloadingServerContext
+
+    def not_serving(self) -> str | None:
+        """Why filter and bind must not be answered now, or None."""
+        if not all(i.synced.is_set() for i in self.informers):
+            return "the scheduler's cache has not synced with the API server yet"
+        if not self.leadership.is_leader:
+            return "this replica is not the leader; only the leader serves filter and bind"
+        return None
+
+
+def _staleness(informers: tuple[Informer, ...]) -> float:
+    """Seconds since the stalest informer last heard from the API server."""
+    seen = [i.last_event_monotonic for i in informers]
+    if any(s is None for s in seen):
+        return float("inf")
+    return time.monotonic() - min(s for s in seen if s is not None)
+
+
+async def build(settings: Settings) -> Runtime:
+    cache = ClusterCache(clock=time.monotonic, reservation_ttl=settings.reservation_ttl_seconds)
+    kube = Kube(await connect(settings.kubeconfig or None), timeout=settings.kube_timeout_seconds)
+    events = EventRecorder(kube, instance=settings.identity)
+    leadership: Leadership = (
+        LeaseFollower(
+            kube,
+            settings.leader_elect_resource_namespace,
+            settings.leader_elect_resource_name,
+            settings.identity,
+        )
+        if settings.leader_elect
+        else AlwaysLeader()
+    )
+    resources = ResourceDefaults(
+        default_memory=settings.default_memory,
+        default_cores=settings.default_cores,
+        default_gpu_num=settings.default_gpu_num,
+        memory_factor=settings.memory_factor,
+    )
+    policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
+    informers = (Informer(kube, "nodes", _NodeSink(cache)), Informer(kube, "pods", _PodSink(cache)))
+    runtime = Runtime(
+        settings=settings,
+        kube=kube,
+        cache=cache,
+        informers=informers,
+        leadership=leadership,
+        events=events,
+        placement=Placement(cache, policies, resources),
+        binder=Binder(
+            kube,
+            cache,
+            events,
+            now=lambda: datetime.now(UTC),
+            lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
+        ),
+        admission=AdmissionService(
+            AdmissionConfig(
+                scheduler_name=settings.scheduler_name,
+                force_overwrite_default_scheduler=settings.force_overwrite_default_scheduler,
+                resources=resources,
+                policies=policies,
+            )
+        ),
+        metrics=Metrics(cache, lambda: _staleness(informers), lambda: events.dropped),
+        tls=ReloadingServerContext(settings.tls_cert_file, settings.tls_key_file),
+    )
+    return runtime
+
+
+def main_app(rt: Runtime) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY)
+    reporter = FilterReporter(rt.events)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if not all(i.synced.is_set() for i in rt.informers):
+            return web.Response(status=503, text="cache not synced")
+        return web.Response(text="ok")
+
+    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    app.add_routes(
+        webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
+    )
+    app.add_routes(
+        scheduler.routes.routes(
+            rt.placement,
+            rt.binder,
+            rt.not_serving,
+            reporter,
+            rt.metrics.observer(rt.metrics.filter_seconds),
+            rt.metrics.observer(rt.metrics.bind_seconds),
+        )
+    )
+    return app
+
+
+def metrics_app(rt: Runtime) -> web.Application:
+    app = web.Application()
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = generate_latest(rt.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.add_routes([web.get("/metrics", metrics)])
+    return app
+
+
+async def _loop_lag(rt: Runtime, stop: asyncio.Event, interval: float = 0.5) -> None:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        start = loop.time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+        rt.metrics.loop_lag.observe(max(0.0, loop.time() - start - interval))
+
+
+async def _expire(rt: Runtime, stop: asyncio.Event, interval: float = 5.0) -> None:
+    while not stop.is_set():
+        for res in rt.cache.expire():
+            rt.metrics.reservations_expired.inc()
+            log.warning(
+                "reservation expired without a bind",
+                extra={"namespace": res.namespace, "pod": res.name, "node": res.node},
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+async def run(rt: Runtime, stop: asyncio.Event) -> None:
+    s = rt.settings
+    background = [
+        asyncio.create_task(coro, name=name)
+        for name, coro in (
+            ("nodes", rt.informers[0].run(stop)),
+            ("pods", rt.informers[1].run(stop)),
+            ("leadership", rt.leadership.run(stop)),
+            ("events", rt.events.run(stop)),
+            ("tls", rt.tls.watch(5.0, stop)),
+            ("loop-lag", _loop_lag(rt, stop)),
+            ("expire", _expire(rt, stop)),
+        )
+    ]
+    main_runner = web.AppRunner(main_app(rt), access_log=None, handle_signals=False)
+    metrics_runner = web.AppRunner(metrics_app(rt), access_log=None, handle_signals=False)
+    await main_runner.setup()
+    await metrics_runner.setup()
+    main_site = web.TCPSite(
+        main_runner,
+        s.bind_address,
+        s.port,
+        ssl_context=rt.tls.context,
+        shutdown_timeout=s.shutdown_grace_seconds,
+    )
+    await main_site.start()
+    await web.TCPSite(metrics_runner, s.metrics_bind_address, s.metrics_port).start()
+    log.info(
+        "serving", extra={"port": s.port, "metrics_port": s.metrics_port, "identity": s.identity}
+    )
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down: draining binds")
+        left = await rt.binder.drain(s.shutdown_grace_seconds)
+        if left:
+            log.warning("binds still running at shutdown", extra={"binds": left})
+        await main_runner.cleanup()
+        await metrics_runner.cleanup()
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await rt.kube.close()
+        log.info("stopped")

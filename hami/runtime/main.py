@@ -1,0 +1,37 @@
+"""`hami serve`: settings, logging, signals, run until SIGTERM."""
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from hami.runtime import logs
+from hami.runtime.app import build, run
+from hami.runtime.config import ConfigError, load_settings
+
+log = logging.getLogger(__name__)
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args)
+    except ConfigError as e:
+        print(f"hami serve: {e}", file=sys.stderr)
+        return 2
+    logs.setup(settings.log_level, settings.log_format)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        rt = await build(settings)
+        await run(rt, stop)
+
+    try:
+        asyncio.run(main())
+    except OSError as e:
+        log.error("cannot serve", extra={"error": str(e)})
+        return 1
+    return 0

@@ -1,0 +1,79 @@
+"""What a filter decision tells the user: the per-card score log and the pod's Events.
+
+Kept off the answer's path: Events are queued (EventRecorder never blocks).
+"""
+
+import logging
+
+from hami.kube.events import EventRecorder
+from hami.service.placement import FilterOutcome
+
+log = logging.getLogger("hami.scheduler")
+
+
+def reason_types(reason: str) -> list[str]:
+    """`1/4 A, 3/4 B` -> [A, B]; node-level reasons are returned whole."""
+    out = []
+    for part in reason.split(", "):
+        head, _, rest = part.partition(" ")
+        out.append(rest if "/" in head and rest else part)
+    return out
+
+
+class FilterReporter:
+    def __init__(self, events: EventRecorder) -> None:
+        self.events = events
+
+    def __call__(self, outcome: FilterOutcome) -> None:
+        if not outcome.gpu:
+            return
+        ref = {"namespace": outcome.pod.namespace, "name": outcome.pod.name, "uid": outcome.pod.uid}
+        ctx = {"namespace": outcome.pod.namespace, "pod": outcome.pod.name}
+        if outcome.error:
+            log.warning("filter failed", extra={**ctx, "error": outcome.error})
+            self.events.record(ref, "Warning", "FilteringFailed", outcome.error)
+            return
+        decision = outcome.decision
+        if decision is None:
+            return
+        for s in decision.scores:
+            # HAMi's wording: users grep scheduler logs for "computer score".
+            log.info(
+                f"device {s.uuid} computer score is {s.score:f}", extra={**ctx, "node": s.node}
+            )
+        if decision.node is not None:
+            log.info(
+                "filter chose node",
+                extra={
+                    **ctx,
+                    "node": decision.node,
+                    "allocated": decision.allocation,
+                    "nodes_rejected": len(outcome.failed),
+                },
+            )
+            self.events.record(
+                ref,
+                "Normal",
+                "FilteringSucceed",
+                f"find fit node({decision.node}), {len(outcome.failed)} nodes not fit, "
+                f"card(s) {decision.allocation}",
+            )
+            return
+        by_reason: dict[str, list[str]] = {}
+        for node, reason in outcome.failed.items():
+            for kind in reason_types(reason):
+                by_reason.setdefault(kind, []).append(node)
+        log.info("no node fits", extra={**ctx, "failed": dict(outcome.failed)})
+        for kind, nodes in sorted(by_reason.items()):
+            self.events.record(
+                ref,
+                "Warning",
+                "FilteringFailed",
+                f"{len(nodes)} nodes {kind}({','.join(sorted(nodes))})",
+            )
+        self.events.record(
+            ref,
+            "Warning",
+            "FilteringFailed",
+            f"no available node, {len(outcome.failed)} nodes do not meet",
+        )

@@ -1,0 +1,34 @@
+"""The admission use case: one AdmissionReview request in, allowed/denied and a JSONPatch out."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hami.engine.admission import Admission, AdmissionConfig, admit
+from hami.engine.jsonpatch import Patch, diff
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionOutcome:
+    allowed: bool
+    patch: Patch = field(default_factory=list)
+    message: str = ""
+    code: int = 200
+
+
+class AdmissionService:
+    def __init__(self, config: AdmissionConfig) -> None:
+        self.config = config
+
+    def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
+        """Decide on a decoded AdmissionReview `request`. Pure: dry runs need no special case."""
+        kind = (request.get("kind") or {}).get("kind")
+        if request.get("operation") != "CREATE" or kind != "Pod":
+            return AdmissionOutcome(True, message=f"{request.get('operation')} {kind}: not ours")
+        pod = request.get("object")
+        if not isinstance(pod, dict):
+            return AdmissionOutcome(False, message="request.object is not a Pod object", code=400)
+        verdict: Admission = admit(pod, self.config)
+        if not verdict.allowed:
+            return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
+        return AdmissionOutcome(True, diff(pod, verdict.pod), verdict.message)

@@ -1,0 +1,180 @@
+"""The bind use case: lock the node, write the allocation, post the Binding; undo on failure.
+
+This is where the filter's in-memory decision reaches the API server. The
+node lock is HAMi's (its device plugin finds the pod being allocated through
+it and releases it after Allocate), so on success the lock is left for the
+device plugin; on any failure everything this bind did is undone.
+"""
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hami.cache.store import ClusterCache
+from hami.engine import names
+from hami.engine.codec import CodecError, decode_pod_devices
+from hami.engine.model import PodDevices
+from hami.kube.client import Kube
+from hami.kube.errors import KubeError
+from hami.kube.events import EventRecorder
+from hami.kube.nodelock import lock_node, release_node
+from hami.service.annotations import allocation_annotations, allocation_labels
+
+log = logging.getLogger(__name__)
+
+# Called after the allocation is written and before the Binding is posted,
+# e.g. to fill the per-pod object that carries limits (fail closed: an error
+# aborts the bind).
+BeforeBinding = Callable[[str, str, str, PodDevices], Awaitable[None]]
+
+
+class BindError(Exception):
+    """A bind that did not happen; the message is what kube-scheduler reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    devices: PodDevices
+    n_init: int
+
+
+class Binder:
+    def __init__(
+        self,
+        kube: Kube,
+        cache: ClusterCache,
+        events: EventRecorder,
+        *,
+        now: Callable[[], datetime],
+        lock_expiry: timedelta = timedelta(minutes=5),
+        before_binding: BeforeBinding | None = None,
+    ) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.events = events
+        self.now = now
+        self.lock_expiry = lock_expiry
+        self.before_binding = before_binding
+        self._in_flight: set[asyncio.Task[None]] = set()
+        # uid -> node of binds that succeeded lately: a retry whose first
+        # attempt succeeded must not take the node lock again, or the lock
+        # would outlive the device plugin's Allocate and block the node.
+        self._recent: OrderedDict[str, str] = OrderedDict()
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind or raise BindError. Runs shielded, so a disconnecting caller cannot cut a bind in half."""
+        task = asyncio.ensure_future(self._bind(namespace, name, uid, node))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+        await asyncio.shield(task)
+
+    async def drain(self, within: float) -> int:
+        """Wait for binds under way (graceful shutdown); returns how many did not finish."""
+        pending = set(self._in_flight)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=within)
+        return len(pending)
+
+    async def _plan(self, namespace: str, name: str, uid: str, node: str) -> _Plan | None:
+        """What to bind, or None when the pod is already bound to `node` (a retried bind)."""
+        if uid and self._recent.get(uid) == node:
+            return None
+        res = self.cache.reservation(uid)
+        if res is not None and res.node == node:
+            return _Plan(res.devices, res.n_init)
+        pod = await self.kube.get_pod(namespace, name)
+        if pod is None:
+            self.cache.forget(uid)
+            raise BindError(f"pod {namespace}/{name} not found")
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") == node:
+            return None
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        # A restart between writing the allocation and posting the Binding:
+        # the annotations the earlier bind wrote are the decision.
+        if annotations.get(names.ASSIGNED_NODE) == node and names.DEVICES_ALLOCATED in annotations:
+            try:
+                return _Plan(
+                    decode_pod_devices(annotations[names.DEVICES_ALLOCATED]),
+                    len(spec.get("initContainers") or ()),
+                )
+            except CodecError:
+                pass
+        where = f"node {res.node}" if res is not None else "no node"
+        raise BindError(
+            f"pod {namespace}/{name} has no placement on node {node} (filter chose {where}); "
+            "the decision expired or came from another scheduler replica, kube-scheduler will retry"
+        )
+
+    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        ref = {"namespace": namespace, "name": name, "uid": uid}
+        ctx = {"namespace": namespace, "pod": name, "node": node}
+        plan = await self._plan(namespace, name, uid, node)
+        if plan is None:
+            log.info("pod already bound to this node", extra=ctx)
+            return
+        locked = patched = False
+        try:
+            if any(plan.devices[plan.n_init :]):
+                await lock_node(
+                    self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
+                )
+                locked = True
+            unix = int(self.now().timestamp())
+            await self.kube.patch_pod_metadata(
+                namespace,
+                name,
+                allocation_annotations(node, plan.devices, unix),
+                allocation_labels(node),
+            )
+            patched = True
+            if self.before_binding is not None:
+                await self.before_binding(namespace, name, uid, plan.devices)
+            await self.kube.bind_pod(namespace, name, uid, node)
+        except (KubeError, BindError, OSError, asyncio.CancelledError) as e:
+            await self._rollback(namespace, name, uid, node, locked, patched)
+            message = f"bind {namespace}/{name} to {node} failed: {e}"
+            log.warning("bind failed", extra={**ctx, "error": str(e)})
+            self.events.record(ref, "Warning", "BindingFailed", message)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise BindError(message) from e
+        if uid:
+            self._recent[uid] = node
+            if len(self._recent) > 10_000:
+                self._recent.popitem(last=False)
+        log.info(
+            "pod bound",
+            extra={
+                **ctx,
+                "allocated": allocation_annotations(node, plan.devices, 0)[names.DEVICES_ALLOCATED],
+            },
+        )
+        self.events.record(
+            ref,
+            "Normal",
+            "BindingSucceed",
+            f"Successfully binding node [{node}] to {namespace}/{name}",
+        )
+
+    async def _rollback(
+        self, namespace: str, name: str, uid: str, node: str, locked: bool, patched: bool
+    ) -> None:
+        self.cache.forget(uid)
+        try:
+            if patched:
+                keys = allocation_annotations(node, (), 0)
+                await self.kube.patch_pod_metadata(
+                    namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
+                )
+            if locked:
+                await release_node(self.kube, node, namespace, name)
+        except KubeError as e:
+            # The lock expires and the pod's next filter replaces the annotations.
+            log.warning(
+                "bind rollback incomplete",
+                extra={"namespace": namespace, "pod": name, "node": node, "error": str(e)},
+            )

@@ -1,0 +1,94 @@
+"""kube-scheduler extender wire types (k8s.io/kube-scheduler/extender/v1).
+
+ExtenderArgs and ExtenderBindingArgs have no JSON tags in Go, so kube-scheduler
+sends PascalCase keys; Go decodes any casing, so both are accepted here.
+Answers use the keys HAMi answers with.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+class BadExtenderArgsError(ValueError):
+    pass
+
+
+def _get(doc: Mapping[str, Any], key: str) -> Any:
+    for k, v in doc.items():
+        if k.lower() == key.lower():
+            return v
+    return None
+
+
+def _object(body: bytes) -> Mapping[str, Any]:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise BadExtenderArgsError(f"body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadExtenderArgsError("body is not a JSON object")
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class FilterArgs:
+    pod: dict[str, Any]
+    node_names: list[str]
+
+
+def decode_filter(body: bytes) -> FilterArgs:
+    doc = _object(body)
+    pod = _get(doc, "pod")
+    if not isinstance(pod, dict):
+        raise BadExtenderArgsError("extender args missing pod")
+    names = _get(doc, "nodenames")
+    if names is None:
+        # nodeCacheCapable: false sends whole Node objects; only their names matter here.
+        nodes = _get(doc, "nodes") or {}
+        names = [(n.get("metadata") or {}).get("name") for n in (nodes.get("items") or [])]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadExtenderArgsError("extender args: nodenames must be a list of node names")
+    return FilterArgs(pod, names)
+
+
+def encode_filter(
+    node_names: Sequence[str] | None, failed: Mapping[str, str], error: str = ""
+) -> bytes:
+    out: dict[str, Any] = {}
+    if node_names is not None:
+        out["nodenames"] = list(node_names)
+    if failed:
+        out["failedNodes"] = dict(failed)
+    if error:
+        out["error"] = error
+    return orjson.dumps(out)
+
+
+@dataclass(frozen=True, slots=True)
+class BindArgs:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+
+
+def decode_bind(body: bytes) -> BindArgs:
+    doc = _object(body)
+    values = {k: _get(doc, k) for k in ("podName", "podNamespace", "podUID", "node")}
+    missing = [
+        k
+        for k in ("podName", "podNamespace", "node")
+        if not isinstance(values[k], str) or not values[k]
+    ]
+    if missing:
+        raise BadExtenderArgsError(f"binding args missing {', '.join(missing)}")
+    return BindArgs(
+        values["podNamespace"], values["podName"], str(values["podUID"] or ""), values["node"]
+    )
+
+
+def encode_bind(error: str = "") -> bytes:
+    return orjson.dumps({"Error": error})

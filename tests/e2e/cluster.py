@@ -1,0 +1,765 @@
+"""A real control plane around our app, on loopback, for e2e tests.
+
+:class:`ControlPlane` runs etcd, kube-apiserver, our ``hami serve`` process and kube-scheduler,
+wired together the way the Helm chart wires them in a cluster: the apiserver calls our mutating
+webhook, kube-scheduler calls our /filter and /bind. Only the node side is simulated
+(:mod:`tests.e2e.nodesim`). Binaries come from :func:`ensure_binaries`.
+
+Every process writes to its own log file in a per-run folder, ``tests/e2e/_logs/<timestamp>/``,
+together with the PKI, kubeconfig, configs and manifests of that run, so a failed run can be
+inspected (or driven by hand with ``kubectl --kubeconfig <run>/admin.kubeconfig``) afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import NoReturn
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
+
+from .kube import Kube, wait_for
+from .nodesim import READY_MARKER
+from .nodespec import NodeSpec, dump_specs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "tests" / "e2e" / "k8sbins" / "build.sh"
+LOG_ROOT = REPO_ROOT / "tests" / "e2e" / "_logs"
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+
+SCHEDULER_NAME = "hami-scheduler"
+WEBHOOK_CONFIGURATION = "hami-webhook"
+WEBHOOK_NAME = "vgpu.hami.io"
+MANAGED_RESOURCES = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+    "nvidia.com/priority",
+)
+
+# A cold build of the Kubernetes binaries takes 15-30 minutes on two cores.
+BUILD_TIMEOUT = 3600.0
+STOP_GRACE = 10.0
+KEEP_RUNS = 20
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start or stop; the message ends with the relevant log tail."""
+
+
+def ensure_binaries() -> Path:
+    """Folder holding etcd, kube-apiserver, kube-scheduler and kubectl, built on first use.
+
+    ``HAMI_E2E_BIN_DIR`` points at prebuilt binaries instead. Without a Go toolchain, or when the
+    build fails, e2e tests are skipped with the reason, unless ``E2E_REQUIRED=1`` (CI), where
+    they fail.
+    """
+    prebuilt = os.environ.get("HAMI_E2E_BIN_DIR")
+    if prebuilt:
+        return _check_binaries(Path(prebuilt), "HAMI_E2E_BIN_DIR")
+    if shutil.which("go") is None:
+        _unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
+    LOG_ROOT.mkdir(parents=True, exist_ok=True)
+    build_log = LOG_ROOT / "k8sbins-build.log"
+    with build_log.open("w") as log:
+        try:
+            result = subprocess.run(
+                ["bash", str(BUILD_SCRIPT)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                timeout=BUILD_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
+    if result.returncode != 0:
+        _unavailable(
+            f"building the Kubernetes binaries failed (exit {result.returncode}); "
+            f"{build_log}:\n{_tail(build_log)}"
+        )
+    return _check_binaries(Path(result.stdout.strip().splitlines()[-1]), str(BUILD_SCRIPT))
+
+
+def _check_binaries(folder: Path, origin: str) -> Path:
+    missing = [b for b in BINARIES if not os.access(folder / b, os.X_OK)]
+    if missing:
+        _unavailable(f"{origin}: {folder} lacks {', '.join(missing)}")
+    return folder
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("E2E_REQUIRED") == "1":
+        pytest.fail(f"e2e tests required (E2E_REQUIRED=1) but {reason}", pytrace=False)
+    pytest.skip(f"e2e tests skipped: {reason}")
+
+
+@dataclass
+class Process:
+    """A child process in its own process group, logging to ``log``."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM the group, SIGKILL it after ``grace`` seconds, then make sure it is empty."""
+        if self.alive():
+            _signal_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(STOP_GRACE)
+        # Anything the child started and left behind goes too.
+        _signal_group(self.popen.pid, signal.SIGKILL)
+        wait_for(
+            lambda: not _group_exists(self.popen.pid),
+            timeout=STOP_GRACE,
+            what=f"process group of {self.name} to exit",
+        )
+
+    def fail(self, what: str) -> ControlPlaneError:
+        state = (
+            f"exited with code {self.popen.returncode}" if not self.alive() else "is still running"
+        )
+        return ControlPlaneError(f"{self.name} {state} {what}; {self.log}:\n{_tail(self.log)}")
+
+
+@dataclass
+class NodeSim:
+    """A running :mod:`tests.e2e.nodesim` process and the nodes it plays."""
+
+    nodes: tuple[NodeSpec, ...]
+    process: Process
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def stop(self) -> None:
+        """Stop the simulator; raise if it had crashed while the test ran."""
+        crashed = not self.process.alive()
+        self.process.stop()
+        if crashed:
+            raise self.process.fail("while the test ran")
+
+
+class ControlPlane:
+    """etcd, kube-apiserver, ``hami serve`` and kube-scheduler on free loopback ports.
+
+    Use as a context manager; leaving it stops everything in reverse order and checks that no
+    child process survived.
+    """
+
+    def __init__(
+        self,
+        bin_dir: Path,
+        *,
+        app_args: Sequence[str] = (),
+        app_env: Mapping[str, str] | None = None,
+        log_root: Path = LOG_ROOT,
+    ) -> None:
+        self.bin_dir = bin_dir
+        self.run_dir = _new_run_dir(log_root)
+        self.kubeconfig = self.run_dir / "admin.kubeconfig"
+        self.timings: dict[str, float] = {}
+        self._app_args = tuple(app_args)
+        self._app_env = dict(app_env or {})
+        self._app_starts = 0
+        self._nodesims = 0
+        self._processes: list[Process] = []
+        self._etcd_data: Path | None = None
+        (
+            self.etcd_port,
+            self.etcd_peer_port,
+            self.apiserver_port,
+            self.app_port,
+            self.metrics_port,
+            self.scheduler_port,
+        ) = _free_ports(6)
+        self.apiserver_url = f"https://127.0.0.1:{self.apiserver_port}"
+        self.app_url = f"https://127.0.0.1:{self.app_port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        # Loopback traffic must never go through a proxy configured for the registries.
+        self.env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1"}
+        self.env.pop("KUBECONFIG", None)
+        self.kube = Kube(bin_dir / "kubectl", self.kubeconfig, self.run_dir / "manifests", self.env)
+        self._write_pki()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        begin = time.monotonic()
+        self._timed("etcd", self._start_etcd)
+        self._timed("kube-apiserver", self._start_apiserver)
+        self._timed("hami serve", lambda: self.start_app(self._app_args, self._app_env))
+        self._timed("webhook registration", self._register_webhook)
+        self._timed("kube-scheduler", self._start_scheduler)
+        self.timings["total"] = round(time.monotonic() - begin, 2)
+        (self.run_dir / "timings.json").write_text(json.dumps(self.timings, indent=2) + "\n")
+
+    def close(self) -> None:
+        """Stop everything: scheduler, webhook registration, simulators, app, apiserver, etcd."""
+        errors: list[str] = []
+        scheduler = [p for p in self._processes if p.name == "kube-scheduler"]
+        apiserver = [p for p in self._processes if p.name == "kube-apiserver"]
+        self._stop_all(scheduler, errors)
+        if apiserver and apiserver[0].alive():
+            # failurePolicy Fail: unregister before the webhook goes away, or every pod create in
+            # a later run against this etcd would be refused.
+            result = self.kubectl(
+                "delete",
+                "mutatingwebhookconfiguration",
+                WEBHOOK_CONFIGURATION,
+                "--ignore-not-found",
+                check=False,
+                timeout=30,
+            )
+            if result.returncode != 0:
+                errors.append(f"deleting the webhook configuration: {result.stderr.strip()}")
+        others = [p for p in self._processes if p.name.startswith(("nodesim", "hami-serve"))]
+        self._stop_all(others, errors)
+        self._stop_all(apiserver, errors)
+        self._stop_all([p for p in self._processes if p.name == "etcd"], errors)
+        if self._etcd_data is not None:
+            shutil.rmtree(self._etcd_data, ignore_errors=True)
+        self._processes.clear()
+        if errors:
+            raise ControlPlaneError("; ".join(errors))
+
+    def _stop_all(self, processes: Sequence[Process], errors: list[str]) -> None:
+        for process in processes:
+            try:
+                process.stop()
+            except AssertionError as e:  # a process group that would not die
+                errors.append(str(e))
+
+    def _timed(self, step: str, action: Callable[[], None]) -> None:
+        start = time.monotonic()
+        action()
+        self.timings[step] = round(time.monotonic() - start, 2)
+
+    # --- our app -----------------------------------------------------------------------------
+
+    @property
+    def app(self) -> Process | None:
+        running = [p for p in self._processes if p.name.startswith("hami-serve") and p.alive()]
+        return running[-1] if running else None
+
+    def start_app(
+        self, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> None:
+        """Start ``hami serve`` with the contract flags plus ``extra_args``; wait for /readyz."""
+        if self.app is not None:
+            raise RuntimeError(f"{self.app.name} is already running")
+        self._app_args = tuple(extra_args)
+        self._app_env = dict(env or {})
+        self._app_starts += 1
+        argv = [
+            sys.executable,
+            "-m",
+            "hami",
+            "serve",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(self.app_port),
+            "--tls-cert-file",
+            str(self.app_tls.cert_file),
+            "--tls-key-file",
+            str(self.app_tls.key_file),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--scheduler-name",
+            SCHEDULER_NAME,
+            *self._app_args,
+        ]
+        # Run from the run folder with the repository at the end of the path: the app imports
+        # the project as installed, and a PYTHONPATH set by the caller still takes precedence.
+        paths = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env = {
+            **self.env,
+            "PYTHONPATH": os.pathsep.join([*paths, str(REPO_ROOT)]),
+            "PYTHONUNBUFFERED": "1",
+            **self._app_env,
+        }
+        process = self._spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
+        context = ssl.create_default_context(cafile=str(self.app_tls.ca_file))
+        self._wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
+
+    def stop_app(self) -> None:
+        app = self.app
+        if app is not None:
+            app.stop()
+
+    def restart_app(
+        self, extra_args: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        """Stop and start ``hami serve``; arguments default to those of the previous start."""
+        self.stop_app()
+        self.start_app(
+            self._app_args if extra_args is None else extra_args,
+            self._app_env if env is None else env,
+        )
+
+    @property
+    def app_log(self) -> Path:
+        """Log of the latest ``hami serve`` process."""
+        return self.run_dir / f"hami-serve.{self._app_starts}.log"
+
+    # --- node simulators ---------------------------------------------------------------------
+
+    def start_nodesim(self, nodes: Sequence[NodeSpec]) -> NodeSim:
+        """Register ``nodes`` and play their kubelet and device plugin until stopped."""
+        self._nodesims += 1
+        spec = self.run_dir / f"nodesim.{self._nodesims}.json"
+        spec.write_text(dump_specs(nodes))
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.e2e.nodesim",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--spec",
+            str(spec),
+        ]
+        process = self._spawn(f"nodesim.{self._nodesims}", argv, cwd=REPO_ROOT, env=self.env)
+        deadline = time.monotonic() + 30
+        while READY_MARKER not in process.log.read_text(errors="replace"):
+            if not process.alive():
+                raise process.fail("before registering its nodes")
+            if time.monotonic() > deadline:
+                process.stop()
+                raise process.fail("did not register its nodes within 30s")
+            time.sleep(0.1)
+        return NodeSim(tuple(nodes), process)
+
+    # --- kubectl -----------------------------------------------------------------------------
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl as cluster admin."""
+        return self.kube(*args, stdin=stdin, check=check, timeout=timeout)
+
+    # --- diagnostics -------------------------------------------------------------------------
+
+    def failure_report(self, lines: int = 40) -> str:
+        """The run folder and the tail of every component log, for a failed test."""
+        parts = [f"e2e run folder: {self.run_dir}"]
+        for process in self._processes:
+            state = "running" if process.alive() else f"exited {process.popen.returncode}"
+            parts.append(
+                f"--- {process.log.name} ({state}), last {lines} lines ---\n"
+                f"{_tail(process.log, lines)}"
+            )
+        return "\n".join(parts)
+
+    # --- startup steps -----------------------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        pki = self.run_dir / "pki"
+        pki.mkdir()
+        ca = issue_ca("hami e2e cluster CA", days=2)
+        serving = issue_serving(ca, ["127.0.0.1", "localhost"], days=2)
+        admin = issue_client(ca, "admin", ["system:masters"], days=2)
+        files = {
+            "ca.crt": ca.cert_pem,
+            "apiserver.crt": serving.cert_pem,
+            "apiserver.key": serving.key_pem,
+            "admin.crt": admin.cert_pem,
+            "admin.key": admin.key_pem,
+        }
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        files["sa.key"] = sa_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        files["sa.pub"] = sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        for name, data in files.items():
+            (pki / name).write_bytes(data)
+        self.pki = pki
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {
+                        "server": self.apiserver_url,
+                        "certificate-authority-data": _b64(ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": _b64(admin.cert_pem),
+                        "client-key-data": _b64(admin.key_pem),
+                    },
+                }
+            ],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+            "current-context": "e2e",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+        # The webhook and extender get their own CA, as with the chart's certificate job.
+        self.app_tls = write_dev_bundle(self.run_dir / "app-tls", ["127.0.0.1", "localhost"])
+
+    def _start_etcd(self) -> None:
+        self._etcd_data = _etcd_data_dir()
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        process = self._spawn(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                f"--data-dir={self._etcd_data}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_http(process, f"{client}/health", None, timeout=30)
+
+    def _start_apiserver(self) -> None:
+        pki = self.pki
+        process = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.apiserver_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                # No ServiceAccount token controller runs, and nothing would ever lift the
+                # not-ready taint that TaintNodesByCondition puts on every new Node.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                "--endpoint-reconciler-type=none",
+                f"--service-account-issuer={self.apiserver_url}/",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+            ],
+        )
+        context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        self._wait_http(process, f"{self.apiserver_url}/readyz", context, timeout=120)
+
+    def _register_webhook(self) -> None:
+        configuration = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": [
+                {
+                    "name": WEBHOOK_NAME,
+                    "clientConfig": {
+                        "url": f"{self.app_url}/webhook",
+                        "caBundle": _b64(self.app_tls.ca_file.read_bytes()),
+                    },
+                    "admissionReviewVersions": ["v1", "v1beta1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "timeoutSeconds": 10,
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                            "scope": "*",
+                        }
+                    ],
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            _not_in("hami.io/webhook", "ignore"),
+                            _not_in("kubernetes.io/metadata.name", "kube-system"),
+                        ]
+                    },
+                    "objectSelector": {"matchExpressions": [_not_in("hami.io/webhook", "ignore")]},
+                }
+            ],
+        }
+        self.kube.apply(json.dumps(configuration, indent=2))
+        # The apiserver picks webhook configurations up through an informer: wait until a GPU pod
+        # actually comes back mutated before letting any test create one.
+        probe = json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "hami-webhook-probe", "namespace": "default"},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "probe",
+                            "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            }
+        )
+
+        def mutated() -> bool:
+            result = self.kubectl(
+                "create", "--dry-run=server", "-o", "json", "-f", "-", stdin=probe, check=False
+            )
+            return (
+                result.returncode == 0
+                and json.loads(result.stdout)["spec"].get("schedulerName") == SCHEDULER_NAME
+            )
+
+        wait_for(mutated, timeout=30, what="the webhook to set schedulerName on a dry-run GPU pod")
+
+    def _start_scheduler(self) -> None:
+        configuration = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            "podInitialBackoffSeconds": 1,
+            "podMaxBackoffSeconds": 2,
+            "profiles": [{"schedulerName": SCHEDULER_NAME}],
+            "extenders": [
+                {
+                    "urlPrefix": self.app_url,
+                    "filterVerb": "filter",
+                    "bindVerb": "bind",
+                    "enableHTTPS": True,
+                    "tlsConfig": {"caData": _b64(self.app_tls.ca_file.read_bytes())},
+                    "nodeCacheCapable": True,
+                    "weight": 1,
+                    "httpTimeout": "30s",
+                    "ignorable": False,
+                    "managedResources": [
+                        {"name": name, "ignoredByScheduler": True} for name in MANAGED_RESOURCES
+                    ],
+                }
+            ],
+        }
+        config_file = self.run_dir / "kube-scheduler.yaml"
+        config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        process = self._spawn(
+            "kube-scheduler",
+            [
+                str(self.bin_dir / "kube-scheduler"),
+                f"--config={config_file}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                # The apiserver runs without front-proxy (requestheader) CAs; looking them up
+                # would only fill the log with errors.
+                "--authentication-skip-lookup=true",
+                # v=2 logs every binding, which is what one reads when a pod is not placed.
+                "--v=2",
+            ],
+        )
+        # The scheduler serves a self-signed certificate it generated itself.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        self._wait_http(
+            process, f"https://127.0.0.1:{self.scheduler_port}/healthz", context, timeout=60
+        )
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Process:
+        log = self.run_dir / f"{name}.log"
+        with log.open("ab") as out:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd or self.run_dir,
+                env=dict(env or self.env),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        process = Process(name, popen, log)
+        self._processes.append(process)
+        return process
+
+    def _wait_http(
+        self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
+    ) -> None:
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            if not process.alive():
+                raise process.fail(f"while waiting for {url} ({last})")
+            try:
+                with opener.open(url, timeout=5) as response:
+                    if response.status == 200:
+                        return
+                    last = f"HTTP {response.status}"
+            except urllib.error.HTTPError as e:
+                last = f"HTTP {e.code}"
+            except OSError as e:
+                last = repr(e)
+            if time.monotonic() > deadline:
+                raise process.fail(f"and {url} was not healthy within {timeout:g}s ({last})")
+            time.sleep(0.25)
+
+
+def _not_in(key: str, value: str) -> dict[str, object]:
+    return {"key": key, "operator": "NotIn", "values": [value]}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _free_ports(count: int) -> list[int]:
+    # All sockets stay open until every port is chosen, so the ports are distinct.
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _new_run_dir(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    runs = sorted(p for p in root.iterdir() if p.is_dir())
+    for old in runs[: max(0, len(runs) - KEEP_RUNS + 1)]:
+        shutil.rmtree(old, ignore_errors=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    for attempt in range(100):
+        run = root / (stamp if attempt == 0 else f"{stamp}.{attempt}")
+        try:
+            run.mkdir()
+        except FileExistsError:
+            continue
+        return run
+    raise ControlPlaneError(f"cannot create a run folder under {root}")
+
+
+def _etcd_data_dir() -> Path:
+    # tmpfs keeps etcd's writes off the disk; --unsafe-no-fsync makes them cheap anyway.
+    shm = Path("/dev/shm")
+    parent = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    # etcd preallocates over 100 MiB (RAM, on tmpfs) that a run killed with SIGKILL cannot free;
+    # the next run removes data folders whose owning pytest process is gone.
+    for stale in parent.glob("hami-e2e-etcd-*-*"):
+        owner = stale.name.split("-")[3]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"hami-e2e-etcd-{os.getpid()}-", dir=parent))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: if pytest itself is killed, take the component along."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -1,0 +1,89 @@
+"""Fixtures for e2e tests: one control plane per pytest run, isolation per test.
+
+* ``control_plane``: etcd, kube-apiserver, ``hami serve`` and kube-scheduler, started once.
+* ``kube``: kubectl as cluster admin plus query helpers (:class:`tests.e2e.kube.Kube`).
+* ``namespace``: a fresh namespace; its pods are force-deleted afterwards so that the next
+  test's placements are not influenced by this test's GPU usage.
+* ``nodesim``: ``nodesim(node, ...)`` registers fake GPU nodes and simulates their kubelet and
+  device plugin; the nodes are deleted afterwards, so tests may reuse node names.
+
+A failing test's report ends with the run folder and the tail of every component log.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Generator, Iterator
+
+import pytest
+
+from .cluster import ControlPlane, NodeSim, ensure_binaries
+from .kube import Kube
+from .nodespec import NodeSpec
+
+_CONTROL_PLANE = pytest.StashKey[ControlPlane]()
+
+
+@pytest.fixture(scope="session")
+def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
+    with ControlPlane(ensure_binaries()) as plane:
+        pytestconfig.stash[_CONTROL_PLANE] = plane
+        try:
+            yield plane
+        finally:
+            del pytestconfig.stash[_CONTROL_PLANE]
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> Kube:
+    return control_plane.kube
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{slug}-{secrets.token_hex(3)}"
+    kube("create", "namespace", name)
+    yield name
+    # Without kube-controller-manager a namespace never finishes deleting; its pods can go.
+    kube(
+        "delete",
+        "pods",
+        "--all",
+        "-n",
+        name,
+        "--force",
+        "--grace-period=0",
+        "--wait=true",
+        "--timeout=60s",
+        timeout=90,
+    )
+
+
+@pytest.fixture
+def nodesim(control_plane: ControlPlane) -> Iterator[Callable[..., NodeSim]]:
+    started: list[NodeSim] = []
+
+    def start(*nodes: NodeSpec) -> NodeSim:
+        sim = control_plane.start_nodesim(nodes)
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in reversed(started):
+        sim.stop()
+        control_plane.kubectl(
+            "delete", "nodes", *sim.names, "--ignore-not-found", "--wait=true", "--timeout=60s"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    plane = item.config.stash.get(_CONTROL_PLANE, None)
+    if report.failed and plane is not None:
+        report.sections.append(("e2e control plane", plane.failure_report()))
+    return report

@@ -1,0 +1,132 @@
+"""Fake GPU node descriptions shared by the tests and the node simulator.
+
+Tests build :class:`NodeSpec` values (usually through :func:`t4_node`) and hand them to the
+``nodesim`` fixture, which serialises them with :func:`dump_specs` for ``python -m
+tests.e2e.nodesim --spec``. The simulator turns each spec into a Node object whose
+``hami.io/node-nvidia-register`` annotation is byte-for-byte what HAMi's device plugin writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+T4_TYPE = "NVIDIA-Tesla T4"
+T4_MEMORY_MIB = 15360
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    """One physical GPU as the device plugin reports it."""
+
+    uuid: str
+    index: int
+    devmem: int
+    devcore: int = 100
+    type: str = T4_TYPE
+    numa: int = 0
+    mode: str = "hami-core"
+    health: bool = True
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node with ``cards``, each shareable by ``split`` tasks (the plugin's deviceSplitCount)."""
+
+    name: str
+    cards: tuple[CardSpec, ...]
+    split: int = 10
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_capacity(self) -> int:
+        """What the device plugin advertises as ``nvidia.com/gpu``: one slot per share."""
+        return len(self.cards) * self.split
+
+
+def t4_node(
+    name: str,
+    uuids: Sequence[str] | None = None,
+    *,
+    split: int = 10,
+    numa: Sequence[int] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> NodeSpec:
+    """A node with Tesla T4 cards (15360 MiB, 100 cores), four unless ``uuids`` says otherwise.
+
+    Default UUIDs embed the node name (``GPU-<name>-0`` ...), so cards of different nodes never
+    collide and an allocation annotation shows at a glance which node it points at.
+    """
+    ids = list(uuids) if uuids is not None else [f"GPU-{name}-{i}" for i in range(4)]
+    numas = list(numa) if numa is not None else [0] * len(ids)
+    if len(numas) != len(ids):
+        raise ValueError(f"{len(ids)} cards but {len(numas)} NUMA ids")
+    cards = tuple(
+        CardSpec(uuid=u, index=i, devmem=T4_MEMORY_MIB, numa=n)
+        for i, (u, n) in enumerate(zip(ids, numas, strict=True))
+    )
+    return NodeSpec(name=name, cards=cards, split=split, labels=dict(labels or {}))
+
+
+def register_annotation(node: NodeSpec) -> str:
+    """The device plugin's v2.8+ ``hami.io/node-nvidia-register`` value for ``node``.
+
+    Field order follows HAMi's DeviceInfo struct and every field is ``omitempty``, so zero
+    values (index 0, NUMA 0, health false, ...) are left out exactly as Go's encoder does.
+    """
+    devices = [
+        {
+            "id": card.uuid,
+            "index": card.index,
+            "count": node.split,
+            "devmem": card.devmem,
+            "devcore": card.devcore,
+            "type": card.type,
+            "numa": card.numa,
+            "mode": card.mode,
+            "health": card.health,
+        }
+        for card in node.cards
+    ]
+    return go_json([{k: v for k, v in d.items() if v} for d in devices])
+
+
+def go_json(value: Any) -> str:
+    """Encode like Go's encoding/json.Marshal: compact, UTF-8, HTML-safe escapes."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for raw, escaped in _GO_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+_GO_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def dump_specs(nodes: Sequence[NodeSpec]) -> str:
+    return json.dumps({"nodes": [asdict(n) for n in nodes]}, indent=2, sort_keys=True)
+
+
+def load_specs(text: str) -> list[NodeSpec]:
+    nodes = []
+    for raw in json.loads(text)["nodes"]:
+        cards = tuple(CardSpec(**c) for c in raw["cards"])
+        nodes.append(
+            NodeSpec(
+                name=raw["name"],
+                cards=cards,
+                split=raw.get("split", 10),
+                labels=raw.get("labels", {}),
+            )
+        )
+    return nodes

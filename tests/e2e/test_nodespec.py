@@ -1,0 +1,51 @@
+"""The simulated device plugin registers nodes exactly as HAMi's does (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+
+from .nodespec import (
+    CardSpec,
+    NodeSpec,
+    dump_specs,
+    go_json,
+    load_specs,
+    register_annotation,
+    t4_node,
+)
+
+
+def test_register_annotation_matches_go_omitempty_encoding() -> None:
+    node = t4_node("n1", uuids=["GPU-a", "GPU-b"], numa=[0, 1])
+
+    assert register_annotation(node) == (
+        '[{"id":"GPU-a","count":10,"devmem":15360,"devcore":100,"type":"NVIDIA-Tesla T4",'
+        '"mode":"hami-core","health":true},'
+        '{"id":"GPU-b","index":1,"count":10,"devmem":15360,"devcore":100,'
+        '"type":"NVIDIA-Tesla T4","numa":1,"mode":"hami-core","health":true}]'
+    )
+
+
+def test_unhealthy_card_omits_health() -> None:
+    card = CardSpec(uuid="GPU-x", index=2, devmem=40960, type="NVIDIA A100-SXM4-40GB", health=False)
+    [device] = json.loads(register_annotation(NodeSpec("n2", (card,), split=4)))
+
+    assert "health" not in device
+    assert device["count"] == 4
+
+
+def test_go_json_escapes_like_encoding_json() -> None:
+    assert go_json({"t": "a<b>&c"}) == '{"t":"a\\u003cb\\u003e\\u0026c"}'
+
+
+def test_default_t4_node_has_four_named_cards() -> None:
+    node = t4_node("node-a")
+
+    assert [c.uuid for c in node.cards] == [f"GPU-node-a-{i}" for i in range(4)]
+    assert node.gpu_capacity == 40
+
+
+def test_specs_round_trip_through_json() -> None:
+    nodes = [t4_node("a", labels={"zone": "z1"}), t4_node("b", uuids=["GPU-1"], split=3)]
+
+    assert load_specs(dump_specs(nodes)) == nodes
