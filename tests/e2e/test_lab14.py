@@ -1,0 +1,151 @@
+"""Lab 14, Steps 4 to 8, on a real kube-apiserver and kube-scheduler, as the write-up runs it.
+
+kubectl applies examples/lab14/ exactly as the lab does, waits for Ready as the
+lab does, and every `lab-card` output must equal the write-up's. Halfway
+through Step 7 our process is restarted: the placements after it prove the
+cache is rebuilt from the API server alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.unit.engine.test_lab14_replay import (
+    STEP_4,
+    STEP_5,
+    STEP_6_MUTEX,
+    STEP_6_RELEASED,
+    STEP_7,
+    STEP_8_SCORES,
+)
+
+from .cluster import ControlPlane, NodeSim
+from .kube import Kube, wait_for
+from .nodespec import t4_node
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "lab14"
+NODE = "gke-hami-policy-lab-default-pool-0c191cbd-fnwq"
+UUIDS = (
+    "GPU-77b9c63c-e3cb-8207-c355-5f65d684d2d8",
+    "GPU-f147e096-f059-d618-77b4-890c70ef7468",
+    "GPU-66116373-061e-a66b-28a3-c60c4877e16e",
+    "GPU-3c5f3637-e911-b226-7a4c-52da87c38aff",
+)
+
+
+def lab_card(kube: Kube, ns: str) -> str:
+    """The lab's helper, verbatim but for the namespace."""
+    return kube(
+        "get",
+        "pods",
+        "-n",
+        ns,
+        "-l",
+        "hami.run/lab-14",
+        "--no-headers",
+        "-o",
+        r"custom-columns=POD:.metadata.name,CARD:.metadata.annotations.hami\.io/vgpu-devices-allocated",
+    ).stdout
+
+
+def apply(kube: Kube, ns: str, name: str) -> None:
+    kube("apply", "-n", ns, "-f", str(EXAMPLES / name))
+
+
+def wait_ready(kube: Kube, ns: str, *pods: str) -> None:
+    kube(
+        "wait",
+        "-n",
+        ns,
+        "--for=condition=Ready",
+        *(f"pod/{p}" for p in pods),
+        "--timeout=5m",
+        timeout=330,
+    )
+
+
+def test_lab14_replay_with_restart(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    ns = namespace
+    nodesim(t4_node(NODE, UUIDS))
+
+    # Step 4: default spread.
+    apply(kube, ns, "01-spread-pods.yaml")
+    wait_ready(kube, ns, "policy-spread-a", "policy-spread-b")
+    assert lab_card(kube, ns) == STEP_4
+
+    # Step 5: binpack stacks onto the busiest card.
+    apply(kube, ns, "02-binpack-pods.yaml")
+    wait_ready(kube, ns, "policy-binpack-a", "policy-binpack-b")
+    assert lab_card(kube, ns) == STEP_5
+
+    # Step 6: mutex takes the idle cards, then blocks.
+    apply(kube, ns, "03-mutex-pods.yaml")
+    wait_ready(kube, ns, "policy-mutex-a", "policy-mutex-b")
+    assert lab_card(kube, ns) == STEP_6_MUTEX
+
+    apply(kube, ns, "04-mutex-blocked.yaml")
+    message = wait_for(
+        lambda: kube.pod_scheduled_message(ns, "policy-mutex-c"),
+        timeout=60,
+        what="policy-mutex-c to be reported unschedulable",
+    )
+    assert "0/1 nodes are available: 1 4/4 ExclusiveDeviceAllocateConflict." in message
+    assert kube.pod(ns, "policy-mutex-c")["status"]["phase"] == "Pending"
+
+    def events(reason: str) -> list[str]:
+        return [
+            e.get("message") or e.get("note") or ""
+            for e in kube.pod_events(ns, "policy-mutex-c")
+            if e.get("reason") == reason
+        ]
+
+    failed = wait_for(
+        lambda: events("FailedScheduling"), timeout=30, what="a FailedScheduling event"
+    )
+    assert any("4/4 ExclusiveDeviceAllocateConflict" in m for m in failed), failed
+    ours = wait_for(lambda: events("FilteringFailed"), timeout=30, what="our FilteringFailed event")
+    assert f"1 nodes ExclusiveDeviceAllocateConflict({NODE})" in ours, ours
+
+    kube("delete", "-n", ns, "pod", "policy-spread-b", timeout=90)
+    wait_ready(kube, ns, "policy-mutex-c")
+    assert lab_card(kube, ns) == STEP_6_RELEASED
+
+    # Step 7: start clean, as the lab does.
+    kube("delete", "-n", ns, "pods", "-l", "hami.run/lab-14", timeout=120)
+    kube(
+        "wait",
+        "-n",
+        ns,
+        "--for=delete",
+        "pod",
+        "-l",
+        "hami.run/lab-14",
+        "--timeout=2m",
+        timeout=130,
+    )
+
+    apply(kube, ns, "05-composed-tenant.yaml")
+    wait_ready(kube, ns, "policy-tenant")
+
+    # A restart in the middle: the tenant's card must still count as used.
+    control_plane.restart_app()
+
+    apply(kube, ns, "06-composed-pods.yaml")
+    wait_ready(kube, ns, "policy-combined-a", "policy-combined-b")
+    apply(kube, ns, "07-binpack-contrast.yaml")
+    wait_ready(kube, ns, "policy-binpack-solo")
+    assert lab_card(kube, ns) == STEP_7
+
+    # Step 8: the binpack-solo pass logged the write-up's scores.
+    log = control_plane.app_log.read_text()
+    lines = [line for line in log.splitlines() if "computer score" in line]
+    last_four = "".join(orjson.loads(line)["msg"] + "\n" for line in lines[-4:])
+    assert last_four == STEP_8_SCORES
