@@ -97,6 +97,7 @@ def test_lab14_replay_with_restart(
         timeout=60,
         what="policy-mutex-c to be reported unschedulable",
     )
+    assert message is not None
     assert "0/1 nodes are available: 1 4/4 ExclusiveDeviceAllocateConflict." in message
     assert kube.pod(ns, "policy-mutex-c")["status"]["phase"] == "Pending"
 

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.e2e
 
 def _pod(name: str, node: str, *, gpu: int = 0, env_from_configmap: str | None = None) -> str:
     limits = f"\n      limits: {{nvidia.com/gpu: {gpu}}}" if gpu else ""
+    # Our webhook refuses GPU pods that arrive with a node; the opt-out label bypasses it.
+    labels = "\n  labels: {hami.io/webhook: ignore}" if gpu else ""
     env_from = (
         f"\n    envFrom: [{{configMapRef: {{name: {env_from_configmap}}}}}]"
         if env_from_configmap
@@ -27,7 +29,7 @@ def _pod(name: str, node: str, *, gpu: int = 0, env_from_configmap: str | None =
 apiVersion: v1
 kind: Pod
 metadata:
-  name: {name}
+  name: {name}{labels}
 spec:
   nodeName: {node}
   containers:
