@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.engine import names
+from hami.engine import kai, names
+from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError, ResourceDefaults, pod_request
@@ -27,6 +28,9 @@ class AdmissionConfig:
     gpu_core_policy: str = "default"  # default | force | disable
     runtime_class_name: str = ""
     overwrite_env: bool = False  # NVIDIA_VISIBLE_DEVICES=none on GPU-less containers
+    injection: InjectionConfig = InjectionConfig()
+    # Schedulers whose pods are taken over when they ask for a KAI GPU share.
+    adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,28 +114,47 @@ def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
     )
 
 
-def admit(pod: Mapping[str, Any], cfg: AdmissionConfig) -> Admission:
+def _config_name(pod: Mapping[str, Any], fallback: str) -> str:
+    meta = pod.get("metadata") or {}
+    existing = (meta.get("annotations") or {}).get(CONFIG_ANNOTATION)
+    if existing:
+        return str(existing)
+    return f"{meta['name']}-hami-vgpu"[:253] if meta.get("name") else fallback
+
+
+def admit(
+    pod: Mapping[str, Any], cfg: AdmissionConfig, config_name: str = "hami-vgpu"
+) -> Admission:
+    """Decide on a pod at creation. `config_name` names the per-pod limits object of a pod
+    created without a name (generateName): the caller derives it from the request."""
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not spec.get("containers"):
         return _deny("pod has no containers")
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get(names.WEBHOOK_IGNORE_LABEL) == "ignore":
+        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
+    annotations_in = meta.get("annotations") or {}
     scheduler = spec.get("schedulerName") or ""
+    adopt = scheduler in cfg.adopt_schedulers and kai.wants_kai_sharing(annotations_in)
     if (
         scheduler
         and scheduler != cfg.scheduler_name
+        and not adopt
         and not (scheduler == DEFAULT_SCHEDULER and cfg.force_overwrite_default_scheduler)
     ):
         return Admission(True, dict(pod), "pod already has different scheduler assigned")
 
     out = copy.deepcopy(dict(pod))
+    out.setdefault("metadata", {})
     out_spec = out["spec"]
     containers = [*(out_spec.get("initContainers") or ()), *out_spec["containers"]]
     try:
+        kai.translate(out, cfg.resources.names)
         gpu = [_mutate_container(c, cfg) for c in containers]
-        if any(gpu):
-            pod_request(out_spec, cfg.resources, strict=True)
+        request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
     except (RequestError, QuantityError) as e:
         return _deny(str(e))
-    if not any(gpu):
+    if request is None:
         return Admission(True, out)
 
     for c in containers:
@@ -140,7 +163,7 @@ def admit(pod: Mapping[str, Any], cfg: AdmissionConfig) -> Admission:
                 f"container {c.get('name')} is privileged; a privileged container sees every GPU "
                 "on the node, so it cannot be given a GPU share: drop privileged or the GPU request"
             )
-    annotations = (out.get("metadata") or {}).get("annotations") or {}
+    annotations = out["metadata"].get("annotations") or {}
     forged = forged_annotations(annotations)
     if forged:
         return _deny(
@@ -158,4 +181,13 @@ def admit(pod: Mapping[str, Any], cfg: AdmissionConfig) -> Admission:
     out_spec["schedulerName"] = cfg.scheduler_name
     if cfg.runtime_class_name and not out_spec.get("runtimeClassName"):
         out_spec["runtimeClassName"] = cfg.runtime_class_name
+    asks = [*request.init, *request.app]
+    wanted = [(c, r.nums) for c, r in zip(containers, asks, strict=True) if r is not None]
+    inject(
+        out,
+        cfg.injection,
+        [c for c, _ in wanted],
+        [n for _, n in wanted],
+        _config_name(out, config_name),
+    )
     return Admission(True, out)

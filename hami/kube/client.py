@@ -207,6 +207,37 @@ class Kube:
             _content_type=MERGE_PATCH,
         )
 
+    async def get_configmap(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await self._call(
+                f"get configmap {namespace}/{name}",
+                self.core.read_namespaced_config_map,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+
+    async def create_configmap(self, namespace: str, body: Obj) -> Obj:
+        """Create; raises Conflict when a ConfigMap of that name exists already."""
+        name = body.get("metadata", {}).get("name", "")
+        return await self._call(
+            f"create configmap {namespace}/{name}",
+            self.core.create_namespaced_config_map,
+            namespace,
+            body,
+        )
+
+    async def replace_configmap(self, namespace: str, name: str, body: Obj) -> Obj:
+        """Replace; body.metadata.resourceVersion guards against a concurrent writer."""
+        return await self._call(
+            f"replace configmap {namespace}/{name}",
+            self.core.replace_namespaced_config_map,
+            name,
+            namespace,
+            body,
+        )
+
     def _lister(self, resource: Resource) -> Callable[..., Awaitable[Any]]:
         if resource == "pods":
             return self.core.list_pod_for_all_namespaces

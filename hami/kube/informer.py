@@ -259,6 +259,6 @@ class Informer:
                 extra={
                     "resource": self.resource,
                     "namespace": metadata.get("namespace", ""),
-                    "name": metadata.get("name", ""),
+                    "object": metadata.get("name", ""),
                 },
             )

@@ -25,11 +25,12 @@ from hami.kube.client import Kube, connect
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower
-from hami.runtime.config import Settings
+from hami.runtime.config import Settings, injection_config
 from hami.runtime.metrics import Metrics
 from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
+from hami.service.limits import LimitsWriter
 from hami.service.placement import Placement
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,9 @@ async def build(settings: Settings) -> Runtime:
             events,
             now=lambda: datetime.now(UTC),
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
+            before_binding=LimitsWriter(kube)
+            if settings.node_integration == "standalone"
+            else None,
         ),
         admission=AdmissionService(
             AdmissionConfig(
@@ -139,6 +143,7 @@ async def build(settings: Settings) -> Runtime:
                 force_overwrite_default_scheduler=settings.force_overwrite_default_scheduler,
                 resources=resources,
                 policies=policies,
+                injection=injection_config(settings),
             )
         ),
         metrics=Metrics(cache, lambda: _staleness(informers), lambda: events.dropped),

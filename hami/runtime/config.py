@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 
 
@@ -46,6 +47,11 @@ class Settings:
     leader_elect_resource_namespace: str = "kube-system"
     identity: str = ""
     shutdown_grace_seconds: float = 25.0
+    node_integration: str = "hami-device-plugin"
+    driver_profile: str = "none"
+    driver_host_lib: str = ""
+    driver_container_lib: str = ""
+    hook_path: str = "/usr/local/vgpu"
     log_level: str = "info"
     log_format: str = "json"
 
@@ -69,6 +75,11 @@ _HELP = {
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
     "log_format": "json or text",
+    "node_integration": "hami-device-plugin (its Allocate injects libvgpu and limits) or standalone (we do)",
+    "driver_profile": "driver libraries to mount into GPU containers: gke, generic or none",
+    "driver_host_lib": "generic profile: the host folder holding libcuda.so.1",
+    "driver_container_lib": "generic profile: where that folder appears in containers (added to LD_LIBRARY_PATH)",
+    "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
 }
 
 
@@ -177,7 +188,19 @@ def validate(s: Settings) -> None:
             raise ConfigError(f"{_flag(name)} must not be negative")
     if s.memory_factor < 1:
         raise ConfigError("--memory-factor must be at least 1")
+    try:
+        injection_config(s)
+    except InjectionError as e:
+        raise ConfigError(str(e)) from None
     if s.log_format not in ("json", "text"):
         raise ConfigError("--log-format must be json or text")
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level must be debug, info, warning or error")
+
+
+def injection_config(s: Settings) -> InjectionConfig:
+    return InjectionConfig(
+        mode=s.node_integration,
+        driver=driver_profile(s.driver_profile, s.driver_host_lib, s.driver_container_lib),
+        hook_path=s.hook_path,
+    )

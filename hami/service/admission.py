@@ -28,7 +28,9 @@ class AdmissionService:
         pod = request.get("object")
         if not isinstance(pod, dict):
             return AdmissionOutcome(False, message="request.object is not a Pod object", code=400)
-        verdict: Admission = admit(pod, self.config)
+        # A pod created with generateName has no name yet; the request uid names its limits object.
+        fallback = f"hami-vgpu-{str(request.get('uid', ''))[:18]}"
+        verdict: Admission = admit(pod, self.config, fallback)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
         return AdmissionOutcome(True, diff(pod, verdict.pod), verdict.message)
