@@ -54,6 +54,9 @@ def lab_card(kube: Kube, ns: str) -> str:
     ).stdout
 
 
+Apply = Callable[[Kube, str, str], None]
+
+
 def apply(kube: Kube, ns: str, name: str) -> None:
     kube("apply", "-n", ns, "-f", str(EXAMPLES / name))
 
@@ -73,8 +76,12 @@ def wait_ready(kube: Kube, ns: str, *pods: str) -> None:
 def test_lab14_replay_with_restart(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
-    ns = namespace
     nodesim(t4_node(NODE, UUIDS))
+    replay(control_plane, kube, namespace, apply)
+
+
+def replay(control_plane: ControlPlane, kube: Kube, ns: str, apply: Apply) -> None:
+    """Steps 4 to 8; `apply` puts one of the lab's files into the cluster."""
 
     # Step 4: default spread.
     apply(kube, ns, "01-spread-pods.yaml")
