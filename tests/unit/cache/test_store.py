@@ -1,0 +1,165 @@
+"""The cluster cache: incremental usage, reservations, relists, restarts."""
+
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import ContainerDevice, DeviceInfo, Usage
+from hami.engine.state import pod_usage
+from hami.service.annotations import allocation_annotations
+
+DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(name: str = "n", allocatable: str = "20", **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {
+                "hami.io/node-nvidia-register": encode_node_devices(DEVS),
+                **annotations,
+            },
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": allocatable}},
+    }
+
+
+def pod(
+    uid: str,
+    card: str = "GPU-0",
+    mem: int = 1000,
+    *,
+    bound: bool = True,
+    phase: str = "Running",
+    **extra: Any,
+) -> dict[str, Any]:
+    p: dict[str, Any] = {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+        },
+        "spec": {"containers": [{"name": "c"}], **({"nodeName": "n"} if bound else {})},
+        "status": {"phase": phase},
+    }
+    p.update(extra)
+    return p
+
+
+def usage(cache: ClusterCache, uuid: str) -> Usage:
+    return next(c.usage for c in cache.view["n"].cards if c.info.id == uuid)
+
+
+def test_usage_follows_pod_events() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    cache.upsert_pod(pod("a"))
+    cache.upsert_pod(pod("b", mem=2000))
+    assert usage(cache, "GPU-0") == Usage(2, 3000, 0)
+    cache.upsert_pod(pod("a", phase="Succeeded"))
+    assert usage(cache, "GPU-0") == Usage(1, 2000, 0)
+    cache.delete_pod(pod("b"))
+    assert usage(cache, "GPU-0") == Usage()
+
+
+def test_terminating_pods_keep_their_share_until_deleted() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    p = pod("a")
+    p["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
+    cache.upsert_pod(p)
+    assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+
+
+def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
+    pods = [pod("a"), pod("b", "GPU-1"), pod("c", mem=3000), pod("d", phase="Failed")]
+    first = ClusterCache(Clock())
+    first.replace_nodes([node()])
+    for p in pods:
+        first.upsert_pod(p)
+    second = ClusterCache(Clock())
+    second.replace_pods(list(reversed(pods)))  # pods may arrive before their node
+    second.replace_nodes([node()])
+    assert first.view == second.view
+
+
+def test_relist_drops_pods_deleted_while_disconnected() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    cache.replace_pods([pod("a"), pod("b")])
+    cache.replace_pods([pod("b")])
+    assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+
+
+def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_counted() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    devices = ((ContainerDevice("GPU-1", 500, 0),),)
+    cache.reserve("a", "ns", "a", "n", devices, 0)
+    assert usage(cache, "GPU-1") == Usage(1, 500, 0)
+    # Events of the pod before bind wrote its annotations keep the reservation.
+    cache.upsert_pod({"metadata": {"uid": "a"}, "spec": {}, "status": {"phase": "Pending"}})
+    assert usage(cache, "GPU-1") == Usage(1, 500, 0)
+    cache.upsert_pod(pod("a", "GPU-1", 500))
+    assert cache.reservation("a") is None
+    assert usage(cache, "GPU-1") == Usage(1, 500, 0)
+
+
+def test_reservations_expire_without_a_bind() -> None:
+    clock = Clock()
+    cache = ClusterCache(clock, reservation_ttl=30)
+    cache.replace_nodes([node()])
+    cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
+    clock.now = 29
+    assert cache.expire() == []
+    clock.now = 30
+    assert [r.uid for r in cache.expire()] == ["a"]
+    assert usage(cache, "GPU-0") == Usage()
+
+
+def test_refilter_releases_what_an_unbound_pod_held() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    cache.upsert_pod(pod("a", bound=False))  # annotated by a bind that never posted the Binding
+    cache.upsert_pod(pod("b"))
+    cache.release_unbound("a")
+    cache.release_unbound("b")  # bound pods keep their share
+    assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+
+
+def test_unregistered_nodes_are_explained() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node(allocatable="0"), {"metadata": {"name": "cpu-only"}}])
+    assert cache.view == {}
+    assert "allocatable nvidia.com/gpu is 0" in cache.unregistered["n"]
+    assert "hami.io/node-nvidia-register" in cache.unregistered["cpu-only"]
+    cache.upsert_node(node())
+    assert "n" in cache.view and "n" not in cache.unregistered
+
+
+def test_cordon_annotation_reaches_the_engine() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node(**{"hami.io/device-cordon": "GPU-1, GPU-9"})])
+    assert cache.view["n"].cordoned == frozenset({"GPU-1", "GPU-9"})
+
+
+def test_init_containers_collapse_and_shrink_once_finished() -> None:
+    devices = (
+        (ContainerDevice("G", 8000, 50),),
+        (ContainerDevice("G", 3000, 10),),
+        (ContainerDevice("G", 3000, 10),),
+    )
+    assert pod_usage(devices, 1) == {"G": Usage(2, 8000, 50)}
+    assert pod_usage(devices, 1, init_done=True) == {"G": Usage(2, 6000, 20)}
+    only_init = ((ContainerDevice("G", 8000, 0),), ())
+    assert pod_usage(only_init, 1) == {"G": Usage(1, 8000, 0)}
+    assert pod_usage(only_init, 1, init_done=True) == {}

@@ -1,0 +1,76 @@
+"""`hami serve` settings: precedence, validation, clear errors."""
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from hami.runtime.config import ConfigError, add_serve_arguments, load_settings
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> list[str]:
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_text("cert")
+    key.write_text("key")
+    return ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_serve_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> None:
+    file = tmp_path / "hami.yaml"
+    file.write_text("gpu-scheduler-policy: binpack\nnode_scheduler_policy: spread\nport: 8443\n")
+    env = {"HAMI_NODE_SCHEDULER_POLICY": "binpack", "HAMI_PORT": "7443", "POD_NAME": "hami-0"}
+    s = load_settings(parse("--config", str(file), "--port", "6443", *tls), env)
+    assert (s.gpu_scheduler_policy, s.node_scheduler_policy, s.port) == ("binpack", "binpack", 6443)
+    assert s.identity == "hami-0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--gpu-scheduler-policy", "fastest"], {}, "unknown GPU scheduler policy 'fastest'"),
+        (["--node-scheduler-policy", "pack"], {}, "valid names: binpack, spread"),
+        ([], {"HAMI_PORT": "https"}, "environment HAMI_PORT: port must be int"),
+        (["--port", "9395"], {}, "--port and --metrics-port must differ"),
+        (["--memory-factor", "0"], {}, "--memory-factor must be at least 1"),
+        (["--driver-profile", "gce"], {}, "unknown driver profile 'gce'"),
+        (["--driver-profile", "generic"], {}, "needs the host and container lib64 paths"),
+        (["--node-integration", "kai"], {}, "unknown node integration mode 'kai'"),
+        (["--log-format", "xml"], {}, "--log-format must be json or text"),
+    ],
+)
+def test_bad_settings_are_named(
+    tls: list[str], argv: list[str], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_settings(parse(*argv, *tls), env)
+
+
+def test_missing_tls_files_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a readable file"):
+        load_settings(
+            parse(
+                "--tls-cert-file", str(tmp_path / "nope"), "--tls-key-file", str(tmp_path / "nope")
+            ),
+            {},
+        )
+
+
+def test_unknown_keys_in_the_file_are_reported(tmp_path: Path, tls: list[str]) -> None:
+    file = tmp_path / "hami.yaml"
+    file.write_text("gpu_policy: binpack\n")
+    with pytest.raises(ConfigError, match="unknown settings gpu_policy"):
+        load_settings(parse("--config", str(file), *tls), {})
+
+
+def test_serve_exits_with_the_message(capsys: pytest.CaptureFixture[str]) -> None:
+    from hami.cli import main
+
+    assert main(["serve", "--gpu-scheduler-policy", "nope"]) == 2
+    assert "hami serve: unknown GPU scheduler policy 'nope'" in capsys.readouterr().err
