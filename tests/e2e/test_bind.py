@@ -1,0 +1,103 @@
+"""Bind on the real control plane: retries are idempotent, failures roll back."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from .cluster import ControlPlane, NodeSim
+from .kube import Kube, wait_for
+from .nodespec import t4_node
+
+pytestmark = pytest.mark.e2e
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  containers:
+  - name: cuda
+    image: busybox
+    resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}}
+"""
+
+
+def post(control_plane: ControlPlane, verb: str, body: dict[str, object]) -> dict[str, object]:
+    context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
+    request = urllib.request.Request(
+        f"{control_plane.app_url}/{verb}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        answer: dict[str, object] = json.loads(response.read())
+        return answer
+
+
+def test_bind_retry_of_a_bound_pod_succeeds_without_a_second_allocation(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    node = t4_node("bind-retry")
+    nodesim(node)
+    kube.apply(POD.format(name="once"), namespace)
+    kube.wait_ready(namespace, ["once"])
+    before = kube.pod(namespace, "once")
+
+    args = {
+        "PodName": "once",
+        "PodNamespace": namespace,
+        "PodUID": before["metadata"]["uid"],
+        "Node": node.name,
+    }
+    assert post(control_plane, "bind", args) == {"Error": ""}
+
+    after = kube.pod(namespace, "once")
+    assert after["metadata"]["annotations"] == before["metadata"]["annotations"]
+    assert "hami.io/mutex.lock" not in (
+        kube.get("node", node.name)["metadata"].get("annotations") or {}
+    )
+
+
+def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    node = t4_node("bind-locked")
+    nodesim(node)
+    # Another pod, alive, holds HAMi's node lock: its Allocate is (as far as we know) under way.
+    holder = "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\nspec: {containers: [{name: c, image: busybox}]}\n"
+    kube.apply(holder, namespace)
+    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
+    kube("annotate", "node", node.name, f"hami.io/mutex.lock={lock}")
+
+    kube.apply(POD.format(name="waits"), namespace)
+
+    def bind_failed() -> list[str]:
+        return [
+            e.get("message") or e.get("note") or ""
+            for e in kube.pod_events(namespace, "waits")
+            if e.get("reason") == "BindingFailed"
+        ]
+
+    messages = wait_for(bind_failed, timeout=60, what="a BindingFailed event")
+    assert any(
+        f"node {node.name} has been locked within 5m0s: node lock contention" in m for m in messages
+    ), messages
+    pod = kube.pod(namespace, "waits")
+    assert not pod["spec"].get("nodeName")
+    # Nothing of the failed bind is left on the pod, and the holder keeps its lock.
+    assert not any(k.startswith("hami.io/vgpu-") for k in pod["metadata"].get("annotations") or {})
+    assert kube.get("node", node.name)["metadata"]["annotations"]["hami.io/mutex.lock"] == lock
+
+    kube("annotate", "node", node.name, "hami.io/mutex.lock-")
+    kube.wait_ready(namespace, ["waits"], timeout=120)
+    allocated = kube.pod(namespace, "waits")["metadata"]["annotations"][
+        "hami.io/vgpu-devices-allocated"
+    ]
+    assert allocated.startswith("GPU-bind-locked-")
