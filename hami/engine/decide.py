@@ -1,6 +1,6 @@
 """Choosing a node and cards for a pod: the one decision every adapter shares."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from hami.engine import reasons as r
@@ -11,11 +11,16 @@ from hami.engine.policy import PodOptions
 
 
 @dataclass(frozen=True, slots=True)
-class CardScore:
+class CardScores:
+    """The score of every card of one node, computed before fitting one container."""
+
     node: str
     container: int  # index in the allocation (init containers first)
-    uuid: str
-    score: float
+    uuids: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    def items(self) -> Iterator[tuple[str, float]]:
+        return zip(self.uuids, self.scores, strict=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +35,7 @@ class Decision:
     node: str | None
     devices: PodDevices | None
     failed: Mapping[str, str]
-    scores: tuple[CardScore, ...]
+    scores: tuple[CardScores, ...]
     node_score: float | None = None
 
     @property
@@ -66,10 +71,12 @@ def schedule(
             failed[name] = r.NODE_UNREGISTERED
         else:
             known.append(node)
-    scores: list[CardScore] = []
+    scores: list[CardScores] = []
     for node in node_order(known, options.node_policy):
         fit = fit_pod(node, request, options)
-        scores.extend(CardScore(node.name, c, u, s) for c, u, s in fit.scores)
+        if fit.scores:
+            uuids = tuple(c.info.id for c in node.cards)
+            scores.extend(CardScores(node.name, c, uuids, s) for c, s in fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), node.score)
         failed[node.name] = fit.reason

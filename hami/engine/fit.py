@@ -15,8 +15,6 @@ from hami.engine.model import Card, ContainerDevice, ContainerRequest, NodeState
 from hami.engine.policy import GpuPolicy, PodOptions
 from hami.engine.score import DEFAULT_WEIGHTS, card_score, make_card
 
-VENDOR = "nvidia"
-
 SortKey = Callable[[Card, float], tuple[float, ...]]
 
 
@@ -52,7 +50,7 @@ def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
 class ContainerFit:
     devices: tuple[ContainerDevice, ...] | None  # None: does not fit
     reason: str  # empty when it fits
-    scores: tuple[tuple[str, float], ...]  # (uuid, score) in registration order
+    scores: tuple[float, ...]  # per card, in registration order
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +58,7 @@ class NodeFit:
     node: str
     devices: tuple[tuple[ContainerDevice, ...], ...] | None  # per container, init first
     reason: str
-    scores: tuple[tuple[int, str, float], ...]  # (container, uuid, score)
+    scores: tuple[tuple[int, tuple[float, ...]], ...]  # (container, per-card scores)
 
     @property
     def fits(self) -> bool:
@@ -130,7 +128,7 @@ def fit_container(
         scores = [c.score for c in cards]
     else:
         scores = [card_score(c.info, c.usage, opts.weights) for c in cards]
-    logged = tuple((c.info.id, s) for c, s in zip(cards, scores, strict=True))
+    logged = tuple(scores)
     if req.nums > len(cards):
         return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, logged)
 
@@ -167,7 +165,7 @@ def _fit_numa_bound(
     key: SortKey,
     counts: dict[str, int],
     device: Callable[[Card], ContainerDevice],
-    logged: tuple[tuple[str, float], ...],
+    logged: tuple[float, ...],
 ) -> ContainerFit:
     ordered = sorted(
         zip(cards, scores, verdicts, strict=True), key=lambda t: key(t[0], t[1]), reverse=True
@@ -236,15 +234,15 @@ def fit_pod(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
     is fitted against the node as it is; app containers run together, so each
     one sees the cards the previous ones took.
     """
-    cards = [c for c in node.cards if VENDOR in c.info.type.lower()]
+    cards = list(node.cards)
     links = {k: dict(v) for k, v in node.links.items()} if opts.gpu_policy.topology else None
-    scores: list[tuple[int, str, float]] = []
+    scores: list[tuple[int, tuple[float, ...]]] = []
     out: list[tuple[ContainerDevice, ...]] = []
     index = 0
     for req in request.init:
         if req is not None:
             fit = fit_container(cards, req, opts, node.cordoned, links)
-            scores.extend((index, u, s) for u, s in fit.scores)
+            scores.append((index, fit.scores))
             if fit.devices is None:
                 return NodeFit(node.name, None, fit.reason, tuple(scores))
             out.append(fit.devices)
@@ -254,7 +252,7 @@ def fit_pod(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
     for req in request.app:
         if req is not None:
             fit = fit_container(cards, req, opts, node.cordoned, links)
-            scores.extend((index, u, s) for u, s in fit.scores)
+            scores.append((index, fit.scores))
             if fit.devices is None:
                 return NodeFit(node.name, None, fit.reason, tuple(scores))
             out.append(fit.devices)

@@ -65,7 +65,7 @@ class NodeState:
     """A registered GPU node as the engine sees it."""
 
     name: str
-    cards: tuple[Card, ...]  # in registration order
+    cards: tuple[Card, ...]  # the NVIDIA cards, in registration order
     score: float  # node score from existing usage, HAMi's NodeScore
     cordoned: frozenset[str] = frozenset()
     # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.

@@ -3,6 +3,8 @@
 from collections.abc import Iterable, Mapping
 
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+
+VENDOR = "nvidia"
 from hami.engine.score import make_card, node_score
 
 
@@ -14,7 +16,10 @@ def build_node(
     links: Mapping[str, Mapping[str, int]] | None = None,
 ) -> NodeState:
     usage = usage or {}
-    cards = tuple(make_card(d, usage.get(d.id, Usage())) for d in devices)
+    # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
+    cards = tuple(
+        make_card(d, usage.get(d.id, Usage())) for d in devices if VENDOR in d.type.lower()
+    )
     return NodeState(name, cards, node_score(cards), cordoned, links or {})
 
 

@@ -15,7 +15,13 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 from kubernetes_asyncio import config
-from kubernetes_asyncio.client import ApiClient, Configuration, CoordinationV1Api, CoreV1Api
+from kubernetes_asyncio.client import (
+    AdmissionregistrationV1Api,
+    ApiClient,
+    Configuration,
+    CoordinationV1Api,
+    CoreV1Api,
+)
 
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable, from_response
 
@@ -25,6 +31,7 @@ Resource = Literal["pods", "nodes"]
 Obj = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "hami-scheduler/0.1 (python)"
 # etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
 # larger, so a watch line gets generous head room before it counts as corrupt.
@@ -319,3 +326,53 @@ class Kube:
                 except orjson.JSONDecodeError as e:
                     raise Unavailable(f"{what}: malformed event: {e}") from e
                 yield event
+
+    # --- the webhook's certificate (certs.bootstrap) ----------------------------------------
+
+    async def get_secret(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return await self._call(
+                f"get secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace
+            )
+        except NotFound:
+            return None
+
+    async def create_secret(self, namespace: str, body: Obj) -> Obj:
+        """Raises Conflict when a Secret of that name already exists."""
+        name = body.get("metadata", {}).get("name", "")
+        return await self._call(
+            f"create secret {namespace}/{name}",
+            self.core.create_namespaced_secret,
+            namespace,
+            body,
+        )
+
+    async def update_secret(self, namespace: str, name: str, body: Obj) -> Obj:
+        """PUT the whole Secret; with metadata.resourceVersion set, raises Conflict if it changed."""
+        return await self._call(
+            f"update secret {namespace}/{name}",
+            self.core.replace_namespaced_secret,
+            name,
+            namespace,
+            body,
+        )
+
+    async def get_mutating_webhook_configuration(self, name: str) -> Obj | None:
+        try:
+            return await self._call(
+                f"get mutatingwebhookconfiguration {name}",
+                AdmissionregistrationV1Api(self.api).read_mutating_webhook_configuration,
+                name,
+            )
+        except NotFound:
+            return None
+
+    async def patch_mutating_webhook_configuration(self, name: str, operations: list[Obj]) -> Obj:
+        """Apply an RFC 6902 JSON patch; a failed `test` operation fails the whole patch."""
+        return await self._call(
+            f"patch mutatingwebhookconfiguration {name}",
+            AdmissionregistrationV1Api(self.api).patch_mutating_webhook_configuration,
+            name,
+            operations,
+            _content_type=JSON_PATCH,
+        )

@@ -54,6 +54,11 @@ class Settings:
     hook_path: str = "/usr/local/vgpu"
     log_level: str = "info"
     log_format: str = "json"
+    cert_bootstrap_secret: str = ""
+    cert_dir: str = ""
+    webhook_configuration_name: str = ""
+    service_name: str = ""
+    service_namespace: str = ""
 
 
 _HELP = {
@@ -75,6 +80,16 @@ _HELP = {
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
     "log_format": "json or text",
+    "cert_bootstrap_secret": (
+        "Secret keeping a CA and serving pair this process creates and rotates itself "
+        "(empty: use --tls-cert-file and --tls-key-file as given)"
+    ),
+    "cert_dir": "folder the bootstrapped tls.crt, tls.key and ca.crt are written to and served from",
+    "webhook_configuration_name": (
+        "MutatingWebhookConfiguration whose caBundle the certificate bootstrap keeps current"
+    ),
+    "service_name": "Service in front of the webhook: the serving certificate's DNS names",
+    "service_namespace": "namespace of that Service and of the certificate Secret",
     "node_integration": "hami-device-plugin (its Allocate injects libvgpu and limits) or standalone (we do)",
     "driver_profile": "driver libraries to mount into GPU containers: gke, generic or none",
     "driver_host_lib": "generic profile: the host folder holding libcuda.so.1",
@@ -170,13 +185,15 @@ def validate(s: Settings) -> None:
         parse_node_policy(s.node_scheduler_policy)
     except PolicyError as e:
         raise ConfigError(str(e)) from None
-    if not s.tls_cert_file or not s.tls_key_file:
+    if s.cert_bootstrap_secret:
+        _validate_bootstrap(s)
+    elif not s.tls_cert_file or not s.tls_key_file:
         raise ConfigError(
             "--tls-cert-file and --tls-key-file are required: kube-apiserver only calls webhooks "
             "over HTTPS (certs/ can generate a development pair)"
         )
     for name in ("tls_cert_file", "tls_key_file"):
-        if not Path(getattr(s, name)).is_file():
+        if not s.cert_bootstrap_secret and not Path(getattr(s, name)).is_file():
             raise ConfigError(f"{_flag(name)}: {getattr(s, name)} is not a readable file")
     for name in ("port", "metrics_port"):
         if not 0 < getattr(s, name) < 65536:
@@ -204,3 +221,15 @@ def injection_config(s: Settings) -> InjectionConfig:
         driver=driver_profile(s.driver_profile, s.driver_host_lib, s.driver_container_lib),
         hook_path=s.hook_path,
     )
+
+
+def _validate_bootstrap(s: Settings) -> None:
+    """The certificate bootstrap makes its own files: it needs where to put them and whom to name."""
+    if s.tls_cert_file or s.tls_key_file:
+        raise ConfigError(
+            "--cert-bootstrap-secret serves the pair it writes into --cert-dir; "
+            "drop --tls-cert-file and --tls-key-file"
+        )
+    for name in ("cert_dir", "service_name", "service_namespace"):
+        if not getattr(s, name):
+            raise ConfigError(f"--cert-bootstrap-secret needs {_flag(name)}")

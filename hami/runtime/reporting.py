@@ -36,11 +36,10 @@ class FilterReporter:
         decision = outcome.decision
         if decision is None:
             return
-        for s in decision.scores:
-            # HAMi's wording: users grep scheduler logs for "computer score".
-            log.info(
-                f"device {s.uuid} computer score is {s.score:f}", extra={**ctx, "node": s.node}
-            )
+        for cs in decision.scores:
+            for uuid, score in cs.items():
+                # HAMi's wording: users grep scheduler logs for "computer score".
+                log.info(f"device {uuid} computer score is {score:f}", extra={**ctx, "node": cs.node})
         if decision.node is not None:
             log.info(
                 "filter chose node",

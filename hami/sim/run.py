@@ -106,7 +106,9 @@ class Simulation:
         if outcome.decision is not None:
             log.append(f"scheduling {outcome.pod}")
             log.extend(
-                f"device {s.uuid} computer score is {s.score:f}" for s in outcome.decision.scores
+                f"device {uuid} computer score is {score:f}"
+                for cs in outcome.decision.scores
+                for uuid, score in cs.items()
             )
         if outcome.error:
             pod.pending_reason = outcome.error
