@@ -251,16 +251,19 @@ class ControlPlane:
         if apiserver and apiserver[0].alive():
             # failurePolicy Fail: unregister before the webhook goes away, or every pod create in
             # a later run against this etcd would be refused.
-            result = self.kubectl(
-                "delete",
-                "mutatingwebhookconfiguration",
-                WEBHOOK_CONFIGURATION,
-                "--ignore-not-found",
-                check=False,
-                timeout=30,
-            )
-            if result.returncode != 0:
-                errors.append(f"deleting the webhook configuration: {result.stderr.strip()}")
+            try:
+                result = self.kubectl(
+                    "delete",
+                    "mutatingwebhookconfiguration",
+                    WEBHOOK_CONFIGURATION,
+                    "--ignore-not-found",
+                    check=False,
+                    timeout=30,
+                )
+                if result.returncode != 0:
+                    errors.append(f"deleting the webhook configuration: {result.stderr.strip()}")
+            except subprocess.TimeoutExpired:
+                errors.append("deleting the webhook configuration timed out")
         others = [p for p in self._processes if p.name.startswith(("nodesim", "hami-serve"))]
         self._stop_all(others, errors)
         self._stop_all(apiserver, errors)
@@ -273,10 +276,11 @@ class ControlPlane:
 
     def _stop_all(self, processes: Sequence[Process], errors: list[str]) -> None:
         for process in processes:
+            # Keep going whatever happens to one: the others must still be stopped.
             try:
                 process.stop()
-            except AssertionError as e:  # a process group that would not die
-                errors.append(str(e))
+            except (AssertionError, subprocess.TimeoutExpired) as e:
+                errors.append(f"{process.name}: {e}")
 
     def _timed(self, step: str, action: Callable[[], None]) -> None:
         start = time.monotonic()
