@@ -28,6 +28,22 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.http:
+        from hami.benchhttp import HttpBenchConfig, run_http_bench
+
+        cfg = HttpBenchConfig(
+            nodes=args.nodes,
+            cards=args.cards,
+            pods=args.pods,
+            requests=args.runs,
+            memreq=args.memory,
+            policy=args.policy,
+            keep_reservations=args.keep_reservations,
+            log=args.server_log,
+            profile=args.profile,
+        )
+        print(run_http_bench(cfg))
+        return 0
     from hami.bench import run_engine_bench
 
     print(run_engine_bench(nodes=args.nodes, cards=args.cards, pods=args.pods, runs=args.runs))
@@ -56,7 +72,25 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--nodes", type=int, default=1000)
     bench.add_argument("--cards", type=int, default=8)
     bench.add_argument("--pods", type=int, default=8000)
-    bench.add_argument("--runs", type=int, default=2000)
+    bench.add_argument("--runs", type=int, default=2000, help="decisions (or requests) timed")
+    http = bench.add_argument_group("--http: POST /filter over HTTPS to the real routes")
+    http.add_argument(
+        "--http", action="store_true", help="time /filter end to end instead of the engine alone"
+    )
+    http.add_argument("--memory", type=int, default=100, help="MiB the pod asks for (--http)")
+    http.add_argument("--policy", default="", help="the pod's hami.io/gpu-scheduler-policy")
+    http.add_argument(
+        "--keep-reservations",
+        action="store_true",
+        help="let every decision's reservation pile up (default: release it after the answer)",
+    )
+    http.add_argument(
+        "--server-log",
+        choices=("json", "off"),
+        default="json",
+        help="server logging: json at info as `hami serve` (to /dev/null), or off",
+    )
+    http.add_argument("--profile", action="store_true", help="cProfile the server, print top")
     bench.set_defaults(func=_bench)
 
     from hami.runtime.config import add_serve_arguments

@@ -4,6 +4,7 @@ kube-scheduler treats a non-200 answer as a transport failure, so every answer
 is 200 with the problem in `error` / `Error`, as HAMi answers.
 """
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -48,7 +49,15 @@ def routes(
         if closed is not None:
             observe_filter("error", time.perf_counter() - started)
             return web.Response(body=encode_filter(None, {}, closed), content_type=JSON)
-        outcome = placement.filter(args.pod, args.node_names)
+        try:
+            outcome = placement.filter(args.pod, args.node_names)
+        except Exception as e:
+            # A pod the service cannot read: say so in the answer (a 500 reads as a transport
+            # failure in kube-scheduler and loses the reason).
+            log.exception("filter failed")
+            observe_filter("error", time.perf_counter() - started)
+            error = f"cannot filter this pod: {type(e).__name__}: {e}"
+            return web.Response(body=encode_filter(None, {}, error), content_type=JSON)
         answer = encode_filter(outcome.node_names, outcome.failed, outcome.error)
         result = (
             "error"
@@ -60,7 +69,8 @@ def routes(
             )
         )
         observe_filter(result, time.perf_counter() - started)
-        on_filtered(outcome)
+        # Logs and Events wait until the answer is on its way: they never delay kube-scheduler.
+        asyncio.get_running_loop().call_soon(on_filtered, outcome)
         return web.Response(body=answer, content_type=JSON)
 
     async def bind(request: web.Request) -> web.Response:

@@ -33,6 +33,11 @@ def _object(body: bytes) -> Mapping[str, Any]:
     return doc
 
 
+def _node_name(node: Any) -> Any:
+    meta = _get(node, "metadata") if isinstance(node, dict) else None
+    return _get(meta, "name") if isinstance(meta, dict) else None
+
+
 @dataclass(frozen=True, slots=True)
 class FilterArgs:
     pod: dict[str, Any]
@@ -48,7 +53,10 @@ def decode_filter(body: bytes) -> FilterArgs:
     if names is None:
         # nodeCacheCapable: false sends whole Node objects; only their names matter here.
         nodes = _get(doc, "nodes") or {}
-        names = [(n.get("metadata") or {}).get("name") for n in (nodes.get("items") or [])]
+        items = (_get(nodes, "items") if isinstance(nodes, dict) else nodes) or []
+        if not isinstance(items, list):
+            raise BadExtenderArgsError("extender args: nodes.items must be a list of Node objects")
+        names = [_node_name(n) for n in items]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadExtenderArgsError("extender args: nodenames must be a list of node names")
     return FilterArgs(pod, names)

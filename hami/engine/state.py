@@ -3,9 +3,9 @@
 from collections.abc import Iterable, Mapping
 
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.score import make_card, node_score
 
 VENDOR = "nvidia"
-from hami.engine.score import make_card, node_score
 
 
 def build_node(

@@ -37,9 +37,16 @@ class FilterReporter:
         if decision is None:
             return
         for cs in decision.scores:
-            for uuid, score in cs.items():
-                # HAMi's wording: users grep scheduler logs for "computer score".
-                log.info(f"device {uuid} computer score is {score:f}", extra={**ctx, "node": cs.node})
+            # HAMi's wording, as users grep for it. Only the chosen node's cards at INFO:
+            # a pod that fits nowhere in a large cluster would log every card there is.
+            level = logging.INFO if cs.node == decision.node else logging.DEBUG
+            if log.isEnabledFor(level):
+                for uuid, score in cs.items():
+                    log.log(
+                        level,
+                        f"device {uuid} computer score is {score:f}",
+                        extra={**ctx, "node": cs.node},
+                    )
         if decision.node is not None:
             log.info(
                 "filter chose node",

@@ -65,7 +65,6 @@ class Placement:
             options = pod_options(annotations, self.policies)
         except PolicyError as e:
             return FilterOutcome(ref, error=f"pod {ref}: {e}")
-        self.cache.expire()
         self.cache.release_unbound(ref.uid)
         decision = schedule(self.cache.view, request, options, node_names)
         failed = {

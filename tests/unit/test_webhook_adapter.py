@@ -219,9 +219,12 @@ MALFORMED: list[tuple[str, bytes, str, str, int, str]] = [
     ("nested-600-in-object", _deep_in_object(600), V1, "uid-deep", 400, "nested too deeply"),
     (
         "request-kind-is-a-string",
-        body({**review(plain_pod(), uid="uid-rkind"), "request": {
-            **review(plain_pod(), uid="uid-rkind")["request"], "kind": "Pod"
-        }}),
+        body(
+            {
+                **review(plain_pod(), uid="uid-rkind"),
+                "request": {**review(plain_pod(), uid="uid-rkind")["request"], "kind": "Pod"},
+            }
+        ),
         V1,
         "uid-rkind",
         500,
@@ -301,9 +304,7 @@ async def test_dry_run_gets_the_same_answer(client: Client) -> None:
     assert "patch" in dry["response"]
 
 
-async def test_a_one_mib_pod_is_handled(
-    client: Client, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_a_one_mib_pod_is_handled(client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     # Annotations just under the API server's 256 KiB total; the rest of the MiB is env.
     env = [{"name": f"VAR_{i:05d}", "value": "v" * 500} for i in range(1500)]
     pod = gpu_pod(env=env)
@@ -314,8 +315,10 @@ async def test_a_one_mib_pod_is_handled(
     doc = await post(client, data)
     elapsed = time.perf_counter() - started
     with capsys.disabled():
-        print(f"\n[webhook] {len(data) / 2**20:.2f} MiB AdmissionReview answered in "
-              f"{elapsed * 1000:.1f} ms (client round trip)")
+        print(
+            f"\n[webhook] {len(data) / 2**20:.2f} MiB AdmissionReview answered in "
+            f"{elapsed * 1000:.1f} ms (client round trip)"
+        )
     response = doc["response"]
     assert response["uid"] == "uid-big"
     assert response["allowed"] is True
@@ -330,8 +333,9 @@ async def test_a_one_mib_pod_is_handled(
         pytest.param(gpu_pod, "UPDATE", "Pod", id="update-gpu-pod"),
         pytest.param(gpu_pod, "DELETE", "Pod", id="delete-gpu-pod"),
         pytest.param(gpu_pod, "CONNECT", "Pod", id="connect-gpu-pod"),
-        pytest.param(lambda: {"metadata": {"name": "cm"}, "data": {}}, "CREATE", "ConfigMap",
-                     id="configmap"),
+        pytest.param(
+            lambda: {"metadata": {"name": "cm"}, "data": {}}, "CREATE", "ConfigMap", id="configmap"
+        ),
         pytest.param(gpu_pod, "CREATE", "Deployment", id="deployment-kind"),
         pytest.param(plain_pod, "CREATE", "Pod", id="non-gpu-pod"),
     ],
