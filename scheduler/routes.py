@@ -7,7 +7,7 @@ is 200 with the problem in `error` / `Error`, as HAMi answers.
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -29,6 +29,27 @@ Observe = Callable[[str, float], None]
 Gate = Callable[[], str | None]
 
 
+Answer = Callable[[bytes], Awaitable[tuple[str, bytes]]]  # body -> (result label, answer)
+
+
+def _timed(answer: Answer, observe: Observe) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        result, body = await answer(await request.read())
+        observe(result, time.perf_counter() - started)
+        return web.Response(body=body, content_type=JSON)
+
+    return handle
+
+
+def _result(outcome: FilterOutcome) -> str:
+    if outcome.error:
+        return "error"
+    if not outcome.gpu:
+        return "passthrough"
+    return "fit" if outcome.node_names else "unschedulable"
+
+
 def routes(
     placement: Placement,
     binder: Binder,
@@ -37,60 +58,42 @@ def routes(
     observe_filter: Observe,
     observe_bind: Observe,
 ) -> list[web.RouteDef]:
-    async def filter_(request: web.Request) -> web.Response:
-        started = time.perf_counter()
-        body = await request.read()
+    async def filter_(body: bytes) -> tuple[str, bytes]:
         try:
             args = decode_filter(body)
         except BadExtenderArgsError as e:
-            observe_filter("error", time.perf_counter() - started)
-            return web.Response(body=encode_filter(None, {}, str(e)), content_type=JSON)
+            return "error", encode_filter(None, {}, str(e))
         closed = gate()
         if closed is not None:
-            observe_filter("error", time.perf_counter() - started)
-            return web.Response(body=encode_filter(None, {}, closed), content_type=JSON)
+            return "error", encode_filter(None, {}, closed)
         try:
             outcome = placement.filter(args.pod, args.node_names)
         except Exception as e:
             # A pod the service cannot read: say so in the answer (a 500 reads as a transport
             # failure in kube-scheduler and loses the reason).
             log.exception("filter failed")
-            observe_filter("error", time.perf_counter() - started)
-            error = f"cannot filter this pod: {type(e).__name__}: {e}"
-            return web.Response(body=encode_filter(None, {}, error), content_type=JSON)
-        answer = encode_filter(outcome.node_names, outcome.failed, outcome.error)
-        result = (
-            "error"
-            if outcome.error
-            else (
-                "passthrough"
-                if not outcome.gpu
-                else ("fit" if outcome.node_names else "unschedulable")
+            return "error", encode_filter(
+                None, {}, f"cannot filter this pod: {type(e).__name__}: {e}"
             )
-        )
-        observe_filter(result, time.perf_counter() - started)
         # Logs and Events wait until the answer is on its way: they never delay kube-scheduler.
         asyncio.get_running_loop().call_soon(on_filtered, outcome)
-        return web.Response(body=answer, content_type=JSON)
+        return _result(outcome), encode_filter(outcome.node_names, outcome.failed, outcome.error)
 
-    async def bind(request: web.Request) -> web.Response:
-        started = time.perf_counter()
-        body = await request.read()
+    async def bind(body: bytes) -> tuple[str, bytes]:
         try:
             args = decode_bind(body)
         except BadExtenderArgsError as e:
-            observe_bind("error", time.perf_counter() - started)
-            return web.Response(body=encode_bind(str(e)), content_type=JSON)
+            return "error", encode_bind(str(e))
         closed = gate()
         if closed is not None:
-            observe_bind("error", time.perf_counter() - started)
-            return web.Response(body=encode_bind(closed), content_type=JSON)
+            return "error", encode_bind(closed)
         try:
             await binder.bind(args.namespace, args.name, args.uid, args.node)
         except BindError as e:
-            observe_bind("error", time.perf_counter() - started)
-            return web.Response(body=encode_bind(str(e)), content_type=JSON)
-        observe_bind("bound", time.perf_counter() - started)
-        return web.Response(body=encode_bind(), content_type=JSON)
+            return "error", encode_bind(str(e))
+        return "bound", encode_bind()
 
-    return [web.post("/filter", filter_), web.post("/bind", bind)]
+    return [
+        web.post("/filter", _timed(filter_, observe_filter)),
+        web.post("/bind", _timed(bind, observe_bind)),
+    ]

@@ -238,26 +238,18 @@ def fit_pod(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
     links = {k: dict(v) for k, v in node.links.items()} if opts.gpu_policy.topology else None
     scores: list[tuple[int, tuple[float, ...]]] = []
     out: list[tuple[ContainerDevice, ...]] = []
-    index = 0
-    for req in request.init:
-        if req is not None:
-            fit = fit_container(cards, req, opts, node.cordoned, links)
-            scores.append((index, fit.scores))
-            if fit.devices is None:
-                return NodeFit(node.name, None, fit.reason, tuple(scores))
-            out.append(fit.devices)
-        else:
+    n_init = len(request.init)
+    for index, req in enumerate((*request.init, *request.app)):
+        if req is None:
             out.append(())
-        index += 1
-    for req in request.app:
-        if req is not None:
-            fit = fit_container(cards, req, opts, node.cordoned, links)
-            scores.append((index, fit.scores))
-            if fit.devices is None:
-                return NodeFit(node.name, None, fit.reason, tuple(scores))
-            out.append(fit.devices)
+            continue
+        # Init containers come first and take nothing from each other: each sees the node as
+        # it is. App containers run together: each sees what the ones before it took.
+        fit = fit_container(cards, req, opts, node.cordoned, links)
+        scores.append((index, fit.scores))
+        if fit.devices is None:
+            return NodeFit(node.name, None, fit.reason, tuple(scores))
+        out.append(fit.devices)
+        if index >= n_init:
             cards = _add(cards, fit.devices)
-        else:
-            out.append(())
-        index += 1
     return NodeFit(node.name, tuple(out), "", tuple(scores))

@@ -17,6 +17,7 @@ from typing import Literal
 
 from hami.kube.client import Kube, Obj
 from hami.kube.errors import NotFound
+from hami.kube.lifecycle import run_until
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +114,7 @@ class EventRecorder:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Post queued events until `stop` is set."""
-        worker = asyncio.create_task(self._post_forever(), name="event-recorder")
-        stopped = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({worker, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            worker.cancel()
-            stopped.cancel()
-            await asyncio.gather(worker, stopped, return_exceptions=True)
+        await run_until(stop, self._post_forever(), "event-recorder")
 
     async def _post_forever(self) -> None:
         while True:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from hami.kube.client import Kube, Obj, Resource
 from hami.kube.errors import Gone, KubeError, Unavailable
+from hami.kube.lifecycle import run_until
 
 log = logging.getLogger(__name__)
 
@@ -159,14 +160,7 @@ class Informer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch until `stop` is set."""
-        worker = asyncio.create_task(self._loop(), name=f"informer-{self.resource}")
-        stopped = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({worker, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            worker.cancel()
-            stopped.cancel()
-            await asyncio.gather(worker, stopped, return_exceptions=True)
+        await run_until(stop, self._loop(), f"informer-{self.resource}")
 
     async def _loop(self) -> None:
         context = {"resource": self.resource}
