@@ -1,8 +1,9 @@
 """Throwaway X.509 material: a private CA and the serving and client certificates it signs.
 
-Meant for development clusters and tests, where the webhook and the scheduler extender need a
-certificate that the kube-apiserver and kube-scheduler will verify. Production deployments get
-their certificates from cert-manager or the chart's own job instead.
+Used for development clusters and tests, where the webhook and the scheduler extender need a
+certificate that the kube-apiserver and kube-scheduler will verify, and by :mod:`certs.bootstrap`,
+which keeps such a CA and serving pair in a Secret and rotates them in production (the
+alternative being cert-manager).
 
 Every key is ECDSA P-256. Go's TLS stack matches a host only against subjectAltName entries (it
 ignores the common name), so serving certificates always carry IP and DNS SANs of the right type.
@@ -71,11 +72,14 @@ class DevBundle:
     key_file: Path
 
 
-def issue_ca(common_name: str, days: int = 365) -> KeyPair:
-    """Create a self-signed CA that may sign leaf certificates only (pathLen 0)."""
+def issue_ca(common_name: str, days: int = 365, *, now: dt.datetime | None = None) -> KeyPair:
+    """Create a self-signed CA that may sign leaf certificates only (pathLen 0).
+
+    ``now`` (timezone-aware) is when validity starts, before the backdating; the clock by default.
+    """
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = _now()
+    now = now or _now()
     builder = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -104,7 +108,9 @@ def issue_ca(common_name: str, days: int = 365) -> KeyPair:
     return _pair(builder.sign(key, hashes.SHA256()), key)
 
 
-def issue_serving(ca: KeyPair, hosts: Sequence[str], days: int = 90) -> KeyPair:
+def issue_serving(
+    ca: KeyPair, hosts: Sequence[str], days: int = 90, *, now: dt.datetime | None = None
+) -> KeyPair:
     """Issue a TLS server certificate for ``hosts`` (DNS names and/or IP literals)."""
     if not hosts:
         raise ValueError("a serving certificate needs at least one host")
@@ -118,6 +124,7 @@ def issue_serving(ca: KeyPair, hosts: Sequence[str], days: int = 90) -> KeyPair:
         days,
         x509.SubjectAlternativeName(sans),
         san_critical=not list(subject),
+        now=now,
     )
 
 
@@ -161,11 +168,12 @@ def _issue_leaf(
     san: x509.SubjectAlternativeName | None = None,
     *,
     san_critical: bool = False,
+    now: dt.datetime | None = None,
 ) -> KeyPair:
     ca_cert = ca.certificate
     ca_key = ca._private_key()
     key = ec.generate_private_key(ec.SECP256R1())
-    now = _now()
+    now = now or _now()
     # A leaf that outlives its issuer would fail verification anyway; say so in the certificate.
     not_after = min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc)
     builder = (

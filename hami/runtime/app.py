@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import scheduler.routes
 import webhook.routes
+from certs.bootstrap import BootstrapConfig, BootstrapError, CertBootstrap, service_hosts
 from certs.tls import ReloadingServerContext
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
@@ -79,9 +81,14 @@ class Runtime:
     admission: AdmissionService
     metrics: Metrics
     tls: ReloadingServerContext
+    # Set when the process makes and rotates its own certificate (--cert-bootstrap-secret).
+    certs: CertBootstrap | None = None
+    closing: bool = False
 
     def not_serving(self) -> str | None:
         """Why filter and bind must not be answered now, or None."""
+        if self.closing:
+            return "this replica is shutting down; kube-scheduler will retry"
         if not all(i.synced.is_set() for i in self.informers):
             return "the scheduler's cache has not synced with the API server yet"
         if not self.leadership.is_leader:
@@ -100,6 +107,7 @@ def _staleness(informers: tuple[Informer, ...]) -> float:
 async def build(settings: Settings) -> Runtime:
     cache = ClusterCache(clock=time.monotonic, reservation_ttl=settings.reservation_ttl_seconds)
     kube = Kube(await connect(settings.kubeconfig or None), timeout=settings.kube_timeout_seconds)
+    certs, cert_file, key_file = await _certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity)
     leadership: Leadership = (
         LeaseFollower(
@@ -147,9 +155,33 @@ async def build(settings: Settings) -> Runtime:
             )
         ),
         metrics=Metrics(cache, lambda: _staleness(informers), lambda: events.dropped),
-        tls=ReloadingServerContext(settings.tls_cert_file, settings.tls_key_file),
+        tls=ReloadingServerContext(cert_file, key_file),
+        certs=certs,
     )
     return runtime
+
+
+async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap | None, str, str]:
+    """The serving pair's files; with --cert-bootstrap-secret, made (or reused) first."""
+    if not settings.cert_bootstrap_secret:
+        return None, settings.tls_cert_file, settings.tls_key_file
+    certs = CertBootstrap(
+        kube,
+        BootstrapConfig(
+            namespace=settings.service_namespace,
+            secret_name=settings.cert_bootstrap_secret,
+            cert_dir=Path(settings.cert_dir),
+            hosts=service_hosts(settings.service_name, settings.service_namespace),
+            webhook_configuration=settings.webhook_configuration_name,
+        ),
+    )
+    try:
+        await certs.start()
+    except BootstrapError as e:
+        await kube.close()
+        # main() reports an OSError as "cannot serve" and exits 1, which is what this is.
+        raise OSError(f"certificate bootstrap: {e}") from e
+    return certs, str(certs.cert_file), str(certs.key_file)
 
 
 def main_app(rt: Runtime) -> web.Application:
@@ -223,6 +255,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("leadership", rt.leadership.run(stop)),
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),
+            *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
             ("loop-lag", _loop_lag(rt, stop)),
             ("expire", _expire(rt, stop)),
         )
@@ -247,6 +280,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         log.info("shutting down: draining binds")
+        rt.closing = True  # new filters and binds are refused from here on
         left = await rt.binder.drain(s.shutdown_grace_seconds)
         if left:
             log.warning("binds still running at shutdown", extra={"binds": left})

@@ -1,0 +1,140 @@
+{{/* ---------------------------------------------------------------------------------------
+Names and labels
+--------------------------------------------------------------------------------------- */}}
+
+{{- define "hami.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hami.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "hami.scheduler" -}}
+{{- printf "%s-scheduler" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hami.devicePlugin" -}}
+{{- printf "%s-device-plugin" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hami.webhookConfiguration" -}}
+{{- printf "%s-webhook" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hami.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "hami.scheduler" .)) .Values.certs.secretName }}
+{{- end }}
+
+{{- define "hami.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "hami.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: hami-py
+{{- end }}
+
+{{/* Selector labels of one component: include "hami.selectorLabels" (list . "scheduler") */}}
+{{- define "hami.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "hami.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* ---------------------------------------------------------------------------------------
+Images
+--------------------------------------------------------------------------------------- */}}
+
+{{- define "hami.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* kube-scheduler matching the cluster: v1.35.7-gke.1150000 -> v1.35.7 */}}
+{{- define "hami.kubeSchedulerImage" -}}
+{{- $img := .Values.scheduler.kubeScheduler.image }}
+{{- $tag := $img.tag }}
+{{- if not $tag }}
+{{- $tag = regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version }}
+{{- $tag = printf "v%s" (trimPrefix "v" $tag) }}
+{{- end }}
+{{- printf "%s/%s:%s" $img.registry $img.repository $tag }}
+{{- end }}
+
+{{/* ---------------------------------------------------------------------------------------
+Preset resolution: an explicit value wins, "" / null takes the preset's.
+--------------------------------------------------------------------------------------- */}}
+
+{{- define "hami.gke" -}}
+{{- if eq .Values.preset "gke" }}true{{ end }}
+{{- end }}
+
+{{- define "hami.devicePlugin.enabled" -}}
+{{- $v := .Values.devicePlugin.enabled }}
+{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}{{ else }}{{ include "hami.gke" . }}{{ end }}
+{{- end }}
+
+{{- define "hami.monitor.enabled" -}}
+{{- $v := .Values.devicePlugin.monitor.enabled }}
+{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}{{ else if not (include "hami.gke" .) }}true{{ end }}
+{{- end }}
+
+{{- define "hami.driverRoot" -}}
+{{- .Values.devicePlugin.nvidiaDriverRoot | default (ternary "/home/kubernetes/bin/nvidia" "/" (eq .Values.preset "gke")) }}
+{{- end }}
+
+{{- define "hami.hookPath" -}}
+{{- .Values.devicePlugin.gpuHookPath | default (ternary "/home/kubernetes/bin/nvidia" "/usr/local" (eq .Values.preset "gke")) }}
+{{- end }}
+
+{{- define "hami.libPath" -}}
+{{- .Values.devicePlugin.libPath | default (printf "%s/vgpu" (include "hami.hookPath" .)) }}
+{{- end }}
+
+{{- define "hami.ctrPath" -}}
+{{- .Values.devicePlugin.monitor.ctrPath | default (printf "%s/containers" (include "hami.libPath" .)) }}
+{{- end }}
+
+{{- define "hami.driverProfile" -}}
+{{- .Values.webhook.driverProfile | default (ternary "gke" "" (eq .Values.preset "gke")) }}
+{{- end }}
+
+{{/* Environment the preset adds to a device-plugin container, unless extraEnvs names it. */}}
+{{- define "hami.presetEnv" -}}
+{{- $root := index . 0 }}
+{{- $extra := index . 1 }}
+{{- $names := list }}
+{{- range $extra }}{{ $names = append $names .name }}{{ end }}
+{{- if and (include "hami.gke" $root) (not (has "LD_LIBRARY_PATH" $names)) }}
+- name: LD_LIBRARY_PATH
+  value: /driver-root/lib64
+{{- end }}
+{{- end }}
+
+{{/* ---------------------------------------------------------------------------------------
+Certificates and the webhook
+--------------------------------------------------------------------------------------- */}}
+
+{{- define "hami.bootstrap" -}}
+{{- if not .Values.certs.certManager.enabled }}true{{ end }}
+{{- end }}
+
+{{- define "hami.standalone" -}}
+{{- if eq .Values.webhook.injection.mode "standalone" }}true{{ end }}
+{{- end }}
+
+{{/* CEL: does container c request or limit any GPU resource? */}}
+{{- define "hami.celContainerWantsGpu" -}}
+{{- $r := "['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores']" -}}
+has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k in {{ $r }})) || (has(c.resources.requests) && c.resources.requests.exists(k, k in {{ $r }})))
+{{- end }}

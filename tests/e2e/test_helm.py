@@ -1,0 +1,607 @@
+"""The Helm chart against the real control plane: installed, and run as it renders.
+
+* ``helm install`` into the e2e API server: every object is accepted server-side, and the
+  API server itself applies the webhook's scoping (namespaceSelector, objectSelector and the CEL
+  matchConditions) to dry-run pods.
+* ``hami serve`` started with the arguments and environment of the rendered Deployment, under
+  the chart's own RBAC (a token of the chart's ServiceAccount, made with the TokenRequest API),
+  places a GPU pod; and in certificate bootstrap mode it creates its Secret, sets caBundle on
+  a webhook configuration like the chart's, and the API server then calls it.
+* kube-scheduler accepts the rendered KubeSchedulerConfiguration (strict decoding).
+
+What differs from a cluster, and why (nothing else is changed):
+
+* ``--kubeconfig`` is added: a ServiceAccount token of the chart's account, since there is no
+  in-cluster config on this machine;
+* ``--bind-address``, ``--port`` and ``--metrics-port`` are the harness's loopback ports, and
+  ``--metrics-bind-address`` is 127.0.0.1 (nothing here listens beyond loopback);
+* ``POD_NAME``/``POD_NAMESPACE`` (downward API) get literal values;
+* placement test only: the certificate bootstrap flags are replaced by the harness's
+  ``--tls-cert-file``/``--tls-key-file``, because the harness's kube-scheduler trusts the
+  harness's CA (the bootstrap has its own test); and the Lease the chart's kube-scheduler
+  container would hold is written by the test;
+* bootstrap test only: ``--cert-dir`` is a temporary folder, and the webhook configuration calls
+  ``https://127.0.0.1:<port>/webhook`` instead of the Service (no Service routing here).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from tests.unit.test_helm_render import (
+    CHART,
+    Obj,
+    container,
+    env_of,
+    find,
+    helm,
+    render,
+)
+
+from .cluster import (
+    REPO_ROOT,
+    SCHEDULER_NAME,
+    ControlPlane,
+    NodeSim,
+    Process,
+    _die_with_parent,
+    _free_ports,
+    ensure_binaries,
+)
+from .kube import Kube, KubectlError, wait_for
+from .nodespec import t4_node
+
+pytestmark = pytest.mark.e2e
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+GPU_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "chart-probe"},
+    "spec": {
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
+            }
+        ]
+    },
+}
+PLAIN_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "chart-probe-plain"},
+    "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+}
+
+
+def release_name(prefix: str) -> str:
+    # Contains "hami", so the chart's fullname is the release name itself.
+    return f"{prefix}-{secrets.token_hex(2)}"
+
+
+def dry_run(kube: Kube, pod: Obj, namespace: str) -> subprocess.CompletedProcess[str]:
+    return kube(
+        "create",
+        "--dry-run=server",
+        "-o",
+        "json",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=json.dumps(pod),
+        check=False,
+    )
+
+
+def variant(pod: Obj, **changes: Any) -> Obj:
+    out: Obj = json.loads(json.dumps(pod))
+    for path, value in changes.items():
+        target = out
+        *parents, last = path.split("__")
+        for p in parents:
+            target = target[p]
+        target[last] = value
+    return out
+
+
+# --- running the rendered hami container under the chart's RBAC --------------------------------
+
+
+@contextlib.contextmanager
+def chart_rbac(kube: Kube, docs: Sequence[Obj], folder: Path) -> Iterator[None]:
+    """Apply the chart's ServiceAccount and roles; remove the cluster-scoped ones afterwards."""
+    objects = [d for d in docs if d["kind"] in RBAC_KINDS]
+    manifest = folder / "chart-rbac.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    kube("apply", "-f", str(manifest))
+    try:
+        yield
+    finally:
+        cluster_scoped = [d for d in objects if d["kind"].startswith("Cluster")]
+        (folder / "chart-rbac-cluster.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_scoped})
+        )
+        kube("delete", "--ignore-not-found", "-f", str(folder / "chart-rbac-cluster.json"))
+
+
+def service_account_kubeconfig(
+    control_plane: ControlPlane, namespace: str, account: str, path: Path
+) -> Path:
+    """A kubeconfig holding a TokenRequest token of the chart's ServiceAccount."""
+    token = control_plane.kubectl(
+        "create", "token", account, "-n", namespace, "--duration=2h"
+    ).stdout.strip()
+    admin = yaml.safe_load(control_plane.kubeconfig.read_text())
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(kubeconfig))
+    path.chmod(0o600)
+    return path
+
+
+def harness_args(
+    rendered: Sequence[str], kubeconfig: Path, *, drop: Sequence[str] = ()
+) -> list[str]:
+    """The rendered args minus what the harness passes itself (see the module docstring)."""
+    owned = ("--bind-address=", "--port=", "--metrics-port=", *drop)
+    args = [a for a in rendered if not a.startswith(owned)]
+    args = [
+        "--metrics-bind-address=127.0.0.1" if a.startswith("--metrics-bind-address=") else a
+        for a in args
+    ]
+    return [*args, f"--kubeconfig={kubeconfig}"]
+
+
+def harness_env(rendered: Obj, pod_name: str, namespace: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name, value in env_of(rendered).items():
+        if isinstance(value, str):
+            env[name] = value
+        elif value == {"fieldRef": {"fieldPath": "metadata.name"}}:
+            env[name] = pod_name
+        elif value == {"fieldRef": {"fieldPath": "metadata.namespace"}}:
+            env[name] = namespace
+        else:
+            raise AssertionError(f"no stand-in for {name}: {value}")
+    return env
+
+
+BOOTSTRAP_FLAGS = (
+    "--cert-bootstrap-secret=",
+    "--cert-dir=",
+    "--webhook-configuration-name=",
+    "--service-name=",
+    "--service-namespace=",
+)
+
+
+@pytest.mark.parametrize("preset", ["", "gke"])
+def test_helm_rendered_hami_serve_places_a_gpu_pod(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    tmp_path: Path,
+    preset: str,
+) -> None:
+    release = release_name("hami-place")
+    docs = render(*([f"preset={preset}"] if preset else []), namespace=namespace, release=release)
+    hami = container(docs, "hami")
+    pod_name = f"{release}-scheduler-6b7c9-x2x4q"
+    # The chart's kube-scheduler container would hold this Lease; hami serve follows it.
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "hami-scheduler", "namespace": namespace},
+        "spec": {
+            "holderIdentity": f"{pod_name}_0b9c52e4-e2e",
+            "leaseDurationSeconds": 120,
+            "acquireTime": now,
+            "renewTime": now,
+        },
+    }
+    kube.apply(json.dumps(lease), namespace)
+
+    with chart_rbac(kube, docs, tmp_path):
+        kubeconfig = service_account_kubeconfig(
+            control_plane, namespace, f"{release}-scheduler", tmp_path / "sa.kubeconfig"
+        )
+        args = harness_args(hami["args"], kubeconfig, drop=BOOTSTRAP_FLAGS)
+        assert f"--leader-elect-resource-namespace={namespace}" in args
+        try:
+            control_plane.restart_app(args, harness_env(hami, pod_name, namespace))
+            node = t4_node("chart-node")
+            nodesim(node)
+            kube.apply(json.dumps(variant(GPU_POD, metadata={"name": "placed"})), namespace)
+            kube.wait_ready(namespace, ["placed"])
+            pod = kube.pod(namespace, "placed")
+            assert pod["spec"]["schedulerName"] == SCHEDULER_NAME
+            assert pod["spec"]["nodeName"] == node.name
+            allocated = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+            assert re.fullmatch(r"GPU-chart-node-\d,NVIDIA,1000,\d+:;", allocated), allocated
+            assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
+            # HAMI_DRIVER_PROFILE=gke reached the webhook: the driver's lib64 is mounted.
+            host_paths = {v.get("hostPath", {}).get("path") for v in pod["spec"].get("volumes", [])}
+            assert ("/home/kubernetes/bin/nvidia/lib64" in host_paths) == (preset == "gke")
+            log = control_plane.app_log.read_text()
+            assert '"became leader"' in log or "became leader" in log
+        finally:
+            control_plane.restart_app((), {})
+
+
+# --- certificate bootstrap on the real API server ------------------------------------------------
+
+
+def admissions(metrics_url: str) -> float:
+    """How many admission reviews the process answered, from its /metrics."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("hami_admission_duration_seconds_count")
+    )
+
+
+def https_ok(url: str, ca_pem: str) -> bool:
+    context = ssl.create_default_context(cadata=ca_pem)
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    try:
+        with opener.open(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def hami_serve(
+    control_plane: ControlPlane, name: str, args: Sequence[str], env: dict[str, str]
+) -> Iterator[Process]:
+    """`python -m hami serve ARGS` in its own process group, stopped (group and all) on exit."""
+    log = control_plane.run_dir / f"{name}.log"
+    paths = [p for p in control_plane.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    full_env = {
+        **control_plane.env,
+        "PYTHONPATH": os.pathsep.join([*paths, str(REPO_ROOT)]),
+        "PYTHONUNBUFFERED": "1",
+        **env,
+    }
+    with log.open("ab") as out:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "hami", "serve", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=control_plane.run_dir,
+            env=full_env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    process = Process(name, popen, log)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def secret_data(kube: Kube, namespace: str, name: str) -> dict[str, bytes]:
+    data = kube.get("secret", name, namespace)["data"]
+    return {k: base64.b64decode(v) for k, v in data.items()}
+
+
+def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
+    control_plane: ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    release = release_name("hami-certs")
+    docs = render(namespace=namespace, release=release)
+    hami = container(docs, "hami")
+    secret, configuration_name = f"{release}-scheduler-tls", f"{release}-webhook"
+    port, metrics_port = _free_ports(2)
+    cert_dir = tmp_path / "tls"
+    # The chart's webhook configuration, calling this process directly instead of the Service.
+    configuration = find(docs, "MutatingWebhookConfiguration", configuration_name)
+    assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
+    configuration["webhooks"][0]["clientConfig"] = {"url": f"https://127.0.0.1:{port}/webhook"}
+    kube.apply(json.dumps(configuration))
+
+    args = [
+        a.replace("--cert-dir=/tls", f"--cert-dir={cert_dir}")
+        for a in harness_args(hami["args"], tmp_path / "sa.kubeconfig")
+    ]
+    args += ["--bind-address=127.0.0.1", f"--port={port}", f"--metrics-port={metrics_port}"]
+    env = harness_env(hami, f"{release}-scheduler-7d4b8-qq2vx", namespace)
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+
+    def start(name: str) -> contextlib.AbstractContextManager[Process]:
+        return hami_serve(control_plane, name, args, env)
+
+    def ready(process: Process) -> None:
+        def up() -> bool:
+            if not process.alive():
+                raise process.fail("while starting")
+            try:
+                ca = secret_data(kube, namespace, secret)["ca.crt"].decode()
+            except KubectlError:
+                return False
+            return https_ok(f"https://127.0.0.1:{port}/readyz", ca)
+
+        wait_for(up, timeout=60, what=f"{process.name} to serve with the bootstrapped pair")
+
+    try:
+        with chart_rbac(kube, docs, tmp_path):
+            service_account_kubeconfig(
+                control_plane, namespace, f"{release}-scheduler", tmp_path / "sa.kubeconfig"
+            )
+            with start("hami-serve.bootstrap.1") as process:
+                ready(process)  # TLS verified against ca.crt of the Secret, for 127.0.0.1
+                stored = kube.get("secret", secret, namespace)
+                assert stored["metadata"]["annotations"]["hami.io/cert-bootstrap"] == "v1"
+                data = secret_data(kube, namespace, secret)
+                assert data["ca-bundle.crt"] == data["ca.crt"]
+                for name in ("tls.crt", "tls.key"):
+                    assert (cert_dir / name).read_bytes() == data[name], name
+                assert (cert_dir / "ca.crt").read_bytes() == data["ca.crt"]
+                leaf = x509.load_pem_x509_certificate(data["tls.crt"])
+                leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(data["ca.crt"]))
+                names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                assert set(names.value.get_values_for_type(x509.DNSName)) == {
+                    f"{release}-scheduler",
+                    f"{release}-scheduler.{namespace}",
+                    f"{release}-scheduler.{namespace}.svc",
+                }
+
+                def bundle() -> bytes | None:
+                    live = kube.get("mutatingwebhookconfiguration", configuration_name)
+                    value = live["webhooks"][0]["clientConfig"].get("caBundle")
+                    return base64.b64decode(value) if value else None
+
+                assert wait_for(bundle, timeout=30, what="caBundle") == data["ca.crt"]
+
+                # The API server now calls this process, trusting it through that caBundle:
+                # with failurePolicy Fail, a wrong bundle would refuse the pod.
+                before = admissions(metrics_url)
+
+                def mutated() -> bool:
+                    result = dry_run(kube, GPU_POD, "default")
+                    return (
+                        result.returncode == 0
+                        and json.loads(result.stdout)["spec"]["schedulerName"] == SCHEDULER_NAME
+                        and admissions(metrics_url) > before
+                    )
+
+                wait_for(mutated, timeout=30, what="a dry-run GPU pod mutated through caBundle")
+                # Scoping: neither the release namespace nor a pod without GPU resources.
+                count = admissions(metrics_url)
+                assert dry_run(kube, GPU_POD, namespace).returncode == 0
+                assert dry_run(kube, PLAIN_POD, "default").returncode == 0
+                assert admissions(metrics_url) == count
+
+            # A restart reuses the Secret: same CA, nothing written, caBundle untouched.
+            version = kube.get("secret", secret, namespace)["metadata"]["resourceVersion"]
+            with start("hami-serve.bootstrap.2") as process:
+                ready(process)
+                assert (
+                    kube.get("secret", secret, namespace)["metadata"]["resourceVersion"] == version
+                )
+                assert bundle() == data["ca.crt"]
+                assert (cert_dir / "tls.crt").read_bytes() == data["tls.crt"]
+
+            # A damaged Secret (the CA key lost) is replaced in place (an update with its
+            # resourceVersion) and caBundle follows the new CA.
+            kube(
+                "patch",
+                "secret",
+                secret,
+                "-n",
+                namespace,
+                "--type=json",
+                "-p",
+                '[{"op": "remove", "path": "/data/ca.key"}]',
+            )
+            with start("hami-serve.bootstrap.3") as process:
+                ready(process)
+                renewed = secret_data(kube, namespace, secret)
+                assert renewed["ca.crt"] != data["ca.crt"]
+                assert "ca.key" in renewed
+                assert wait_for(
+                    lambda: bundle() == renewed["ca.crt"], timeout=30, what="the new caBundle"
+                )
+                before = admissions(metrics_url)
+                wait_for(
+                    lambda: (
+                        dry_run(kube, GPU_POD, "default").returncode == 0
+                        and admissions(metrics_url) > before
+                    ),
+                    timeout=30,
+                    what="a dry-run GPU pod through the new caBundle",
+                )
+                # Unregister while still serving, until the API server has stopped calling us,
+                # so that no later test meets a Fail webhook with nobody behind it.
+                kube("delete", "mutatingwebhookconfiguration", configuration_name)
+
+                def forgotten() -> bool:
+                    count = admissions(metrics_url)
+                    return (
+                        dry_run(kube, GPU_POD, "default").returncode == 0
+                        and admissions(metrics_url) == count
+                    )
+
+                wait_for(forgotten, timeout=30, what="the API server to stop calling the webhook")
+    finally:
+        kube("delete", "mutatingwebhookconfiguration", configuration_name, "--ignore-not-found")
+
+
+# --- helm install ------------------------------------------------------------------------------
+
+
+def helm_env(control_plane: ControlPlane, folder: Path) -> dict[str, str]:
+    return {
+        **control_plane.env,
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "HELM_CACHE_HOME": str(folder / "cache"),
+        "HELM_CONFIG_HOME": str(folder / "config"),
+        "HELM_DATA_HOME": str(folder / "data"),
+    }
+
+
+def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webhook(
+    control_plane: ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    release = release_name("hami-install")
+    env = helm_env(control_plane, tmp_path)
+    values = ["preset=gke", "devicePlugin.monitor.enabled=true", "webhook.timeoutSeconds=5"]
+    install = ["install", release, str(CHART), "--namespace", namespace]
+    for value in values:
+        install += ["--set", value]
+    try:
+        helm(*install, env=env)
+        manifest = helm("get", "manifest", release, "--namespace", namespace, env=env).stdout
+        docs = [d for d in yaml.safe_load_all(manifest) if d]
+        (tmp_path / "manifest.yaml").write_text(manifest)
+        listed = kube("get", "-f", str(tmp_path / "manifest.yaml"), "-o", "name").stdout.split()
+        assert len(listed) == len(docs) >= 18, listed
+        kinds = {d["kind"] for d in docs}
+        assert {"Deployment", "DaemonSet", "MutatingWebhookConfiguration", "ResourceQuota"} <= kinds
+        # The server kept what the chart's scoping relies on (an API server that did not know
+        # matchConditions would silently drop it).
+        live = kube.get("mutatingwebhookconfiguration", f"{release}-webhook")["webhooks"][0]
+        assert live["matchConditions"][0]["name"] == "requests-nvidia-gpu-resources"
+        assert live["failurePolicy"] == "Fail"
+        image = kube.get("deployment", f"{release}-scheduler", namespace)["spec"]["template"]
+        version = json.loads(kube("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
+        assert image["spec"]["containers"][0]["image"] == (
+            f"registry.k8s.io/kube-scheduler:{version.split('-')[0]}"
+        )
+
+        # No replica can answer (nothing runs the pods here), so every pod the webhook is
+        # asked about is refused: the API server's own scoping decides which ones.
+        service = f"{release}-scheduler"
+        ignored = f"ignored-{secrets.token_hex(3)}"
+        kube("create", "namespace", ignored)
+        kube("label", "namespace", ignored, "hami.io/webhook=ignore")
+
+        def refused(pod: Obj, ns: str) -> bool:
+            result = dry_run(kube, pod, ns)
+            return result.returncode != 0 and service in result.stderr
+
+        wait_for(lambda: refused(GPU_POD, "default"), timeout=30, what="the chart's webhook")
+        init_only = variant(
+            PLAIN_POD,
+            spec__initContainers=[
+                {
+                    "name": "warmup",
+                    "image": "busybox",
+                    "resources": {"requests": {"nvidia.com/gpumem-percentage": "10"}},
+                }
+            ],
+        )
+        cores_request = variant(
+            PLAIN_POD,
+            spec__containers=[
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "resources": {"requests": {"nvidia.com/gpucores": "30"}},
+                }
+            ],
+        )
+        assert refused(init_only, "default"), "a GPU request in an init container counts"
+        assert refused(cores_request, "default"), "requests count, not only limits"
+        for pod, ns, why in (
+            (PLAIN_POD, "default", "no GPU resource (matchConditions)"),
+            (GPU_POD, namespace, "the release namespace"),
+            (GPU_POD, "kube-system", "kube-system"),
+            (GPU_POD, ignored, "a namespace labelled hami.io/webhook=ignore"),
+            (
+                variant(GPU_POD, metadata={"name": "x", "labels": {"hami.io/webhook": "ignore"}}),
+                "default",
+                "a pod labelled hami.io/webhook=ignore",
+            ),
+        ):
+            result = dry_run(kube, pod, ns)
+            assert result.returncode == 0, f"{why}: {result.stderr}"
+    finally:
+        helm("uninstall", release, "--namespace", namespace, "--wait", env=env, check=False)
+        # The uninstalled webhook must be gone for the API server before the next test's GPU pods.
+        wait_for(
+            lambda: dry_run(kube, GPU_POD, "default").returncode == 0,
+            timeout=30,
+            what="the uninstalled webhook to stop refusing GPU pods",
+        )
+
+
+# --- kube-scheduler reads the rendered configuration ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values", [[], ["scheduler.replicas=1", "scheduler.leaderElect=false"]], ids=["ha", "single"]
+)
+def test_helm_kube_scheduler_accepts_the_rendered_configuration(
+    tmp_path: Path, values: list[str]
+) -> None:
+    bin_dir = ensure_binaries()
+    config = yaml.safe_load(find(render(*values), "ConfigMap")["data"]["config.yaml"])
+    # Only to let it start: in the pod it uses the in-cluster config.
+    kubeconfig = tmp_path / "unused.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "unused"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [
+            str(bin_dir / "kube-scheduler"),
+            f"--config={tmp_path / 'config.yaml'}",
+            f"--write-config-to={tmp_path / 'effective.yaml'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    effective = yaml.safe_load((tmp_path / "effective.yaml").read_text())
+    (extender,) = effective["extenders"]
+    assert extender["urlPrefix"] == "https://127.0.0.1:9443"
+    assert extender["nodeCacheCapable"] is True
+    assert effective["profiles"][0]["schedulerName"] == SCHEDULER_NAME

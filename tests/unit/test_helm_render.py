@@ -1,0 +1,744 @@
+"""The Helm chart (helm/hami) as rendered by the real helm binary, checked object by object.
+
+Needs helm: $HAMI_HELM, else the one tests/e2e/k8sbins/build.sh builds (with Go on PATH or
+$HAMI_E2E_BIN_DIR), else helm on PATH; without any, these tests are skipped.
+tests/e2e/test_helm.py installs the chart into a real API server and runs what it renders.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hami.cli import parser
+from hami.runtime.config import load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "helm" / "hami"
+KUBE_VERSION = "1.35.0"
+RELEASE = "hami-py"
+NAMESPACE = "hami-system"
+GPU_RESOURCES = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/gpucores",
+)
+GKE_NVIDIA = "/home/kubernetes/bin/nvidia"
+
+Obj = dict[str, Any]
+
+
+# --- helpers, also used by tests/e2e/test_helm.py ------------------------------------------------
+
+
+@functools.cache
+def helm_binary() -> Path:
+    explicit = os.environ.get("HAMI_HELM")
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("HAMI_E2E_BIN_DIR") or shutil.which("go"):
+        from tests.e2e.cluster import ensure_binaries
+
+        pinned = ensure_binaries() / "helm"
+        if pinned.is_file():
+            return pinned
+    found = shutil.which("helm")
+    if found:
+        return Path(found)
+    pytest.skip("no helm binary: set HAMI_HELM, or put Go or helm on PATH")
+
+
+def helm(
+    *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(helm_binary()), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def template_args(
+    *values: str,
+    namespace: str = NAMESPACE,
+    release: str = RELEASE,
+    kube_version: str = KUBE_VERSION,
+) -> list[str]:
+    """`helm template` arguments; `values` are --set/--set-json style pairs like "a.b=c"."""
+    args = [
+        "template",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--kube-version",
+        kube_version,
+    ]
+    for value in values:
+        flag = "--set-json" if value.split("=", 1)[1][:1] in "[{" else "--set"
+        args += [flag, value]
+    return args
+
+
+def render(
+    *values: str,
+    namespace: str = NAMESPACE,
+    release: str = RELEASE,
+    kube_version: str = KUBE_VERSION,
+) -> list[Obj]:
+    out = helm(
+        *template_args(*values, namespace=namespace, release=release, kube_version=kube_version)
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(docs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
+    matches = [
+        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
+    return matches[0]
+
+
+def kinds(docs: Iterable[Obj]) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+def container(docs: Iterable[Obj], name: str, kind: str = "Deployment") -> Obj:
+    workload = find(docs, kind)
+    found: list[Obj] = [
+        c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == name
+    ]
+    assert len(found) == 1, f"{kind} has no container {name}"
+    return found[0]
+
+
+def env_of(c: Obj) -> dict[str, Any]:
+    """name -> value, or the valueFrom object."""
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
+
+
+def scheduler_config(docs: Iterable[Obj]) -> Obj:
+    config: Obj = yaml.safe_load(
+        find(docs, "ConfigMap", "hami-py-scheduler")["data"]["config.yaml"]
+    )
+    return config
+
+
+def rules(role: Obj) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """(apiGroup, resource, resourceNames, verbs) per group and resource, in order."""
+    out = []
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.append(
+                    (group, resource, tuple(rule.get("resourceNames", ())), tuple(rule["verbs"]))
+                )
+    return out
+
+
+# --- lint ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        ["preset=gke"],
+        ["preset=gke", "devicePlugin.monitor.enabled=true"],
+        [
+            "devicePlugin.enabled=true",
+            "certs.certManager.enabled=true",
+            "webhook.injection.mode=standalone",
+        ],
+        [
+            "scheduler.replicas=1",
+            "scheduler.leaderElect=false",
+            "metrics.serviceMonitor.enabled=true",
+        ],
+    ],
+    ids=["default", "gke", "gke-monitor", "certmanager-standalone-plugin", "single"],
+)
+def test_helm_lint_passes(values: list[str]) -> None:
+    args = [
+        "lint",
+        "--strict",
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--kube-version",
+        KUBE_VERSION,
+    ]
+    for value in values:
+        args += ["--set", value]
+    result = helm(*args)
+    assert "0 chart(s) failed" in result.stdout
+
+
+# --- the default rendering -----------------------------------------------------------------------
+
+
+def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
+    docs = render()
+    assert kinds(docs) == {
+        ("ServiceAccount", "hami-py-scheduler"),
+        ("ClusterRole", "hami-py-scheduler"),
+        ("ClusterRoleBinding", "hami-py-scheduler"),
+        ("ClusterRoleBinding", "hami-py-scheduler-kube-scheduler"),
+        ("ClusterRoleBinding", "hami-py-scheduler-volume-scheduler"),
+        ("Role", "hami-py-scheduler"),
+        ("RoleBinding", "hami-py-scheduler"),
+        ("RoleBinding", "hami-py-scheduler-auth-reader"),
+        ("ConfigMap", "hami-py-scheduler"),
+        ("Service", "hami-py-scheduler"),
+        ("Deployment", "hami-py-scheduler"),
+        ("PodDisruptionBudget", "hami-py-scheduler"),
+        ("MutatingWebhookConfiguration", "hami-py-webhook"),
+    }
+    for doc in docs:
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+            expected = (
+                "kube-system" if doc["metadata"]["name"].endswith("auth-reader") else NAMESPACE
+            )
+            assert doc["metadata"]["namespace"] == expected, doc["metadata"]
+
+
+def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
+    configuration = find(render(), "MutatingWebhookConfiguration", "hami-py-webhook")
+    assert "annotations" not in configuration["metadata"]
+    (webhook,) = configuration["webhooks"]
+    assert webhook["name"] == "vgpu.hami.io"
+    assert webhook["admissionReviewVersions"] == ["v1", "v1beta1"]
+    assert webhook["clientConfig"] == {
+        "service": {
+            "name": "hami-py-scheduler",
+            "namespace": NAMESPACE,
+            "path": "/webhook",
+            "port": 443,
+        }
+    }, "caBundle is left to the certificate bootstrap"
+    assert webhook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert webhook["failurePolicy"] == "Fail"
+    assert webhook["sideEffects"] == "None"
+    assert webhook["timeoutSeconds"] == 10
+    assert webhook["reinvocationPolicy"] == "Never"
+    assert webhook["matchPolicy"] == "Equivalent"
+    assert webhook["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]},
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", NAMESPACE],
+            },
+        ]
+    }
+    assert webhook["objectSelector"] == {
+        "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
+    }
+    (condition,) = webhook["matchConditions"]
+    expression = condition["expression"]
+    # Both container lists, limits and requests, every GPU resource (the API server evaluates it
+    # in tests/e2e/test_helm.py).
+    assert "object.spec.containers.exists(c," in expression
+    assert "has(object.spec.initContainers) && object.spec.initContainers.exists(c," in expression
+    assert expression.count("c.resources.limits.exists(") == 2
+    assert expression.count("c.resources.requests.exists(") == 2
+    for resource in GPU_RESOURCES:
+        assert expression.count(f"'{resource}'") == 4, resource
+    assert "priority" not in expression
+
+
+def test_helm_webhook_settings_follow_values() -> None:
+    docs = render(
+        "webhook.failurePolicy=Ignore",
+        "webhook.timeoutSeconds=5",
+        'webhook.excludeNamespaces=["batch","kube-system"]',
+        'webhook.objectSelector.matchExpressions=[{"key":"team","operator":"In","values":["ml"]}]',
+        namespace="kube-system",
+    )
+    (webhook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["timeoutSeconds"] == 5
+    names = webhook["namespaceSelector"]["matchExpressions"][1]
+    assert names["values"] == ["kube-system", "batch"], "deduplicated, release namespace included"
+    assert webhook["objectSelector"]["matchExpressions"][1] == {
+        "key": "team",
+        "operator": "In",
+        "values": ["ml"],
+    }
+
+
+def test_helm_rbac_grants_exactly_what_the_process_uses() -> None:
+    docs = render()
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler")) == [
+        ("", "pods", (), ("get", "list", "watch", "patch")),
+        ("", "pods/binding", (), ("create",)),
+        ("", "nodes", (), ("get", "list", "watch", "patch")),
+        ("", "events", (), ("create", "patch")),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            ("hami-py-webhook",),
+            ("get", "patch"),
+        ),
+    ]
+    assert rules(find(docs, "Role", "hami-py-scheduler")) == [
+        ("coordination.k8s.io", "leases", (), ("get", "list", "watch", "create")),
+        ("coordination.k8s.io", "leases", ("hami-scheduler",), ("update",)),
+        ("", "secrets", (), ("create",)),
+        ("", "secrets", ("hami-py-scheduler-tls",), ("get", "update")),
+    ]
+    # The kube-scheduler container gets Kubernetes' own roles for a scheduler, nothing broader.
+    bound = {
+        (d["kind"], d["roleRef"]["name"])
+        for d in docs
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+    }
+    assert bound == {
+        ("ClusterRoleBinding", "hami-py-scheduler"),
+        ("ClusterRoleBinding", "system:kube-scheduler"),
+        ("ClusterRoleBinding", "system:volume-scheduler"),
+        ("RoleBinding", "hami-py-scheduler"),
+        ("RoleBinding", "extension-apiserver-authentication-reader"),
+    }
+    for d in docs:
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert d["subjects"] == [
+                {"kind": "ServiceAccount", "name": "hami-py-scheduler", "namespace": NAMESPACE}
+            ]
+
+
+def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
+    docs = render("certs.certManager.enabled=true", "webhook.injection.mode=standalone")
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler")) == [
+        ("", "pods", (), ("get", "list", "watch", "patch")),
+        ("", "pods/binding", (), ("create",)),
+        ("", "nodes", (), ("get", "list", "watch", "patch")),
+        ("", "events", (), ("create", "patch")),
+        ("", "configmaps", (), ("create", "get", "patch", "update")),
+    ]
+    assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
+
+
+def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
+    config = scheduler_config(render())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["leaderElection"] == {
+        "leaderElect": True,
+        "resourceLock": "leases",
+        "resourceName": "hami-scheduler",
+        "resourceNamespace": NAMESPACE,
+    }
+    assert config["profiles"] == [{"schedulerName": "hami-scheduler"}]
+    assert config["extenders"] == [
+        {
+            "urlPrefix": "https://127.0.0.1:9443",
+            "filterVerb": "filter",
+            "bindVerb": "bind",
+            "enableHTTPS": True,
+            "tlsConfig": {"insecure": True},
+            "nodeCacheCapable": True,
+            "weight": 1,
+            "httpTimeout": "30s",
+            "ignorable": False,
+            "managedResources": [
+                {"name": name, "ignoredByScheduler": True}
+                for name in (*GPU_RESOURCES, "nvidia.com/priority")
+            ],
+        }
+    ]
+
+
+def test_helm_one_replica_may_run_without_leader_election() -> None:
+    docs = render("scheduler.replicas=1", "scheduler.leaderElect=false")
+    assert scheduler_config(docs)["leaderElection"] == {"leaderElect": False}
+    deployment = find(docs, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert ("PodDisruptionBudget", "hami-py-scheduler") not in kinds(docs)
+    args = container(docs, "hami")["args"]
+    assert "--leader-elect=false" in args
+    assert not [a for a in args if a.startswith("--leader-elect-resource")]
+
+
+def test_helm_two_replicas_without_leader_election_are_refused() -> None:
+    result = helm(*template_args("scheduler.leaderElect=false"), check=False)
+    assert result.returncode != 0
+    assert "scheduler.replicas=2 needs scheduler.leaderElect=true" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "tag"),
+    [("1.35.0", "v1.35.0"), ("v1.35.7-gke.1150000", "v1.35.7"), ("1.31.4-eks-2d5f260", "v1.31.4")],
+)
+def test_helm_kube_scheduler_image_matches_the_cluster(kube_version: str, tag: str) -> None:
+    docs = render(kube_version=kube_version)
+    assert container(docs, "kube-scheduler")["image"] == f"registry.k8s.io/kube-scheduler:{tag}"
+    docs = render("scheduler.kubeScheduler.image.tag=v1.34.2", kube_version=kube_version)
+    assert container(docs, "kube-scheduler")["image"] == "registry.k8s.io/kube-scheduler:v1.34.2"
+
+
+def test_helm_deployment_runs_both_containers_locked_down() -> None:
+    docs = render()
+    deployment = find(docs, "Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]
+    assert spec["replicas"] == 2
+    assert pod["metadata"]["labels"]["hami.io/webhook"] == "ignore"
+    assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9395"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["serviceAccountName"] == "hami-py-scheduler"
+    for c in pod["spec"]["containers"]:
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True, c["name"]
+        assert sc["allowPrivilegeEscalation"] is False, c["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert c["resources"]["requests"] and c["resources"]["limits"], c["name"]
+
+    hami = container(docs, "hami")
+    assert hami["image"] == "hami-py:0.1.0", "the tag defaults to the chart's appVersion"
+    assert "command" not in hami, "the image's ENTRYPOINT is `hami serve`"
+    assert hami["args"] == [
+        "--bind-address=0.0.0.0",
+        "--port=9443",
+        "--metrics-bind-address=0.0.0.0",
+        "--metrics-port=9395",
+        "--scheduler-name=hami-scheduler",
+        "--gpu-scheduler-policy=spread",
+        "--node-scheduler-policy=binpack",
+        "--force-overwrite-default-scheduler=true",
+        "--default-memory=0",
+        "--default-cores=0",
+        "--default-gpu-num=1",
+        "--memory-factor=1",
+        "--node-lock-expiry-seconds=300",
+        "--leader-elect=true",
+        "--leader-elect-resource-name=hami-scheduler",
+        f"--leader-elect-resource-namespace={NAMESPACE}",
+        "--shutdown-grace-seconds=25",
+        "--log-level=info",
+        "--log-format=json",
+        "--cert-bootstrap-secret=hami-py-scheduler-tls",
+        "--cert-dir=/tls",
+        "--webhook-configuration-name=hami-py-webhook",
+        "--service-name=hami-py-scheduler",
+        f"--service-namespace={NAMESPACE}",
+    ]
+    assert env_of(hami) == {
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "HAMI_NODE_INTEGRATION": "hami-device-plugin",
+    }
+    for probe, path in (
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+        ("startupProbe", "/healthz"),
+    ):
+        assert hami[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}, probe
+    assert {p["name"]: p["containerPort"] for p in hami["ports"]} == {
+        "https": 9443,
+        "metrics": 9395,
+    }
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["tls"]["emptyDir"]["medium"] == "Memory"
+    assert {m["mountPath"] for m in hami["volumeMounts"]} == {"/tls", "/tmp"}, (
+        "nothing else is writable"
+    )
+
+    kube_scheduler = container(docs, "kube-scheduler")
+    assert kube_scheduler["command"] == ["kube-scheduler"]
+    assert kube_scheduler["args"] == ["--config=/config/config.yaml", "--v=2"]
+
+    service = find(docs, "Service")
+    assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [
+        ("https", 443, "https"),
+        ("metrics", 9395, "metrics"),
+    ]
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert find(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+
+
+def test_helm_cert_manager_mode_mounts_its_secret_and_injects_the_ca() -> None:
+    docs = render("certs.certManager.enabled=true")
+    configuration = find(docs, "MutatingWebhookConfiguration")
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{NAMESPACE}/hami-py-scheduler-tls"
+    }
+    certificate = find(docs, "Certificate", "hami-py-scheduler-tls")["spec"]
+    assert certificate["secretName"] == "hami-py-scheduler-tls"
+    assert certificate["dnsNames"] == [
+        "hami-py-scheduler",
+        f"hami-py-scheduler.{NAMESPACE}",
+        f"hami-py-scheduler.{NAMESPACE}.svc",
+    ]
+    assert certificate["ipAddresses"] == ["127.0.0.1"]
+    assert certificate["issuerRef"]["name"] == "hami-py-ca"
+    assert find(docs, "Certificate", "hami-py-ca")["spec"]["isCA"] is True
+    args = container(docs, "hami")["args"]
+    assert "--tls-cert-file=/tls/tls.crt" in args and "--tls-key-file=/tls/tls.key" in args
+    assert not [
+        a for a in args if a.startswith(("--cert-", "--webhook-configuration", "--service-"))
+    ]
+    volumes = {
+        v["name"]: v for v in find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    }
+    assert volumes["tls"]["secret"]["secretName"] == "hami-py-scheduler-tls"
+
+    docs = render(
+        "certs.certManager.enabled=true",
+        'certs.certManager.issuerRef={"name":"corp-ca","kind":"ClusterIssuer"}',
+    )
+    assert {d["kind"] for d in docs if d["apiVersion"].startswith("cert-manager.io")} == {
+        "Certificate"
+    }
+    assert find(docs, "Certificate")["spec"]["issuerRef"] == {
+        "name": "corp-ca",
+        "kind": "ClusterIssuer",
+    }
+
+
+def test_helm_service_monitor_when_asked() -> None:
+    docs = render("metrics.serviceMonitor.enabled=true", "metrics.podAnnotations=false")
+    monitor = find(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}
+    ]
+    assert (
+        "prometheus.io/scrape"
+        not in find(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    )
+
+
+# --- node side and presets -------------------------------------------------------------------------
+
+
+def volume_paths(docs: list[Obj]) -> dict[str, str]:
+    volumes = find(docs, "DaemonSet")["spec"]["template"]["spec"]["volumes"]
+    return {v["name"]: v["hostPath"]["path"] for v in volumes if "hostPath" in v}
+
+
+def mounts(c: Obj) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+
+
+def test_helm_gke_preset_sets_every_lab14_path() -> None:
+    docs = render("preset=gke")
+    plugin = container(docs, "device-plugin", "DaemonSet")
+    env = env_of(plugin)
+    assert env["NVIDIA_DRIVER_ROOT"] == GKE_NVIDIA
+    assert env["HOOK_PATH"] == GKE_NVIDIA
+    assert env["LD_LIBRARY_PATH"] == "/driver-root/lib64"
+    assert [e["name"] for e in plugin["env"]].count("LD_LIBRARY_PATH") == 1
+    paths = volume_paths(docs)
+    assert paths["lib"] == f"{GKE_NVIDIA}/vgpu"
+    assert paths["driver-root"] == GKE_NVIDIA
+    assert mounts(plugin)["lib"] == f"{GKE_NVIDIA}/vgpu"
+    assert mounts(plugin)["driver-root"] == "/driver-root"
+    assert (
+        plugin["lifecycle"]["postStart"]["exec"]["command"][-1]
+        == f"/k8s-vgpu/bin/vgpu-init.sh {GKE_NVIDIA}/vgpu/"
+    )
+    daemonset = find(docs, "DaemonSet")["spec"]["template"]
+    assert daemonset["spec"]["nodeSelector"] == {"gpu": "on"}
+    assert daemonset["metadata"]["labels"]["hami.io/webhook"] == "ignore"
+    assert plugin["image"] == "projecthami/hami:v2.10.0"
+    # The monitor cannot run unprivileged on COS: not rendered unless asked for.
+    assert [c["name"] for c in daemonset["spec"]["containers"]] == ["device-plugin"]
+    assert "ctrs" not in paths
+    # Our webhook's driver profile.
+    assert env_of(container(docs, "hami"))["HAMI_DRIVER_PROFILE"] == "gke"
+    # GKE admits critical-priority pods outside kube-system only with a quota.
+    quota = find(docs, "ResourceQuota", "hami-py-critical-pods")
+    assert quota["metadata"]["namespace"] == NAMESPACE
+    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == [
+        "system-node-critical",
+        "system-cluster-critical",
+    ]
+    assert ("ResourceQuota", "hami-py-critical-pods") not in kinds(
+        render("preset=gke", namespace="kube-system")
+    )
+    assert daemonset["spec"]["priorityClassName"] == "system-node-critical"
+
+
+def test_helm_gke_monitor_when_asked_for_is_privileged_with_gke_paths() -> None:
+    docs = render("preset=gke", "devicePlugin.monitor.enabled=true")
+    monitor = container(docs, "vgpu-monitor", "DaemonSet")
+    assert monitor["securityContext"] == {"privileged": True}
+    assert mounts(monitor)["ctrs"] == f"{GKE_NVIDIA}/vgpu/containers"
+    assert volume_paths(docs)["ctrs"] == f"{GKE_NVIDIA}/vgpu/containers"
+    assert env_of(monitor)["HOOK_PATH"] == f"{GKE_NVIDIA}/vgpu"
+    assert env_of(monitor)["LD_LIBRARY_PATH"] == "/driver-root/lib64"
+
+
+def test_helm_lab14_set_json_extra_envs_win_over_the_preset() -> None:
+    docs = render(
+        "preset=gke",
+        'devicePlugin.extraEnvs=[{"name":"LD_LIBRARY_PATH","value":"/driver-root/lib64:/opt/x"},{"name":"A","value":"1"}]',
+        "devicePlugin.libPath=/mnt/vgpu",
+        "devicePlugin.enabled=true",
+    )
+    plugin = container(docs, "device-plugin", "DaemonSet")
+    assert [e for e in plugin["env"] if e["name"] == "LD_LIBRARY_PATH"] == [
+        {"name": "LD_LIBRARY_PATH", "value": "/driver-root/lib64:/opt/x"}
+    ]
+    assert env_of(plugin)["A"] == "1"
+    assert volume_paths(docs)["lib"] == "/mnt/vgpu"
+    assert env_of(plugin)["HOOK_PATH"] == GKE_NVIDIA
+    assert ("DaemonSet", "hami-py-device-plugin") not in kinds(
+        render("preset=gke", "devicePlugin.enabled=false")
+    )
+
+
+def test_helm_generic_device_plugin_keeps_hami_defaults() -> None:
+    assert "DaemonSet" not in {d["kind"] for d in render()}, "off unless asked for"
+    docs = render("devicePlugin.enabled=true")
+    plugin = container(docs, "device-plugin", "DaemonSet")
+    env = env_of(plugin)
+    assert env["HOOK_PATH"] == "/usr/local"
+    assert env["NVIDIA_DRIVER_ROOT"] == "/"
+    assert "LD_LIBRARY_PATH" not in env
+    assert volume_paths(docs)["lib"] == "/usr/local/vgpu"
+    monitor = container(docs, "vgpu-monitor", "DaemonSet")
+    assert monitor["securityContext"]["allowPrivilegeEscalation"] is False
+    assert mounts(monitor)["ctrs"] == "/usr/local/vgpu/containers"
+    assert "HAMI_DRIVER_PROFILE" not in env_of(container(docs, "hami"))
+    assert "ResourceQuota" not in {d["kind"] for d in docs}
+    assert rules(find(docs, "ClusterRole", "hami-py-device-plugin")) == [
+        ("", "pods", (), ("get", "list", "watch", "update", "patch")),
+        ("", "nodes", (), ("get", "list", "watch", "update", "patch")),
+    ]
+    device_config = yaml.safe_load(
+        find(docs, "ConfigMap", "hami-py-device-plugin-device")["data"]["device-config.yaml"]
+    )
+    assert device_config["nvidia"]["deviceSplitCount"] == 10
+    assert json.loads(find(docs, "ConfigMap", "hami-py-device-plugin")["data"]["config.json"]) == {
+        "nodeconfig": []
+    }
+
+
+# --- the schema says no clearly -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        # Lab 14's failure: `--set devicePlugin.extraEnvs.X=Y` made a map, HAMi rendered bad YAML.
+        (
+            ["devicePlugin.extraEnvs.LD_LIBRARY_PATH=/driver-root/lib64"],
+            "at '/devicePlugin/extraEnvs': got object, want array",
+        ),
+        (
+            ["scheduler.gpuSchedulerPolicy=mutex;binpack"],
+            "at '/scheduler/gpuSchedulerPolicy': 'mutex;binpack' does not match pattern",
+        ),
+        (
+            ["scheduler.gpuSchedulerPolicy=spreadd"],
+            "at '/scheduler/gpuSchedulerPolicy': 'spreadd' does not match pattern",
+        ),
+        (["preset=eks"], "at '/preset': value must be one of '', 'gke'"),
+        (
+            ["webhook.failurePolicy=fail"],
+            "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
+        ),
+        (
+            ["webhook.injection.mode=sidecar"],
+            "at '/webhook/injection/mode': value must be one of 'hami-device-plugin', 'standalone'",
+        ),
+        (["devicePlugin.extraEnv[0].name=X"], "additional properties 'extraEnv' not allowed"),
+        (
+            ["devicePlugin.nodeSelector.gpu=true"],
+            "at '/devicePlugin/nodeSelector/gpu': got boolean, want string",
+        ),
+        (
+            ['devicePlugin.extraEnvs=[{"name":"X"}]'],
+            'devicePlugin.extraEnvs: "X" needs a value or a valueFrom',
+        ),
+    ],
+)
+def test_helm_refuses_wrong_values_with_a_clear_message(values: list[str], message: str) -> None:
+    result = helm(*template_args(*values), check=False)
+    assert result.returncode != 0, result.stdout[:500]
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("policy", ["binpack", "mutex,binpack", "topology-aware, spread", "numa"])
+def test_helm_accepts_every_policy_hami_serve_accepts(policy: str) -> None:
+    escaped = policy.replace(",", "\\,")  # --set splits on unescaped commas
+    docs = render(f"scheduler.gpuSchedulerPolicy={escaped}")
+    assert f"--gpu-scheduler-policy={policy}" in container(docs, "hami")["args"]
+
+
+# --- what the chart passes, `hami serve` understands ----------------------------------------------
+
+
+def settings_from(c: Obj, extra_env: dict[str, str] | None = None) -> Any:
+    """Parse a rendered container's args and env exactly as `hami serve` would."""
+    env = {k: v for k, v in env_of(c).items() if isinstance(v, str)}
+    env.update({"POD_NAME": "hami-py-scheduler-7d9f-abcde", "POD_NAMESPACE": NAMESPACE})
+    env.update(extra_env or {})
+    args = parser().parse_args(["serve", *c["args"]])
+    return load_settings(args, env=env)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        ["preset=gke"],
+        ["scheduler.gpuSchedulerPolicy=mutex\\,binpack", "scheduler.logFormat=text"],
+    ],
+)
+def test_helm_rendered_args_and_env_are_valid_hami_serve_settings(values: Sequence[str]) -> None:
+    settings = settings_from(container(render(*values), "hami"))
+    assert settings.identity == "hami-py-scheduler-7d9f-abcde"
+    assert settings.leader_elect is True
+    assert settings.leader_elect_resource_namespace == NAMESPACE
+    assert settings.cert_bootstrap_secret == "hami-py-scheduler-tls"
+    assert settings.cert_dir == "/tls"
+    assert settings.service_name == "hami-py-scheduler"
+    assert settings.port == 9443
+    assert settings.node_integration == "hami-device-plugin"
+    assert settings.driver_profile == ("gke" if "preset=gke" in values else "none")
+
+
+def test_helm_standalone_injection_reaches_hami_serve() -> None:
+    hami = container(render("preset=gke", "webhook.injection.mode=standalone"), "hami")
+    settings = settings_from(hami)
+    assert settings.node_integration == "standalone"
+    assert settings.hook_path == f"{GKE_NVIDIA}/vgpu"
+    assert settings.driver_profile == "gke"
+
+
+def test_helm_cert_manager_args_parse(tmp_path: Path) -> None:
+    hami = container(render("certs.certManager.enabled=true"), "hami")
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_text("x")
+    hami["args"] = [a.replace("=/tls/", f"={tmp_path}/") for a in hami["args"]]
+    settings = settings_from(hami)
+    assert settings.tls_cert_file == f"{tmp_path}/tls.crt"
+    assert not settings.cert_bootstrap_secret
