@@ -134,6 +134,14 @@ def admit(
     if (meta.get("labels") or {}).get(names.WEBHOOK_IGNORE_LABEL) == "ignore":
         return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
     annotations_in = meta.get("annotations") or {}
+    # Checked for every pod, whoever schedules it: the cache counts any pod carrying an
+    # allocation, so a forged one could fence off cards it never uses.
+    forged = forged_annotations(annotations_in)
+    if forged:
+        return _deny(
+            f"annotations {', '.join(forged)} are written by the scheduler only; "
+            "remove them from the pod"
+        )
     scheduler = spec.get("schedulerName") or ""
     adopt = scheduler in cfg.adopt_schedulers and kai.wants_kai_sharing(annotations_in)
     if (
@@ -164,12 +172,6 @@ def admit(
                 "on the node, so it cannot be given a GPU share: drop privileged or the GPU request"
             )
     annotations = out["metadata"].get("annotations") or {}
-    forged = forged_annotations(annotations)
-    if forged:
-        return _deny(
-            f"annotations {', '.join(forged)} are written by the scheduler only; "
-            "remove them from the pod"
-        )
     try:
         pod_options(annotations, cfg.policies)
     except PolicyError as e:

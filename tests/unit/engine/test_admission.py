@@ -146,3 +146,13 @@ def test_jsonpatch_escapes_and_list_growth() -> None:
     assert {"op": "add", "path": "/l/-", "value": 3} in patch
     assert apply(old, patch) == new
     assert apply(new, diff(new, old)) == old
+
+
+def test_forged_allocation_is_denied_for_pods_of_other_schedulers_too() -> None:
+    p = pod({"cpu": "1"}, schedulerName="volcano")
+    p["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": "n1",
+        "hami.io/vgpu-devices-allocated": "GPU-x,NVIDIA,1,0:;",
+    }
+    a = admit(p, CFG)
+    assert not a.allowed and "hami.io/vgpu-devices-allocated, hami.io/vgpu-node" in a.message
