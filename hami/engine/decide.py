@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from hami.engine import reasons as r
 from hami.engine.codec import encode_pod_devices
 from hami.engine.fit import fit_pod
-from hami.engine.model import NodeState, PodDevices, PodRequest
+from hami.engine.model import Card, NodeState, PodDevices, PodRequest
 from hami.engine.policy import PodOptions
 
 
@@ -16,11 +16,11 @@ class CardScores:
 
     node: str
     container: int  # index in the allocation (init containers first)
-    uuids: tuple[str, ...]
+    cards: tuple[Card, ...]
     scores: tuple[float, ...]
 
     def items(self) -> Iterator[tuple[str, float]]:
-        return zip(self.uuids, self.scores, strict=True)
+        return zip((c.info.id for c in self.cards), self.scores, strict=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +72,10 @@ def schedule(
         else:
             known.append(node)
     scores: list[CardScores] = []
+    key = hash((request, options))
     for node in node_order(known, options.node_policy):
-        fit = fit_pod(node, request, options)
-        if fit.scores:
-            uuids = tuple(c.info.id for c in node.cards)
-            scores.extend(CardScores(node.name, c, uuids, s) for c, s in fit.scores)
+        fit = fit_pod(node, request, options, key)
+        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), node.score)
         failed[node.name] = fit.reason

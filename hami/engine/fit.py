@@ -227,7 +227,30 @@ def _add(cards: list[Card], devices: tuple[ContainerDevice, ...]) -> list[Card]:
     return out
 
 
-def fit_pod(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
+MEMO_SIZE = 32
+
+
+def fit_pod(
+    node: NodeState, request: PodRequest, opts: PodOptions, key: int | None = None
+) -> NodeFit:
+    """fit_pod_uncached, remembered on the node state for the pod's (request, options).
+
+    `key` is hash((request, opts)), computed once per decision by a caller that fits
+    many nodes, instead of once per node.
+    """
+    key = hash((request, opts)) if key is None else key
+    hit = node.memo.get(key)
+    if isinstance(hit, tuple) and hit[0] == request and hit[1] == opts:
+        fit: NodeFit = hit[2]
+        return fit
+    fit = fit_pod_uncached(node, request, opts)
+    if len(node.memo) >= MEMO_SIZE:
+        node.memo.clear()
+    node.memo[key] = (request, opts, fit)
+    return fit
+
+
+def fit_pod_uncached(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
     """Fit every container of the pod onto the node, or say why not.
 
     Init containers run before the app containers and one at a time, so each

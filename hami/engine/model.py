@@ -70,6 +70,10 @@ class NodeState:
     cordoned: frozenset[str] = frozenset()
     # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.
     links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # Fit results for this exact state, by (request, options). A state is replaced whenever
+    # its usage changes, so an entry can never be stale; pods of one shape (a Job's or a
+    # Deployment's, or one pending pod retried) then cost a lookup per unchanged node.
+    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

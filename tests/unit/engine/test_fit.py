@@ -194,3 +194,13 @@ def test_weights_change_card_scores() -> None:
     assert alloc == f"{A},NVIDIA,1000,0:;"
     alloc, _ = place(cluster, one(), **{"hami.io/gpu-scheduler-policy": "binpack"})
     assert alloc == f"{B},NVIDIA,1000,0:;"
+
+
+def test_remembered_fits_never_outlive_the_node_state() -> None:
+    cluster = lab_node()
+    opts = pod_options({"hami.io/gpu-scheduler-policy": "mutex"})
+    first = schedule(cluster, one(), opts)  # type: ignore[arg-type]
+    assert first.allocation == f"{D},NVIDIA,1000,0:;"
+    assert schedule(cluster, one(), opts) == first  # type: ignore[arg-type]  # remembered
+    busy = lab_node({D: BUSY})  # a new state, as the cache builds on every usage change
+    assert schedule(busy, one(), opts).allocation == f"{C},NVIDIA,1000,0:;"  # type: ignore[arg-type]
