@@ -50,6 +50,12 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from hami.runtime.explain import explain_pod
+
+    return explain_pod(args)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from hami.runtime.main import serve
 
@@ -92,6 +98,22 @@ def parser() -> argparse.ArgumentParser:
     )
     http.add_argument("--profile", action="store_true", help="cProfile the server, print top")
     bench.set_defaults(func=_bench)
+
+    exp = sub.add_parser(
+        "explain", help="why a GPU pod is pending (or where it went), from the cluster's state"
+    )
+    exp.add_argument("pod", help="NAMESPACE/NAME")
+    exp.add_argument(
+        "--kubeconfig", default="", help="kubeconfig file; in-cluster credentials when empty"
+    )
+    exp.add_argument(
+        "--gpu-scheduler-policy", default="spread", help="the scheduler's default card policy"
+    )
+    exp.add_argument(
+        "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
+    )
+    exp.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
+    exp.set_defaults(func=_explain)
 
     from hami.runtime.config import add_serve_arguments
 

@@ -1,0 +1,45 @@
+"""`hami explain NAMESPACE/NAME`: one list of nodes and pods, then the explanation."""
+
+import argparse
+import asyncio
+import sys
+import time
+
+from hami.cache.store import ClusterCache
+from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
+from hami.kube.client import Kube, connect
+from hami.kube.errors import KubeError
+from hami.service.explain import explain
+
+
+async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
+    namespace, _, name = args.pod.partition("/")
+    if not name:
+        raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
+    kube = Kube(await connect(args.kubeconfig or None))
+    try:
+        pod = await kube.get_pod(namespace, name)
+        if pod is None:
+            raise ValueError(f"pod {namespace}/{name} not found")
+        nodes, _ = await kube.list_objects("nodes")
+        pods, _ = await kube.list_objects("pods")
+    finally:
+        await kube.close()
+    cache = ClusterCache(clock=time.monotonic)
+    cache.replace_nodes(nodes)
+    cache.replace_pods(pods)
+    return explain(cache, pod, policies, verbose=args.verbose)
+
+
+def explain_pod(args: argparse.Namespace) -> int:
+    try:
+        parse_gpu_policy(args.gpu_scheduler_policy)
+        policies = Defaults(
+            args.gpu_scheduler_policy, parse_node_policy(args.node_scheduler_policy)
+        )
+        lines = asyncio.run(_run(args, policies))
+    except (PolicyError, ValueError, KubeError, OSError) as e:
+        print(f"hami explain: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,63 @@
+"""`hami explain`: why a pod is where it is, or why it is pending, from the cluster's state.
+
+The same engine and policies as the extender, over a cache built from one list
+of nodes and pods; nothing is reserved or written.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine import names
+from hami.engine.decide import schedule
+from hami.engine.policy import Defaults, PolicyError, pod_options
+from hami.engine.reasons import unschedulable_message
+from hami.engine.requests import ResourceDefaults, pod_request
+
+
+def explain(
+    cache: ClusterCache,
+    pod: Mapping[str, Any],
+    policies: Defaults = Defaults(),
+    resources: ResourceDefaults = ResourceDefaults(),
+    verbose: bool = False,
+) -> list[str]:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    annotations = meta.get("annotations") or {}
+    request = pod_request(spec, resources)
+    if not request.wants_gpu:
+        return [
+            f"{ref} asks for no GPU: this scheduler leaves it to {spec.get('schedulerName') or 'default-scheduler'}"
+        ]
+    if spec.get("nodeName"):
+        return [
+            f"{ref} is bound to {spec['nodeName']}",
+            f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
+            f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
+        ]
+    try:
+        options = pod_options(annotations, policies)
+    except PolicyError as e:
+        return [f"{ref} cannot be placed: {e}"]
+    cache.release_unbound(str(meta.get("uid", "")))  # its own earlier decision must not count
+    candidates = sorted({*cache.view, *cache.unregistered})
+    decision = schedule(cache.view, request, options, candidates)
+    lines = [
+        f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})"
+    ]
+    if decision.node is not None:
+        lines.append(f"  it fits now: node {decision.node}, cards {decision.allocation}")
+    else:
+        lines.append(f"  {unschedulable_message(len(candidates), decision.failed)}")
+    for node in sorted(decision.failed):
+        why = cache.unregistered.get(node)
+        lines.append(f"  {node}: {decision.failed[node]}" + (f" ({why})" if why else ""))
+    if verbose:
+        for cs in decision.scores:
+            lines.extend(
+                f"  {cs.node}: device {uuid} computer score is {score:f}"
+                for uuid, score in cs.items()
+            )
+    return lines

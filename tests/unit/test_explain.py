@@ -1,0 +1,98 @@
+"""`hami explain` over a cache: pending reasons, bound pods, non-GPU pods."""
+
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.service.annotations import allocation_annotations
+from hami.service.explain import explain
+
+
+def cluster() -> ClusterCache:
+    cache = ClusterCache(clock=lambda: 0.0)
+    devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
+    cache.replace_nodes(
+        [
+            {
+                "metadata": {
+                    "name": "gpu-1",
+                    "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)},
+                },
+                "status": {"allocatable": {"nvidia.com/gpu": "10"}},
+            },
+            {"metadata": {"name": "cpu-1"}},
+        ]
+    )
+    cache.replace_pods(
+        [
+            {
+                "metadata": {
+                    "uid": "t",
+                    "namespace": "ns",
+                    "name": "tenant",
+                    "annotations": allocation_annotations(
+                        "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0
+                    ),
+                },
+                "spec": {"nodeName": "gpu-1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            },
+        ]
+    )
+    return cache
+
+
+def pod(policy: str = "mutex", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": "p",
+            "namespace": "ns",
+            "name": "p",
+            "annotations": {"hami.io/gpu-scheduler-policy": policy},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def test_pending_pod_gets_kube_schedulers_sentence_and_each_nodes_reason() -> None:
+    lines = explain(cluster(), pod(), verbose=True)
+    assert lines[0] == "ns/p is pending (GPU policy 'mutex', node policy 'binpack')"
+    assert (
+        "0/2 nodes are available: 1 1/1 ExclusiveDeviceAllocateConflict, 1 node unregistered."
+        in lines[1]
+    )
+    assert "  gpu-1: 1/1 ExclusiveDeviceAllocateConflict" in lines
+    assert any(
+        line.startswith("  cpu-1: node unregistered (no hami.io/node-nvidia-register")
+        for line in lines
+    )
+    assert "  gpu-1: device GPU-a computer score is 1.651042" in lines
+
+
+def test_a_pod_that_would_fit_says_where() -> None:
+    assert "  it fits now: node gpu-1, cards GPU-a,NVIDIA,1000,0:;" in explain(
+        cluster(), pod("binpack")
+    )
+
+
+def test_bound_and_non_gpu_pods() -> None:
+    bound = pod(nodeName="gpu-1")
+    assert explain(cluster(), bound)[0] == "ns/p is bound to gpu-1"
+    plain = {
+        "metadata": {"namespace": "ns", "name": "web"},
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    assert "asks for no GPU" in explain(cluster(), plain)[0]
+
+
+def test_unknown_policy_is_explained() -> None:
+    assert "valid names" in explain(cluster(), pod("fastest"))[0]
