@@ -60,10 +60,6 @@ class NodeFit:
     reason: str
     scores: tuple[tuple[int, tuple[float, ...]], ...]  # (container, per-card scores)
 
-    @property
-    def fits(self) -> bool:
-        return self.devices is not None
-
 
 def _type_ok(card: Card, opts: PodOptions) -> bool:
     t = card.info.type.lower()

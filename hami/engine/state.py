@@ -23,20 +23,6 @@ def build_node(
     return NodeState(name, cards, node_score(cards), cordoned, links or {})
 
 
-def with_usage(node: NodeState, delta: Mapping[str, Usage], sign: int = 1) -> NodeState:
-    """The node with `delta` added (sign 1) or removed (sign -1); unknown UUIDs are ignored."""
-    if not any(c.info.id in delta for c in node.cards):
-        return node
-    cards = []
-    for c in node.cards:
-        d = delta.get(c.info.id)
-        if d is None:
-            cards.append(c)
-        else:
-            cards.append(make_card(c.info, c.usage + d if sign > 0 else c.usage - d))
-    return NodeState(node.name, tuple(cards), node_score(cards), node.cordoned, node.links)
-
-
 def pod_usage(devices: PodDevices, n_init: int, init_done: bool = False) -> dict[str, Usage]:
     """What one pod's allocation takes from each card (HAMi's collapsed usage).
 
