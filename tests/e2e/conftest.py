@@ -78,6 +78,21 @@ def nodesim(control_plane: ControlPlane) -> Iterator[Callable[..., NodeSim]]:
         )
 
 
+@pytest.fixture
+def app_args(control_plane: ControlPlane) -> Iterator[Callable[..., None]]:
+    """Restart our process with other flags for one test, and put the defaults back after it."""
+    changed = False
+
+    def use(*args: str) -> None:
+        nonlocal changed
+        changed = True
+        control_plane.restart_app(extra_args=args)
+
+    yield use
+    if changed:
+        control_plane.restart_app(extra_args=())
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

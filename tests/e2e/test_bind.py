@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import pytest
@@ -29,7 +29,7 @@ spec:
 """
 
 
-def post(control_plane: ControlPlane, verb: str, body: dict[str, object]) -> dict[str, object]:
+def post(control_plane: ControlPlane, verb: str, body: Mapping[str, object]) -> dict[str, object]:
     context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
     request = urllib.request.Request(
         f"{control_plane.app_url}/{verb}",

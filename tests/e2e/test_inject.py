@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +26,6 @@ STANDALONE = (
     "--hook-path",
     "/home/kubernetes/bin/nvidia/vgpu",
 )
-
-
-@pytest.fixture
-def app_args(control_plane: ControlPlane) -> Iterator[Callable[..., None]]:
-    """Restart our process with other flags for one test, and put the defaults back after it."""
-    changed = False
-
-    def use(*args: str) -> None:
-        nonlocal changed
-        changed = True
-        control_plane.restart_app(extra_args=args)
-
-    yield use
-    if changed:
-        control_plane.restart_app(extra_args=())
 
 
 def without_driver_plumbing(path: Path) -> str:
