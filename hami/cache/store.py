@@ -59,12 +59,15 @@ class ClusterCache:
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
         seen = set()
         for node in nodes:
-            seen.add(self.upsert_node(node))
+            seen.add(self._upsert_node(node))
         for name in [*self._inventory, *self.unregistered]:
             if name not in seen:
                 self._drop_node(name)
 
-    def upsert_node(self, node: Mapping[str, Any]) -> str:
+    def upsert_node(self, node: Mapping[str, Any]) -> None:
+        self._upsert_node(node)
+
+    def _upsert_node(self, node: Mapping[str, Any]) -> str:
         inv = node_inventory(node, self._gpu_resource)
         if isinstance(inv, Unregistered):
             self._drop_node(inv.name)

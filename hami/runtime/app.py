@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,32 +41,13 @@ log = logging.getLogger(__name__)
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
-class _PodSink:
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
+@dataclass(frozen=True)
+class _Sink:
+    """One resource's informer events, delivered to the cache methods for that resource."""
 
-    def replace(self, objects: list[dict[str, Any]]) -> None:
-        self.cache.replace_pods(objects)
-
-    def upsert(self, obj: dict[str, Any]) -> None:
-        self.cache.upsert_pod(obj)
-
-    def delete(self, obj: dict[str, Any]) -> None:
-        self.cache.delete_pod(obj)
-
-
-class _NodeSink:
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
-
-    def replace(self, objects: list[dict[str, Any]]) -> None:
-        self.cache.replace_nodes(objects)
-
-    def upsert(self, obj: dict[str, Any]) -> None:
-        self.cache.upsert_node(obj)
-
-    def delete(self, obj: dict[str, Any]) -> None:
-        self.cache.delete_node(obj)
+    replace: Callable[[list[dict[str, Any]]], None]
+    upsert: Callable[[dict[str, Any]], None]
+    delete: Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -126,7 +108,10 @@ async def build(settings: Settings) -> Runtime:
         memory_factor=settings.memory_factor,
     )
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
-    informers = (Informer(kube, "nodes", _NodeSink(cache)), Informer(kube, "pods", _PodSink(cache)))
+    informers = (
+        Informer(kube, "nodes", _Sink(cache.replace_nodes, cache.upsert_node, cache.delete_node)),
+        Informer(kube, "pods", _Sink(cache.replace_pods, cache.upsert_pod, cache.delete_pod)),
+    )
     runtime = Runtime(
         settings=settings,
         kube=kube,
