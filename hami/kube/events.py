@@ -8,6 +8,7 @@ grows, as client-go's correlator does, instead of flooding the API server.
 """
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -118,27 +119,40 @@ class EventRecorder:
 
     async def _post_forever(self) -> None:
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < _BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            # Identical records queued together become one API call.
-            folded: dict[_Key, tuple[_Record, int]] = {}
-            for rec in batch:
-                _, n = folded.get(rec.key, (rec, 0))
-                folded[rec.key] = (rec, n + 1)
-            for rec, n in folded.values():
-                try:
-                    await self._post(rec, n)
-                except Exception as e:  # events are best effort; posting must go on
-                    log.warning(
-                        "could not post event",
-                        extra={
-                            "namespace": rec.namespace,
-                            "pod": rec.name,
-                            "reason": rec.reason,
-                            "error": str(e),
-                        },
-                    )
+            await self._post_batch(await self._queue.get())
+
+    async def flush(self, within: float) -> None:
+        """Post what is still queued, for at most `within` seconds (at shutdown, after run)."""
+
+        async def drain() -> None:
+            while not self._queue.empty():
+                await self._post_batch(self._queue.get_nowait())
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drain(), within)
+
+    async def _post_batch(self, first: _Record) -> None:
+        batch = [first]
+        while len(batch) < _BATCH and not self._queue.empty():
+            batch.append(self._queue.get_nowait())
+        # Identical records queued together become one API call.
+        folded: dict[_Key, tuple[_Record, int]] = {}
+        for rec in batch:
+            _, n = folded.get(rec.key, (rec, 0))
+            folded[rec.key] = (rec, n + 1)
+        for rec, n in folded.values():
+            try:
+                await self._post(rec, n)
+            except Exception as e:  # events are best effort; posting must go on
+                log.warning(
+                    "could not post event",
+                    extra={
+                        "namespace": rec.namespace,
+                        "pod": rec.name,
+                        "reason": rec.reason,
+                        "error": str(e),
+                    },
+                )
 
     async def _post(self, rec: _Record, n: int) -> None:
         prior = self._posted.get(rec.key)

@@ -274,5 +274,6 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await rt.events.flush(2.0)  # what the last binds said still reaches the pods
         await rt.kube.close()
         log.info("stopped")

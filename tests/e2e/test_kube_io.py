@@ -509,3 +509,15 @@ async def test_lease_follower_tracks_the_holder_and_counts_terms(
     await hold("me_9bd2")
     await follower.poll()
     assert (follower.is_leader, follower.term) == (True, 3)
+
+
+async def test_events_queued_at_shutdown_are_flushed(
+    client: Kube, namespace: str, make_pod: Callable[..., Awaitable[Obj]]
+) -> None:
+    pod = await make_pod("last-words")
+    recorder = EventRecorder(client, instance="test-replica")
+    ref = {"namespace": namespace, "name": "last-words", "uid": pod["metadata"]["uid"]}
+    recorder.record(ref, "Normal", "BindingSucceed", "bound just before SIGTERM")
+    await recorder.flush(5.0)  # run() never started: only the flush can post it
+    listed = await raw(client.core.list_namespaced_event, namespace)
+    assert [e["message"] for e in listed["items"]] == ["bound just before SIGTERM"]
