@@ -139,7 +139,9 @@ async def build(settings: Settings) -> Runtime:
                 injection=injection_config(settings),
             )
         ),
-        metrics=Metrics(cache, lambda: _staleness(informers), lambda: events.dropped),
+        metrics=Metrics(
+            cache, lambda: _staleness(informers), lambda: events.dropped, settings.legacy_metrics
+        ),
         tls=ReloadingServerContext(cert_file, key_file),
         certs=certs,
     )

@@ -52,6 +52,7 @@ class Settings:
     driver_host_lib: str = ""
     driver_container_lib: str = ""
     hook_path: str = "/usr/local/vgpu"
+    legacy_metrics: bool = False
     log_level: str = "info"
     log_format: str = "json"
     cert_bootstrap_secret: str = ""
@@ -94,6 +95,7 @@ _HELP = {
     "driver_profile": "driver libraries to mount into GPU containers: gke, generic or none",
     "driver_host_lib": "generic profile: the host folder holding libcuda.so.1",
     "driver_container_lib": "generic profile: where that folder appears in containers (added to LD_LIBRARY_PATH)",
+    "legacy_metrics": "publish HAMi's metric names from before v2.9 (GPUDeviceMemoryAllocated, ...)",
     "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
 }
 

@@ -5,112 +5,189 @@ time, so they can never drift from what the scheduler decides with.
 """
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hami.cache.store import ClusterCache
+from hami.engine.model import Card, ContainerDevice
 
 MIB = 2**20
-ZONE = {"zone": "vGPU"}
+ZONE = "vGPU"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+# Label names by meaning: (HAMi v2.9+ name, legacy name before v2.9).
+LABELS = {
+    "node": ("node", "nodeid"),
+    "uuid": ("device_uuid", "deviceuuid"),
+    "index": ("device_index", "deviceidx"),
+    "type": ("device_type", "devicetype"),
+    "used_cores": ("device_cores", "devicecores"),
+    "total_cores": ("device_cores", "devicecores"),
+    "total_mem": ("device_memory_limit", "devicememorylimit"),
+    "namespace": ("namespace", "podnamespace"),
+    "pod_node": ("node", "nodename"),
+    "pod": ("pod", "podname"),
+    "container": ("container_index", "containeridx"),
+    "device": ("device_uuid", "deviceuuid"),
+}
+CARD = ("node", "uuid", "index", "type")
+CONTAINER = ("namespace", "pod_node", "pod", "container", "device")
+
+
+@dataclass(frozen=True)
+class _Series:
+    name: str
+    legacy: str
+    help: str
+    labels: tuple[str, ...]
+    legacy_labels: tuple[str, ...]
+    value: Callable[[Card], float] | Callable[[ContainerDevice], float]
+
+
+CARD_SERIES = (
+    _Series(
+        "hami_gpu_memory_limit_bytes",
+        "GPUDeviceMemoryLimit",
+        "Card memory in bytes",
+        CARD,
+        CARD,
+        lambda c: c.info.devmem * MIB,
+    ),
+    _Series(
+        "hami_gpu_core_limit_ratio",
+        "GPUDeviceCoreLimit",
+        "Card cores (percent of SMs)",
+        CARD,
+        CARD,
+        lambda c: c.info.devcore,
+    ),
+    _Series(
+        "hami_gpu_memory_allocated_bytes",
+        "GPUDeviceMemoryAllocated",
+        "Card memory allocated in bytes",
+        ("node", "uuid", "index", "used_cores", "type"),
+        ("node", "uuid", "index", "used_cores", "type"),
+        lambda c: c.usage.usedmem * MIB,
+    ),
+    _Series(
+        "hami_gpu_shared_count",
+        "GPUDeviceSharedNum",
+        "Tasks sharing the card",
+        CARD,
+        CARD,
+        lambda c: c.usage.used,
+    ),
+    _Series(
+        "hami_gpu_core_allocated_ratio",
+        "GPUDeviceCoreAllocated",
+        "Cores allocated (percent of SMs)",
+        CARD,
+        CARD,
+        lambda c: c.usage.usedcores,
+    ),
+    _Series(
+        "hami_node_gpu_memory_allocated_ratio",
+        "nodeGPUMemoryPercentage",
+        "Allocated share of card memory",
+        CARD,
+        ("node", "uuid", "index"),
+        lambda c: c.usage.usedmem / c.info.devmem if c.info.devmem else 0.0,
+    ),
+    _Series(
+        "hami_node_gpu_overview",
+        "nodeGPUOverview",
+        "Card memory allocated in bytes, card totals as labels",
+        ("node", "uuid", "index", "total_cores", "total_mem", "type"),
+        ("node", "uuid", "index", "total_cores", "total_mem", "type"),
+        lambda c: c.usage.usedmem * MIB,
+    ),
+)
+CONTAINER_SERIES = (
+    _Series(
+        "hami_vgpu_memory_allocated_bytes",
+        "vGPUMemoryAllocated",
+        "Memory allocated to one container on one card",
+        CONTAINER,
+        CONTAINER,
+        lambda d: d.usedmem * MIB,
+    ),
+    _Series(
+        "hami_vgpu_core_allocated_ratio",
+        "vGPUCoreAllocated",
+        "Cores allocated to one container on one card",
+        CONTAINER,
+        CONTAINER,
+        lambda d: d.usedcores,
+    ),
+)
 
 
 class ClusterCollector(Collector):
-    def __init__(self, cache: ClusterCache) -> None:
+    """HAMi's per-card and per-container series; `legacy` gives the names used before v2.9."""
+
+    def __init__(self, cache: ClusterCache, legacy: bool = False) -> None:
         self.cache = cache
+        self.legacy = legacy
+
+    def _family(self, series: _Series) -> GaugeMetricFamily:
+        keys = series.legacy_labels if self.legacy else series.labels
+        names = [LABELS[k][1 if self.legacy else 0] for k in keys]
+        return GaugeMetricFamily(
+            series.legacy if self.legacy else series.name, series.help, labels=[*names, "zone"]
+        )
+
+    def _keys(self, series: _Series) -> tuple[str, ...]:
+        return series.legacy_labels if self.legacy else series.labels
 
     def collect(self) -> Iterable[Metric]:
-        card = ["node", "device_uuid", "device_index", "device_type"]
-        families = {
-            "limit": GaugeMetricFamily(
-                "hami_gpu_memory_limit_bytes", "Card memory in bytes", labels=[*card, "zone"]
-            ),
-            "core_limit": GaugeMetricFamily(
-                "hami_gpu_core_limit_ratio", "Card cores (percent)", labels=[*card, "zone"]
-            ),
-            "mem": GaugeMetricFamily(
-                "hami_gpu_memory_allocated_bytes",
-                "Card memory allocated in bytes",
-                labels=[
-                    "node",
-                    "device_uuid",
-                    "device_index",
-                    "device_cores",
-                    "device_type",
-                    "zone",
-                ],
-            ),
-            "shared": GaugeMetricFamily(
-                "hami_gpu_shared_count", "Tasks sharing the card", labels=[*card, "zone"]
-            ),
-            "cores": GaugeMetricFamily(
-                "hami_gpu_core_allocated_ratio", "Cores allocated (percent)", labels=[*card, "zone"]
-            ),
-            "ratio": GaugeMetricFamily(
-                "hami_node_gpu_memory_allocated_ratio",
-                "Allocated share of card memory",
-                labels=[*card, "zone"],
-            ),
-            "overview": GaugeMetricFamily(
-                "hami_node_gpu_overview",
-                "Card memory allocated in bytes, with card totals as labels",
-                labels=[
-                    "node",
-                    "device_uuid",
-                    "device_index",
-                    "device_cores",
-                    "device_memory_limit",
-                    "device_type",
-                    "zone",
-                ],
-            ),
-        }
-        for node in self.cache.view.values():
-            for c in node.cards:
-                i, u = c.info, c.usage
-                base = [node.name, i.id, str(i.index), i.type, "vGPU"]
-                families["limit"].add_metric(base, i.devmem * MIB)
-                families["core_limit"].add_metric(base, i.devcore)
-                families["mem"].add_metric(
-                    [node.name, i.id, str(i.index), str(u.usedcores), i.type, "vGPU"],
-                    u.usedmem * MIB,
-                )
-                families["shared"].add_metric(base, u.used)
-                families["cores"].add_metric(base, u.usedcores)
-                families["ratio"].add_metric(base, u.usedmem / i.devmem if i.devmem else 0.0)
-                families["overview"].add_metric(
-                    [node.name, i.id, str(i.index), str(i.devcore), str(i.devmem), i.type, "vGPU"],
-                    u.usedmem * MIB,
-                )
-        vmem = GaugeMetricFamily(
-            "hami_vgpu_memory_allocated_bytes",
-            "Memory allocated to one container on one card",
-            labels=["namespace", "node", "pod", "container_index", "device_uuid", "zone"],
-        )
-        vcore = GaugeMetricFamily(
-            "hami_vgpu_core_allocated_ratio",
-            "Cores allocated to one container on one card",
-            labels=["namespace", "node", "pod", "container_index", "device_uuid", "zone"],
-        )
-        for pod in self.cache.pods():
-            for index, container in enumerate(pod.devices):
-                for d in container:
-                    labels = [pod.namespace, pod.node, pod.name, str(index), d.uuid, "vGPU"]
-                    vmem.add_metric(labels, d.usedmem * MIB)
-                    vcore.add_metric(labels, d.usedcores)
-        yield from families.values()
-        yield vmem
-        yield vcore
+        for series in CARD_SERIES:
+            family, keys = self._family(series), self._keys(series)
+            value = cast(Callable[[Card], float], series.value)
+            for node in self.cache.view.values():
+                for c in node.cards:
+                    i = c.info
+                    known = {
+                        "node": node.name,
+                        "uuid": i.id,
+                        "index": str(i.index),
+                        "type": i.type,
+                        "used_cores": str(c.usage.usedcores),
+                        "total_cores": str(i.devcore),
+                        "total_mem": str(i.devmem),
+                    }
+                    family.add_metric([*(known[k] for k in keys), ZONE], value(c))
+            yield family
+        for series in CONTAINER_SERIES:
+            family, keys = self._family(series), self._keys(series)
+            dvalue = cast(Callable[[ContainerDevice], float], series.value)
+            for pod in self.cache.pods():
+                for index, container in enumerate(pod.devices):
+                    for d in container:
+                        known = {
+                            "namespace": pod.namespace,
+                            "pod_node": pod.node,
+                            "pod": pod.name,
+                            "container": str(index),
+                            "device": d.uuid,
+                        }
+                        family.add_metric([*(known[k] for k in keys), ZONE], dvalue(d))
+            yield family
 
 
 class Metrics:
     def __init__(
-        self, cache: ClusterCache, staleness: Callable[[], float], events_dropped: Callable[[], int]
+        self,
+        cache: ClusterCache,
+        staleness: Callable[[], float],
+        events_dropped: Callable[[], int],
+        legacy_names: bool = False,
     ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(ClusterCollector(cache))
+        self.registry.register(ClusterCollector(cache, legacy_names))
         r = self.registry
         self.filter_seconds = Histogram(
             "hami_filter_duration_seconds",

@@ -1,0 +1,61 @@
+"""HAMi's scheduler series from the cache, under the v2.9+ names and the legacy ones."""
+
+from prometheus_client import generate_latest
+
+from hami.cache.store import ClusterCache
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.runtime.metrics import Metrics
+from hami.service.annotations import allocation_annotations
+
+
+def metrics(legacy: bool) -> str:
+    cache = ClusterCache(clock=lambda: 0.0)
+    devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
+    cache.replace_nodes([
+        {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)}},
+         "status": {"allocatable": {"nvidia.com/gpu": "10"}}},
+    ])  # fmt: skip
+    cache.upsert_pod({
+        "metadata": {"uid": "u", "namespace": "ns", "name": "p",
+                     "annotations": allocation_annotations("n", ((ContainerDevice("GPU-a", 1000, 30),),), 0)},
+        "spec": {"nodeName": "n", "containers": [{"name": "c"}]}, "status": {"phase": "Running"},
+    })  # fmt: skip
+    return generate_latest(Metrics(cache, lambda: 0.0, lambda: 0, legacy).registry).decode()
+
+
+def test_current_names() -> None:
+    text = metrics(legacy=False)
+    assert (
+        'hami_gpu_memory_allocated_bytes{device_cores="30",device_index="0",device_type="NVIDIA-Tesla T4",'
+        'device_uuid="GPU-a",node="n",zone="vGPU"} 1.048576e+09'
+    ) in text
+    assert (
+        'hami_gpu_shared_count{device_index="0",device_type="NVIDIA-Tesla T4",'
+        'device_uuid="GPU-a",node="n",zone="vGPU"} 1.0'
+        in text
+    )
+    assert (
+        'hami_vgpu_memory_allocated_bytes{container_index="0",device_uuid="GPU-a",namespace="ns",node="n",'
+        'pod="p",zone="vGPU"} 1.048576e+09'
+    ) in text
+    assert "GPUDeviceSharedNum" not in text
+
+
+def test_legacy_names() -> None:
+    text = metrics(legacy=True)
+    assert (
+        'GPUDeviceSharedNum{deviceidx="0",devicetype="NVIDIA-Tesla T4",deviceuuid="GPU-a",nodeid="n",zone="vGPU"} 1.0'
+        in text
+    )
+    assert (
+        'nodeGPUMemoryPercentage{deviceidx="0",deviceuuid="GPU-a",nodeid="n",zone="vGPU"} 0.065104'
+        in text
+    )
+    assert (
+        'vGPUCoreAllocated{containeridx="0",deviceuuid="GPU-a",nodename="n",podname="p",'
+        'podnamespace="ns",zone="vGPU"} 30.0'
+        in text
+    )
+    assert "hami_gpu_shared_count" not in text
+    assert "hami_filter_duration_seconds" in text  # our histograms keep their names
