@@ -126,6 +126,7 @@ async def build(settings: Settings) -> Runtime:
             events,
             now=lambda: datetime.now(UTC),
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
+            lock_wait=settings.node_lock_wait_seconds,
             before_binding=LimitsWriter(kube)
             if settings.node_integration == "standalone"
             else None,

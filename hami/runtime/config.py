@@ -40,6 +40,7 @@ class Settings:
     default_gpu_num: int = 1
     memory_factor: int = 1
     node_lock_expiry_seconds: float = 300.0
+    node_lock_wait_seconds: float = 10.0
     reservation_ttl_seconds: float = 120.0
     kube_timeout_seconds: float = 10.0
     leader_elect: bool = False
@@ -77,6 +78,7 @@ _HELP = {
     "default_gpu_num": "nvidia.com/gpu set on containers that ask for memory or cores only",
     "memory_factor": "multiplier applied to nvidia.com/gpumem",
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
+    "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
@@ -205,6 +207,8 @@ def validate(s: Settings) -> None:
     for name in ("default_memory", "default_cores", "default_gpu_num"):
         if getattr(s, name) < 0:
             raise ConfigError(f"{_flag(name)} must not be negative")
+    if s.node_lock_wait_seconds < 0:
+        raise ConfigError("--node-lock-wait-seconds must not be negative")
     if s.memory_factor < 1:
         raise ConfigError("--memory-factor must be at least 1")
     try:

@@ -8,6 +8,7 @@ device plugin; on any failure everything this bind did is undone.
 
 import asyncio
 import logging
+import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from hami.engine.model import PodDevices
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError
 from hami.kube.events import EventRecorder
-from hami.kube.nodelock import lock_node, release_node
+from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 from hami.service.annotations import allocation_annotations, allocation_labels
 
 log = logging.getLogger(__name__)
@@ -50,9 +51,11 @@ class Binder:
         *,
         now: Callable[[], datetime],
         lock_expiry: timedelta = timedelta(minutes=5),
+        lock_wait: float = 10.0,
         before_binding: BeforeBinding | None = None,
     ) -> None:
         self.kube = kube
+        self.lock_wait = lock_wait
         self.cache = cache
         self.events = events
         self.now = now
@@ -119,9 +122,7 @@ class Binder:
         locked = patched = False
         try:
             if any(plan.devices[plan.n_init :]):
-                await lock_node(
-                    self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
-                )
+                await self._lock(node, namespace, name)
                 locked = True
             unix = int(self.now().timestamp())
             await self.kube.patch_pod_metadata(
@@ -159,6 +160,25 @@ class Binder:
             "BindingSucceed",
             f"Successfully binding node [{node}] to {namespace}/{name}",
         )
+
+    async def _lock(self, node: str, namespace: str, name: str) -> None:
+        """Take the node lock, waiting up to lock_wait seconds for the holder's Allocate.
+
+        The device plugin releases the lock within moments of a bind, so a bind
+        that waits a little beats one that fails and goes back into
+        kube-scheduler's queue with backoff (HAMi #1367: bursts onto one node).
+        """
+        deadline = asyncio.get_running_loop().time() + self.lock_wait
+        while True:
+            try:
+                await lock_node(
+                    self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
+                )
+                return
+            except NodeLockContention:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(random.uniform(0.05, 0.15))
 
     async def _rollback(
         self, namespace: str, name: str, uid: str, node: str, locked: bool, patched: bool

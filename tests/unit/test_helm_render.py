@@ -437,6 +437,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--default-gpu-num=1",
         "--memory-factor=1",
         "--node-lock-expiry-seconds=300",
+        "--node-lock-wait-seconds=10",
         "--legacy-metrics=false",
         "--leader-elect=true",
         "--leader-elect-resource-name=hami-scheduler",

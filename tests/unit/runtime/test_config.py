@@ -39,6 +39,7 @@ def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> Non
         ([], {"HAMI_PORT": "https"}, "environment HAMI_PORT: port must be int"),
         (["--port", "9395"], {}, "--port and --metrics-port must differ"),
         (["--memory-factor", "0"], {}, "--memory-factor must be at least 1"),
+        (["--node-lock-wait-seconds", "-1"], {}, "--node-lock-wait-seconds must not be negative"),
         (["--driver-profile", "gce"], {}, "unknown driver profile 'gce'"),
         (["--driver-profile", "generic"], {}, "needs the host and container lib64 paths"),
         (["--node-integration", "kai"], {}, "unknown node integration mode 'kai'"),
