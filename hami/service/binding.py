@@ -105,7 +105,7 @@ class Binder:
                     len(spec.get("initContainers") or ()),
                 )
             except CodecError:
-                pass
+                pass  # an unreadable allocation is no decision: fall through to the error below
         where = f"node {res.node}" if res is not None else "no node"
         raise BindError(
             f"pod {namespace}/{name} has no placement on node {node} (filter chose {where}); "
