@@ -8,6 +8,7 @@ policy key are taken highest index first, the order Lab 14 shows.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 from hami.engine import reasons as r
@@ -18,8 +19,12 @@ from hami.engine.score import DEFAULT_WEIGHTS, card_score, make_card
 SortKey = Callable[[Card, float], tuple[float, ...]]
 
 
+@lru_cache(maxsize=64)
 def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
-    """Ascending key of HAMi's Less for this policy (the preferred card sorts last)."""
+    """Ascending key of HAMi's Less for this policy (the preferred card sorts last).
+
+    Cached: a decision fits every candidate node with the same policy.
+    """
     if policy.chain:
         keys = list(policy.keys) or ["spread"]
         if numa_bind and "numa" in keys:

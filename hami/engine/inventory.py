@@ -18,10 +18,8 @@ from hami.engine.codec import (
     decode_pod_devices,
     split_list,
 )
-from hami.engine.model import DeviceInfo, PodDevices
+from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
-
-VENDOR = "nvidia"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +50,7 @@ def node_inventory(
     if str(annotations.get(names.NODE_HANDSHAKE, "")).startswith("Deleted"):
         return Unregistered(name, "the device plugin's handshake was given up")
     try:
-        devices = tuple(d for d in decode_node_devices(raw) if VENDOR in d.type.lower())
+        devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
     except CodecError as e:
         return Unregistered(name, f"{names.NODE_REGISTER}: {e}")
     if not devices:

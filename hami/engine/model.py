@@ -24,6 +24,11 @@ class DeviceInfo:
     health: bool = True
 
 
+def is_nvidia(device: DeviceInfo) -> bool:
+    """HAMi's vendor match: the word in the device type, in any case."""
+    return NVIDIA.lower() in device.type.lower()
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What allocations already take from one card."""

@@ -2,10 +2,8 @@
 
 from collections.abc import Iterable, Mapping
 
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage, is_nvidia
 from hami.engine.score import make_card, node_score
-
-VENDOR = "nvidia"
 
 
 def build_node(
@@ -17,9 +15,7 @@ def build_node(
 ) -> NodeState:
     usage = usage or {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
-    cards = tuple(
-        make_card(d, usage.get(d.id, Usage())) for d in devices if VENDOR in d.type.lower()
-    )
+    cards = tuple(make_card(d, usage.get(d.id, Usage())) for d in devices if is_nvidia(d))
     return NodeState(name, cards, node_score(cards), cordoned, links or {})
 
 
