@@ -17,7 +17,7 @@ from hami.engine.policy import pod_options
 from hami.service.annotations import allocation_annotations
 
 
-def _cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
+def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
     rng = random.Random(seed)
     cache = ClusterCache(clock=time.monotonic)
     node_objs = []
@@ -86,7 +86,7 @@ def run_engine_bench(nodes: int, cards: int, pods: int, runs: int, seed: int = 7
     lines = [f"engine decision, {nodes} nodes x {cards} cards, {runs} runs per row (ms):"]
     for placed in sorted({0, pods // 2, pods}):
         t0 = time.perf_counter()
-        cache = _cluster(nodes, cards, placed, seed)
+        cache = build_cluster(nodes, cards, placed, seed)
         built = time.perf_counter() - t0
         rows = [
             ("spread", 1000, True),

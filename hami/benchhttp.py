@@ -60,7 +60,7 @@ def _server_app(
     args: argparse.Namespace, samples: _Samples, stop: asyncio.Event
 ) -> web.Application:
     import scheduler.routes
-    from hami.bench import _cluster
+    from hami.bench import build_cluster
     from hami.kube.client import Kube
     from hami.kube.events import EventRecorder
     from hami.runtime.app import MAX_BODY
@@ -70,7 +70,7 @@ def _server_app(
     from hami.service.placement import FilterOutcome, Placement
 
     started = time.perf_counter()
-    cache = _cluster(args.nodes, args.cards, args.pods, args.seed)
+    cache = build_cluster(args.nodes, args.cards, args.pods, args.seed)
     print(
         f"benchhttp: cache of {args.nodes} nodes x {args.cards} cards, {args.pods} pods placed, "
         f"built in {time.perf_counter() - started:.2f}s",

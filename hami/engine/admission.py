@@ -65,12 +65,13 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     pct = limits.get(
         r.memory_percentage, (resources.get("requests") or {}).get(r.memory_percentage)
     )
+    pct_value: int | None = None
     if pct is not None:
         try:
-            value = as_int64(pct)
+            pct_value = as_int64(pct)
         except QuantityError:
-            value = None
-        if value is None or not 0 <= value <= 100:
+            pct_value = None
+        if pct_value is None or not 0 <= pct_value <= 100:
             raise RequestError(
                 f"invalid {r.memory_percentage} value {pct} in container {cname}: "
                 "must be an integer between 0 and 100"
@@ -92,7 +93,7 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
         resources, r.cores, ("limits", "requests")
     ):
         # A container that takes a card's whole memory cannot share its cores either.
-        exclusive_memory = (pct is not None and as_int64(pct) == 100) or (
+        exclusive_memory = pct_value == 100 or (
             pct is None and not _has(resources, r.memory, ("limits", "requests"))
         )
         if exclusive_memory:

@@ -133,19 +133,18 @@ class ClusterCollector(Collector):
         self.cache = cache
         self.legacy = legacy
 
-    def _family(self, series: _Series) -> GaugeMetricFamily:
+    def _family(self, series: _Series) -> tuple[GaugeMetricFamily, tuple[str, ...]]:
+        """The empty family under this collector's names, and its label meanings in order."""
         keys = series.legacy_labels if self.legacy else series.labels
         names = [LABELS[k][1 if self.legacy else 0] for k in keys]
-        return GaugeMetricFamily(
+        family = GaugeMetricFamily(
             series.legacy if self.legacy else series.name, series.help, labels=[*names, "zone"]
         )
-
-    def _keys(self, series: _Series) -> tuple[str, ...]:
-        return series.legacy_labels if self.legacy else series.labels
+        return family, keys
 
     def collect(self) -> Iterable[Metric]:
         for series in CARD_SERIES:
-            family, keys = self._family(series), self._keys(series)
+            family, keys = self._family(series)
             value = cast(Callable[[Card], float], series.value)
             for node in self.cache.view.values():
                 for c in node.cards:
@@ -162,7 +161,7 @@ class ClusterCollector(Collector):
                     family.add_metric([*(known[k] for k in keys), ZONE], value(c))
             yield family
         for series in CONTAINER_SERIES:
-            family, keys = self._family(series), self._keys(series)
+            family, keys = self._family(series)
             dvalue = cast(Callable[[ContainerDevice], float], series.value)
             for pod in self.cache.pods():
                 for index, container in enumerate(pod.devices):

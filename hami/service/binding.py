@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.codec import CodecError, decode_pod_devices
+from hami.engine.codec import CodecError, decode_pod_devices, encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError
@@ -151,7 +151,7 @@ class Binder:
             "pod bound",
             extra={
                 **ctx,
-                "allocated": allocation_annotations(node, plan.devices, 0)[names.DEVICES_ALLOCATED],
+                "allocated": encode_pod_devices(plan.devices),
             },
         )
         self.events.record(

@@ -42,38 +42,22 @@ def test_explain_a_pending_mutex_pod(
         what="second to be unschedulable",
     )
 
-    out = subprocess.run(
-        [
+    def explain(pod: str) -> str:
+        argv = [
             sys.executable,
             "-m",
             "hami",
             "explain",
-            f"{namespace}/second",
+            f"{namespace}/{pod}",
             "--kubeconfig",
             str(control_plane.kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+
+    out = explain("second")
     assert f"{namespace}/second is pending (GPU policy 'mutex', node policy 'binpack')" in out
     assert f"  {node.name}: 1/1 ExclusiveDeviceAllocateConflict" in out
 
-    bound = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hami",
-            "explain",
-            f"{namespace}/first",
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    bound = explain("first")
     assert bound.startswith(f"{namespace}/first is bound to {node.name}")
     assert "cards: GPU-explain-0,NVIDIA,1000,0:;" in bound

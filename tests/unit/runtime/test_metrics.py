@@ -32,8 +32,7 @@ def test_current_names() -> None:
     ) in text
     assert (
         'hami_gpu_shared_count{device_index="0",device_type="NVIDIA-Tesla T4",'
-        'device_uuid="GPU-a",node="n",zone="vGPU"} 1.0'
-        in text
+        'device_uuid="GPU-a",node="n",zone="vGPU"} 1.0' in text
     )
     assert (
         'hami_vgpu_memory_allocated_bytes{container_index="0",device_uuid="GPU-a",namespace="ns",node="n",'
@@ -54,8 +53,7 @@ def test_legacy_names() -> None:
     )
     assert (
         'vGPUCoreAllocated{containeridx="0",deviceuuid="GPU-a",nodename="n",podname="p",'
-        'podnamespace="ns",zone="vGPU"} 30.0'
-        in text
+        'podnamespace="ns",zone="vGPU"} 30.0' in text
     )
     assert "hami_gpu_shared_count" not in text
     assert "hami_filter_duration_seconds" in text  # our histograms keep their names
