@@ -67,11 +67,15 @@ class Runtime:
     certs: CertBootstrap | None = None
     closing: bool = False
 
+    def synced(self) -> bool:
+        """Every informer has listed once: the cache reflects the API server."""
+        return all(i.synced.is_set() for i in self.informers)
+
     def not_serving(self) -> str | None:
         """Why filter and bind must not be answered now, or None."""
         if self.closing:
             return "this replica is shutting down; kube-scheduler will retry"
-        if not all(i.synced.is_set() for i in self.informers):
+        if not self.synced():
             return "the scheduler's cache has not synced with the API server yet"
         if not self.leadership.is_leader:
             return "this replica is not the leader; only the leader serves filter and bind"
@@ -180,7 +184,7 @@ def main_app(rt: Runtime) -> web.Application:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if not all(i.synced.is_set() for i in rt.informers):
+        if not rt.synced():
             return web.Response(status=503, text="cache not synced")
         return web.Response(text="ok")
 
