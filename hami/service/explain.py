@@ -9,10 +9,10 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.decide import schedule
-from hami.engine.policy import Defaults, PolicyError, pod_options
+from hami.engine.policy import Defaults, PolicyError
 from hami.engine.reasons import unschedulable_message
-from hami.engine.requests import ResourceDefaults, pod_request
+from hami.engine.requests import ResourceDefaults
+from hami.service.placement import Placement
 
 
 def explain(
@@ -26,24 +26,25 @@ def explain(
     spec = pod.get("spec") or {}
     ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     annotations = meta.get("annotations") or {}
-    request = pod_request(spec, resources)
-    if not request.wants_gpu:
+    placement = Placement(cache, policies, resources)
+    bound = [
+        f"{ref} is bound to {spec.get('nodeName')}",
+        f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
+        f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
+    ]
+    try:
+        asked = placement.ask(pod)
+    except PolicyError as e:
+        return bound if spec.get("nodeName") else [f"{ref} cannot be placed: {e}"]
+    if asked is None:
         return [
             f"{ref} asks for no GPU: this scheduler leaves it to {spec.get('schedulerName') or 'default-scheduler'}"
         ]
     if spec.get("nodeName"):
-        return [
-            f"{ref} is bound to {spec['nodeName']}",
-            f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
-            f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
-        ]
-    try:
-        options = pod_options(annotations, policies)
-    except PolicyError as e:
-        return [f"{ref} cannot be placed: {e}"]
-    cache.release_unbound(str(meta.get("uid", "")))  # its own earlier decision must not count
+        return bound
+    options = asked[1]
     candidates = sorted({*cache.view, *cache.unregistered})
-    decision = schedule(cache.view, request, options, candidates)
+    decision = placement.decide(str(meta.get("uid", "")), *asked, candidates)
     lines = [
         f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})"
     ]

@@ -12,7 +12,8 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import reasons
 from hami.engine.decide import Decision, schedule
-from hami.engine.policy import Defaults, PolicyError, pod_options
+from hami.engine.model import PodRequest
+from hami.engine.policy import Defaults, PodOptions, PolicyError, pod_options
 from hami.engine.requests import ResourceDefaults, pod_request
 
 
@@ -54,19 +55,33 @@ class Placement:
         self.policies = policies
         self.resources = resources
 
+    def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
+        """What the pod asks for and under which policies; None for a pod without GPUs.
+
+        Raises PolicyError for annotations the scheduler cannot follow.
+        """
+        request = pod_request(pod.get("spec") or {}, self.resources)
+        if not request.wants_gpu:
+            return None
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        return request, pod_options(annotations, self.policies)
+
+    def decide(
+        self, uid: str, request: PodRequest, options: PodOptions, node_names: Sequence[str]
+    ) -> Decision:
+        """The engine's decision; the pod's own earlier decision does not count against it."""
+        self.cache.release_unbound(uid)
+        return schedule(self.cache.view, request, options, node_names)
+
     def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         ref = PodRef.of(pod)
-        spec = pod.get("spec") or {}
-        request = pod_request(spec, self.resources)
-        if not request.wants_gpu:
-            return FilterOutcome(ref, node_names=list(node_names), gpu=False)
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
         try:
-            options = pod_options(annotations, self.policies)
+            asked = self.ask(pod)
         except PolicyError as e:
             return FilterOutcome(ref, error=f"pod {ref}: {e}")
-        self.cache.release_unbound(ref.uid)
-        decision = schedule(self.cache.view, request, options, node_names)
+        if asked is None:
+            return FilterOutcome(ref, node_names=list(node_names), gpu=False)
+        decision = self.decide(ref.uid, *asked, node_names)
         failed = {
             name: (
                 f"{reasons.NODE_UNREGISTERED}: {self.cache.unregistered[name]}"
@@ -83,6 +98,6 @@ class Placement:
             ref.name,
             decision.node,
             decision.devices,
-            len(spec.get("initContainers") or ()),
+            len((pod.get("spec") or {}).get("initContainers") or ()),
         )
         return FilterOutcome(ref, node_names=[decision.node], decision=decision)
