@@ -8,7 +8,7 @@ expire if no bind follows.
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -21,7 +21,12 @@ from hami.engine.inventory import (
     pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
+from hami.engine.requests import ResourceDefaults, pod_request
 from hami.engine.state import build_node, pod_usage
+from hami.engine.vetting import vet_allocation
+
+# (namespace, name, why): an allocation annotation the cache did not count as written.
+Distrust = Callable[[str, str, str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +46,22 @@ class ClusterCache:
         clock: Callable[[], float],
         reservation_ttl: float = 120.0,
         gpu_resource: str = "nvidia.com/gpu",
+        *,
+        resources: ResourceDefaults = ResourceDefaults(),
+        unknown_pod_ttl: float = 5.0,
+        on_distrust: Distrust | None = None,
     ) -> None:
         self._clock = clock
         self._ttl = reservation_ttl
+        # A filter for a pod the watch has not shown (yet) holds its cards this long only:
+        # kube-scheduler filters pods it learnt of through its own watch, so ours sees them
+        # within moments, and made-up pods must not fence cards off for the full TTL.
+        self._unknown_ttl = min(unknown_pod_ttl, reservation_ttl)
         self._gpu_resource = gpu_resource
+        self._resources = resources
+        self._on_distrust = on_distrust
+        self._known: set[str] = set()  # uids of the live pods the watch has shown
+        self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
         self._inventory: dict[str, NodeInventory] = {}
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}
@@ -117,10 +134,14 @@ class ClusterCache:
             self._remove_pod(uid)
         for uid in [u for u in self._reservations if u not in seen]:
             self.forget(uid)
+        self._known &= seen
+        for uid in [u for u in self._distrusted if u not in seen]:
+            del self._distrusted[uid]
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        alloc = pod_allocation(pod)
+        self._learn(uid, live=not is_terminal(pod))
+        alloc = self.vetted(pod)
         if alloc is None:
             self._remove_pod(uid)
             if is_terminal(pod):
@@ -138,10 +159,47 @@ class ClusterCache:
         self._pod_usage[uid] = usage
         self._account(alloc.node, usage, +1)
 
+    def vetted(self, pod: Mapping[str, Any]) -> PodAllocation | None:
+        """The pod's allocation as far as it adds up (hami.engine.vetting), or None."""
+        alloc = pod_allocation(pod)
+        if alloc is None:
+            return None
+        spec = pod.get("spec") or {}
+        inv = self._inventory.get(alloc.node)
+        verdict = vet_allocation(
+            alloc,
+            str(spec.get("nodeName") or ""),
+            pod_request(spec, self._resources),
+            {d.id: d.devmem for d in inv.devices} if inv is not None else {},
+        )
+        if not verdict.problem:
+            self._distrusted.pop(alloc.uid, None)
+        elif self._distrusted.get(alloc.uid) != alloc:
+            self._distrusted[alloc.uid] = alloc
+            if self._on_distrust is not None:
+                self._on_distrust(alloc.namespace, alloc.name, verdict.problem)
+        return verdict.allocation
+
+    def _learn(self, uid: str, live: bool) -> None:
+        if not live:
+            self._known.discard(uid)
+            return
+        if uid in self._known:
+            return
+        self._known.add(uid)
+        res = self._reservations.get(uid)
+        if res is not None:
+            # The pod is real after all: its decision may wait for its bind the full TTL.
+            self._reservations[uid] = replace(
+                res, expires=max(res.expires, self._clock() + self._ttl)
+            )
+
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._remove_pod(uid)
         self.forget(uid)
+        self._known.discard(uid)
+        self._distrusted.pop(uid, None)
 
     def _remove_pod(self, uid: str) -> None:
         alloc = self._pods.pop(uid, None)
@@ -160,7 +218,8 @@ class ClusterCache:
         self, uid: str, namespace: str, name: str, node: str, devices: PodDevices, n_init: int
     ) -> Reservation:
         self.forget(uid)
-        res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + self._ttl)
+        ttl = self._ttl if uid in self._known else self._unknown_ttl
+        res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + ttl)
         self._reservations[uid] = res
         self._account(node, pod_usage(devices, n_init), +1)
         return res

@@ -29,6 +29,7 @@ from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower
 from hami.runtime.config import Settings, injection_config
+from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics
 from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
@@ -90,8 +91,14 @@ def _staleness(informers: tuple[Informer, ...]) -> float:
     return time.monotonic() - min(s for s in seen if s is not None)
 
 
+def _log_distrust(namespace: str, name: str, why: str) -> None:
+    log.warning(
+        "allocation annotation not counted as written",
+        extra={"namespace": namespace, "pod": name, "reason": why},
+    )
+
+
 async def build(settings: Settings) -> Runtime:
-    cache = ClusterCache(clock=time.monotonic, reservation_ttl=settings.reservation_ttl_seconds)
     kube = Kube(await connect(settings.kubeconfig or None), timeout=settings.kube_timeout_seconds)
     certs, cert_file, key_file = await _certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity)
@@ -112,6 +119,12 @@ async def build(settings: Settings) -> Runtime:
         memory_factor=settings.memory_factor,
     )
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
+    cache = ClusterCache(
+        clock=time.monotonic,
+        reservation_ttl=settings.reservation_ttl_seconds,
+        resources=resources,
+        on_distrust=_log_distrust,
+    )
     informers = (
         Informer(kube, "nodes", _Sink(cache.replace_nodes, cache.upsert_node, cache.delete_node)),
         Informer(kube, "pods", _Sink(cache.replace_pods, cache.upsert_pod, cache.delete_pod)),
@@ -145,7 +158,11 @@ async def build(settings: Settings) -> Runtime:
             )
         ),
         metrics=Metrics(
-            cache, lambda: _staleness(informers), lambda: events.dropped, settings.legacy_metrics
+            cache,
+            lambda: _staleness(informers),
+            lambda: events.dropped,
+            settings.legacy_metrics,
+            settings.metrics_pod_labels,
         ),
         tls=ReloadingServerContext(cert_file, key_file),
         certs=certs,
@@ -176,10 +193,7 @@ async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap |
     return certs, str(certs.cert_file), str(certs.key_file)
 
 
-def main_app(rt: Runtime) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY)
-    reporter = FilterReporter(rt.events)
-
+def _health(rt: Runtime) -> list[web.RouteDef]:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -188,16 +202,30 @@ def main_app(rt: Runtime) -> web.Application:
             return web.Response(status=503, text="cache not synced")
         return web.Response(text="ok")
 
-    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+
+
+def webhook_app(rt: Runtime) -> web.Application:
+    """What kube-apiserver and the kubelet's probes reach: /webhook, /healthz, /readyz."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(_health(rt))
     app.add_routes(
         webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
     )
+    return app
+
+
+def extender_app(rt: Runtime) -> web.Application:
+    """/filter and /bind, for kube-scheduler only: served on a loopback address (the chart runs
+    kube-scheduler in the same pod), since whoever can call them can reserve cards."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(_health(rt))
     app.add_routes(
         scheduler.routes.routes(
             rt.placement,
             rt.binder,
             rt.not_serving,
-            reporter,
+            FilterReporter(rt.events),
             rt.metrics.observer(rt.metrics.filter_seconds),
             rt.metrics.observer(rt.metrics.bind_seconds),
         )
@@ -252,23 +280,37 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("expire", _expire(rt, stop)),
         )
     ]
-    main_runner = web.AppRunner(main_app(rt), access_log=None, handle_signals=False)
-    metrics_runner = web.AppRunner(metrics_app(rt), access_log=None, handle_signals=False)
-    await main_runner.setup()
-    await metrics_runner.setup()
-    main_site = web.TCPSite(
-        main_runner,
-        s.bind_address,
-        s.port,
-        ssl_context=rt.tls.context,
-        shutdown_timeout=s.shutdown_grace_seconds,
-    )
-    await main_site.start()
-    await web.TCPSite(metrics_runner, s.metrics_bind_address, s.metrics_port).start()
-    log.info(
-        "serving", extra={"port": s.port, "metrics_port": s.metrics_port, "identity": s.identity}
-    )
+    listening: list[Listener] = []
     try:
+        for app, host, port, tls in (
+            (webhook_app(rt), s.bind_address, s.port, rt.tls.context),
+            (extender_app(rt), s.extender_bind_address, s.extender_port, None),
+            (
+                metrics_app(rt),
+                s.metrics_bind_address,
+                s.metrics_port,
+                rt.tls.context if s.metrics_tls else None,
+            ),
+        ):
+            listening.append(
+                await listen(
+                    app,
+                    host,
+                    port,
+                    tls=tls,
+                    read_timeout=s.read_timeout_seconds,
+                    shutdown_timeout=s.shutdown_grace_seconds,
+                )
+            )
+        log.info(
+            "serving",
+            extra={
+                "port": s.port,
+                "extender": f"{s.extender_bind_address}:{s.extender_port}",
+                "metrics": f"{s.metrics_bind_address}:{s.metrics_port}",
+                "identity": s.identity,
+            },
+        )
         await stop.wait()
     finally:
         log.info("shutting down: draining binds")
@@ -276,8 +318,8 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
         left = await rt.binder.drain(s.shutdown_grace_seconds)
         if left:
             log.warning("binds still running at shutdown", extra={"binds": left})
-        await main_runner.cleanup()
-        await metrics_runner.cleanup()
+        for listener in listening:
+            await listener.stop()
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)

@@ -16,6 +16,7 @@ import yaml
 
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
+from hami.runtime.listeners import is_loopback
 
 
 class ConfigError(ValueError):
@@ -29,8 +30,13 @@ class Settings:
     port: int = 9443
     tls_cert_file: str = ""
     tls_key_file: str = ""
-    metrics_bind_address: str = "0.0.0.0"
+    extender_bind_address: str = "127.0.0.1"
+    extender_port: int = 9444
+    metrics_bind_address: str = "127.0.0.1"
     metrics_port: int = 9395
+    metrics_tls: bool = False
+    metrics_pod_labels: bool = True
+    read_timeout_seconds: float = 10.0
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -65,10 +71,25 @@ class Settings:
 
 _HELP = {
     "kubeconfig": "kubeconfig file; in-cluster credentials when empty",
-    "port": "HTTPS port for /webhook, /filter, /bind, /healthz and /readyz",
+    "bind_address": "address of the HTTPS listener for /webhook, /healthz and /readyz",
+    "port": "HTTPS port for /webhook, /healthz and /readyz",
+    "extender_bind_address": (
+        "loopback address of the plain HTTP listener for kube-scheduler's /filter and /bind "
+        "(whoever reaches them can reserve cards, so nothing else may)"
+    ),
+    "extender_port": "port of /filter and /bind (and /healthz, /readyz)",
+    "metrics_bind_address": "address of /metrics (the chart sets the pod IP)",
+    "metrics_tls": "serve /metrics over HTTPS with the webhook's certificate",
+    "metrics_pod_labels": (
+        "publish the per-container series, which name every GPU pod's namespace and pod"
+    ),
+    "read_timeout_seconds": (
+        "deadline for a client's TLS handshake, request headers and body, and for an idle "
+        "keep-alive connection"
+    ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
-    "metrics_port": "plain HTTP port for Prometheus /metrics",
+    "metrics_port": "port of Prometheus /metrics (plain HTTP unless --metrics-tls)",
     "scheduler_name": "schedulerName the webhook sets and the extender serves",
     "gpu_scheduler_policy": "default card policy: binpack, spread, numa, mutex, topology-aware or a chain",
     "node_scheduler_policy": "default node policy: binpack or spread",
@@ -199,11 +220,19 @@ def validate(s: Settings) -> None:
     for name in ("tls_cert_file", "tls_key_file"):
         if not s.cert_bootstrap_secret and not Path(getattr(s, name)).is_file():
             raise ConfigError(f"{_flag(name)}: {getattr(s, name)} is not a readable file")
-    for name in ("port", "metrics_port"):
+    ports = ("port", "extender_port", "metrics_port")
+    for name in ports:
         if not 0 < getattr(s, name) < 65536:
             raise ConfigError(f"{_flag(name)} must be a TCP port, got {getattr(s, name)}")
-    if s.port == s.metrics_port:
-        raise ConfigError("--port and --metrics-port must differ")
+    if len({getattr(s, name) for name in ports}) < len(ports):
+        raise ConfigError("--port, --extender-port and --metrics-port must differ")
+    if not is_loopback(s.extender_bind_address):
+        raise ConfigError(
+            f"--extender-bind-address must be a loopback address, got {s.extender_bind_address}: "
+            "/filter and /bind are for the kube-scheduler beside this process only"
+        )
+    if s.read_timeout_seconds <= 0:
+        raise ConfigError("--read-timeout-seconds must be positive")
     for name in ("default_memory", "default_cores", "default_gpu_num"):
         if getattr(s, name) < 0:
             raise ConfigError(f"{_flag(name)} must not be negative")

@@ -127,11 +127,16 @@ CONTAINER_SERIES = (
 
 
 class ClusterCollector(Collector):
-    """HAMi's per-card and per-container series; `legacy` gives the names used before v2.9."""
+    """HAMi's per-card and per-container series; `legacy` gives the names used before v2.9.
 
-    def __init__(self, cache: ClusterCache, legacy: bool = False) -> None:
+    The per-container series name every GPU pod (namespace and pod labels); `per_pod=False`
+    leaves them out for clusters where whoever scrapes must not learn what runs where.
+    """
+
+    def __init__(self, cache: ClusterCache, legacy: bool = False, per_pod: bool = True) -> None:
         self.cache = cache
         self.legacy = legacy
+        self.per_pod = per_pod
 
     def _family(self, series: _Series) -> tuple[GaugeMetricFamily, tuple[str, ...]]:
         """The empty family under this collector's names, and its label meanings in order."""
@@ -160,6 +165,8 @@ class ClusterCollector(Collector):
                     }
                     family.add_metric([*(known[k] for k in keys), ZONE], value(c))
             yield family
+        if not self.per_pod:
+            return
         for series in CONTAINER_SERIES:
             family, keys = self._family(series)
             dvalue = cast(Callable[[ContainerDevice], float], series.value)
@@ -184,9 +191,10 @@ class Metrics:
         staleness: Callable[[], float],
         events_dropped: Callable[[], int],
         legacy_names: bool = False,
+        per_pod: bool = True,
     ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(ClusterCollector(cache, legacy_names))
+        self.registry.register(ClusterCollector(cache, legacy_names, per_pod))
         r = self.registry
         self.filter_seconds = Histogram(
             "hami_filter_duration_seconds",

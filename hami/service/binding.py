@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
-from hami.engine.codec import CodecError, decode_pod_devices, encode_pod_devices
+from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError
@@ -95,17 +94,12 @@ class Binder:
         spec = pod.get("spec") or {}
         if spec.get("nodeName") == node:
             return None
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        # A restart between writing the allocation and posting the Binding:
-        # the annotations the earlier bind wrote are the decision.
-        if annotations.get(names.ASSIGNED_NODE) == node and names.DEVICES_ALLOCATED in annotations:
-            try:
-                return _Plan(
-                    decode_pod_devices(annotations[names.DEVICES_ALLOCATED]),
-                    len(spec.get("initContainers") or ()),
-                )
-            except CodecError:
-                pass  # an unreadable allocation is no decision: fall through to the error below
+        # A restart between writing the allocation and posting the Binding: the annotations
+        # the earlier bind wrote are the decision, as far as they add up (only the scheduler
+        # may write them, and the cache's vetting holds them to the pod's own request).
+        written = self.cache.vetted(pod)
+        if written is not None and written.node == node:
+            return _Plan(written.devices, written.n_init)
         where = f"node {res.node}" if res is not None else "no node"
         raise BindError(
             f"pod {namespace}/{name} has no placement on node {node} (filter chose {where}); "

@@ -202,11 +202,14 @@ class ControlPlane:
             self.etcd_peer_port,
             self.apiserver_port,
             self.app_port,
+            self.extender_port,
             self.metrics_port,
             self.scheduler_port,
-        ) = _free_ports(6)
+        ) = _free_ports(7)
         self.apiserver_url = f"https://127.0.0.1:{self.apiserver_port}"
         self.app_url = f"https://127.0.0.1:{self.app_port}"
+        # /filter and /bind: plain HTTP on loopback, as kube-scheduler reaches them in the pod.
+        self.extender_url = f"http://127.0.0.1:{self.extender_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         # Loopback traffic must never go through a proxy configured for the registries.
         self.env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1"}
@@ -314,6 +317,8 @@ class ControlPlane:
             "127.0.0.1",
             "--port",
             str(self.app_port),
+            "--extender-port",
+            str(self.extender_port),
             "--tls-cert-file",
             str(self.app_tls.cert_file),
             "--tls-key-file",
@@ -587,11 +592,10 @@ class ControlPlane:
             "profiles": [{"schedulerName": SCHEDULER_NAME}],
             "extenders": [
                 {
-                    "urlPrefix": self.app_url,
+                    "urlPrefix": self.extender_url,
                     "filterVerb": "filter",
                     "bindVerb": "bind",
-                    "enableHTTPS": True,
-                    "tlsConfig": {"caData": _b64(self.app_tls.ca_file.read_bytes())},
+                    "enableHTTPS": False,
                     "nodeCacheCapable": True,
                     "weight": 1,
                     "httpTimeout": "30s",

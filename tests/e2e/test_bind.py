@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import ssl
 import urllib.request
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,13 +29,12 @@ spec:
 
 
 def post(control_plane: ControlPlane, verb: str, body: Mapping[str, object]) -> dict[str, object]:
-    context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
     request = urllib.request.Request(
-        f"{control_plane.app_url}/{verb}",
+        f"{control_plane.extender_url}/{verb}",
         data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=30) as response:
         answer: dict[str, object] = json.loads(response.read())
         return answer
 

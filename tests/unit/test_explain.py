@@ -35,7 +35,17 @@ def cluster() -> ClusterCache:
                         "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0
                     ),
                 },
-                "spec": {"nodeName": "gpu-1", "containers": [{"name": "c"}]},
+                "spec": {
+                    "nodeName": "gpu-1",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {
+                                "limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+                            },
+                        }
+                    ],
+                },
                 "status": {"phase": "Running"},
             },
         ]

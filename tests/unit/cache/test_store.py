@@ -48,7 +48,16 @@ def pod(
             "name": uid,
             "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
         },
-        "spec": {"containers": [{"name": "c"}], **({"nodeName": "n"} if bound else {})},
+        # The request a bind of ours would have written this allocation for.
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
+                }
+            ],
+            **({"nodeName": "n"} if bound else {}),
+        },
         "status": {"phase": phase},
     }
     p.update(extra)
@@ -114,10 +123,19 @@ def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_coun
     assert usage(cache, "GPU-1") == Usage(1, 500, 0)
 
 
+def pending(uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "namespace": "ns", "name": uid},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Pending"},
+    }
+
+
 def test_reservations_expire_without_a_bind() -> None:
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=30)
     cache.replace_nodes([node()])
+    cache.upsert_pod(pending("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     clock.now = 29
     assert cache.expire() == []
@@ -163,3 +181,77 @@ def test_init_containers_collapse_and_shrink_once_finished() -> None:
     only_init = ((ContainerDevice("G", 8000, 0),), ())
     assert pod_usage(only_init, 1) == {"G": Usage(1, 8000, 0)}
     assert pod_usage(only_init, 1, init_done=True) == {}
+
+
+def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
+    """An unauthenticated /filter of a made-up pod must not fence a card off for the full TTL."""
+    clock = Clock()
+    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache.replace_nodes([node()])
+    cache.reserve("ghost", "ns", "ghost", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
+    cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
+    clock.now = 1
+    cache.upsert_pod(pending("late"))  # the watch catches up: the full TTL from now
+    clock.now = 5
+    assert [r.uid for r in cache.expire()] == ["ghost"]
+    assert usage(cache, "GPU-0") == Usage()
+    clock.now = 120
+    assert cache.expire() == []
+    clock.now = 121
+    assert [r.uid for r in cache.expire()] == ["late"]
+
+
+def forged(uid: str, annotation: str, **spec: Any) -> dict[str, Any]:
+    p = pod(uid)
+    p["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = annotation
+    p["spec"].update(spec)
+    return p
+
+
+BUSYBOX = {"containers": [{"name": "c"}]}
+ONE_GPU_1000 = {
+    "containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}}
+    ]
+}
+
+
+def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written() -> None:
+    told: list[tuple[str, str, str]] = []
+    cache = ClusterCache(Clock(), on_distrust=lambda ns, name, why: told.append((ns, name, why)))
+    cache.replace_nodes([node()])
+    four = "".join(f"GPU-{i % 2},NVIDIA,15360,100:" for i in range(4)) + ";"
+    # A pod that asks for no GPU yet claims cards: not counted at all.
+    cache.upsert_pod(forged("busybox", four, **BUSYBOX))
+    # More cards than the container asks for.
+    cache.upsert_pod(forged("greedy", "GPU-0,NVIDIA,100,0:GPU-1,NVIDIA,100,0:;", **ONE_GPU_1000))
+    # Bound to another node than the allocation names.
+    cache.upsert_pod(forged("elsewhere", "GPU-0,NVIDIA,1000,0:;", nodeName="other"))
+    assert usage(cache, "GPU-0") == Usage() and usage(cache, "GPU-1") == Usage()
+    # Shrunk below its own request (1000 MiB): counted as requested.
+    cache.upsert_pod(forged("shrunk", "GPU-0,NVIDIA,1,0:;"))
+    assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+    assert [(name, why.split(":")[0]) for _, name, why in told] == [
+        ("busybox", "it lists more containers with cards than ask for a GPU"),
+        ("greedy", "entry 0 holds 2 cards but its container asks for 1"),
+        ("elsewhere", "allocated on node n but the pod runs on other"),
+        ("shrunk", "entry 0 on GPU-0"),
+    ]
+    # The same annotation seen again (a status update) is not reported again.
+    cache.upsert_pod(forged("shrunk", "GPU-0,NVIDIA,1,0:;"))
+    assert len(told) == 4
+
+
+def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    half = {
+        "containers": [
+            {
+                "name": "c",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 50}},
+            }
+        ]
+    }
+    cache.upsert_pod(forged("half", "GPU-1,NVIDIA,10,0:;", **half))
+    assert usage(cache, "GPU-1") == Usage(1, 7680, 0)

@@ -9,7 +9,7 @@ from hami.runtime.metrics import Metrics
 from hami.service.annotations import allocation_annotations
 
 
-def metrics(legacy: bool) -> str:
+def metrics(legacy: bool, per_pod: bool = True) -> str:
     cache = ClusterCache(clock=lambda: 0.0)
     devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     cache.replace_nodes([
@@ -19,9 +19,12 @@ def metrics(legacy: bool) -> str:
     cache.upsert_pod({
         "metadata": {"uid": "u", "namespace": "ns", "name": "p",
                      "annotations": allocation_annotations("n", ((ContainerDevice("GPU-a", 1000, 30),),), 0)},
-        "spec": {"nodeName": "n", "containers": [{"name": "c"}]}, "status": {"phase": "Running"},
+        "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"limits": {
+            "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
+        "status": {"phase": "Running"},
     })  # fmt: skip
-    return generate_latest(Metrics(cache, lambda: 0.0, lambda: 0, legacy).registry).decode()
+    registry = Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod).registry
+    return generate_latest(registry).decode()
 
 
 def test_current_names() -> None:
@@ -57,3 +60,11 @@ def test_legacy_names() -> None:
     )
     assert "hami_gpu_shared_count" not in text
     assert "hami_filter_duration_seconds" in text  # our histograms keep their names
+
+
+def test_per_pod_series_can_be_left_out() -> None:
+    """Whoever scrapes then learns the cards' usage, not which pod runs where."""
+    text = metrics(legacy=False, per_pod=False)
+    assert "hami_gpu_memory_allocated_bytes{" in text
+    assert 'pod="p"' not in text and 'namespace="ns"' not in text
+    assert 'pod="p"' in metrics(legacy=False)

@@ -1,0 +1,75 @@
+"""Whether a pod's allocation annotation adds up, before the cache counts it.
+
+The annotations are scheduling state that only the scheduler writes, and the
+chart's ValidatingAdmissionPolicy has kube-apiserver enforce that. This is the
+second line for clusters without it: an allocation is counted only as far as
+a bind of ours could have written it. One that cannot be ours (a pod that asks
+for no GPU, more cards than asked for, a node the pod does not run on) is not
+counted at all; one that claims less than the pod's own request implies is
+counted as requested, since under-counting a running pod is what lets the
+next pod over-commit its card.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from hami.engine.inventory import PodAllocation
+from hami.engine.model import ContainerDevice, ContainerDevices, ContainerRequest, PodRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Vetted:
+    allocation: PodAllocation | None  # what to count; None: nothing
+    problem: str = ""  # why it was not counted as written; "" when it was
+
+
+def vet_allocation(
+    alloc: PodAllocation,
+    bound_to: str,
+    request: PodRequest,
+    devmem: Mapping[str, int],
+) -> Vetted:
+    """`bound_to` is the pod's spec.nodeName ("" while unbound), `request` what its spec asks
+    for, `devmem` the MiB of the node's known cards (for percentage requests)."""
+    if bound_to and bound_to != alloc.node:
+        return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
+    # Matched in order against the containers that ask for a GPU: HAMi writes an empty entry
+    # for a GPU-less container where it omits none, and either way the order is the spec's.
+    asks = iter([a for a in (*request.init, *request.app) if a is not None])
+    raised: list[ContainerDevices] = []
+    notes: list[str] = []
+    for index, given in enumerate(alloc.devices):
+        if not given:
+            raised.append(given)
+            continue
+        ask = next(asks, None)
+        if ask is None:
+            return Vetted(None, "it lists more containers with cards than ask for a GPU")
+        if len(given) > ask.nums:
+            return Vetted(
+                None,
+                f"entry {index} holds {len(given)} cards but its container asks for {ask.nums}",
+            )
+        raised.append(tuple(_at_least_requested(d, ask, devmem, index, notes) for d in given))
+    if not notes:
+        return Vetted(alloc)
+    return Vetted(replace(alloc, devices=tuple(raised)), "; ".join(notes))
+
+
+def _at_least_requested(
+    d: ContainerDevice,
+    ask: ContainerRequest,
+    devmem: Mapping[str, int],
+    index: int,
+    notes: list[str],
+) -> ContainerDevice:
+    # A card not registered (yet) leaves a percentage request unknown: count what is written.
+    mem = ask.memreq if ask.memreq > 0 else ask.memory_on(devmem.get(d.uuid, 0))
+    cores = ask.coresreq
+    if d.usedmem >= mem and d.usedcores >= cores:
+        return d
+    notes.append(
+        f"entry {index} on {d.uuid}: written {d.usedmem} MiB {d.usedcores}% but its "
+        f"request takes {mem} MiB {cores}%, counted as requested"
+    )
+    return replace(d, usedmem=max(d.usedmem, mem), usedcores=max(d.usedcores, cores))

@@ -1,0 +1,105 @@
+"""Listening sockets that no client can hold open for free.
+
+aiohttp leaves a half-sent request waiting for as long as its keep-alive
+timer (an hour by default) and asyncio gives a TLS handshake a minute, so a
+few hundred slow clients would pin memory and sockets indefinitely. Every
+listener here has one deadline, `read_timeout`, for each of the three phases
+a client controls: the TLS handshake, the request line and headers (which
+aiohttp's keep-alive timer also covers from the moment a connection opens),
+and the body.
+"""
+
+import asyncio
+import ipaddress
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine (this pod's network namespace) can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_body_within(seconds: float) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Middleware: the whole body must arrive within `seconds`, or the client gets a 408.
+
+    The handler's own `request.read()` then returns the body already read.
+    """
+
+    @web.middleware
+    async def middleware(
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        if request.can_read_body:
+            try:
+                async with asyncio.timeout(seconds):
+                    await request.read()
+            except TimeoutError:
+                raise web.HTTPRequestTimeout(
+                    text=f"request body not received within {seconds:g}s\n"
+                ) from None
+        return await handler(request)
+
+    return middleware
+
+
+@dataclass
+class Listener:
+    """One application on one address; `stop` lets requests in flight finish."""
+
+    runner: web.AppRunner
+    server: asyncio.Server
+
+    @property
+    def port(self) -> int:
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+        await self.runner.cleanup()
+
+
+async def listen(
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    tls: ssl.SSLContext | None,
+    read_timeout: float,
+    shutdown_timeout: float,
+) -> Listener:
+    app.middlewares.append(read_body_within(read_timeout))
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=read_timeout,
+        # A body left unread (the deadline passed) is not waited for: the connection closes.
+        lingering_time=0,
+        shutdown_timeout=shutdown_timeout,
+    )
+    await runner.setup()
+    assert runner.server is not None
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(
+            runner.server,
+            host,
+            port,
+            ssl=tls,
+            ssl_handshake_timeout=read_timeout if tls is not None else None,
+        )
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return Listener(runner, server)
