@@ -1,10 +1,11 @@
 """HAMi's node lock: the `hami.io/mutex.lock` node annotation.
 
 The lock is shared with HAMi's device plugin, which finds the pod it must
-allocate for through it and releases it after Allocate, so both the value
-format and the decision rules follow HAMi v2.10 (pkg/util/nodelock). Writes
-carry the node's resourceVersion, so two writers can never both believe they
-took the lock: the slower one gets a 409, re-reads and decides again.
+allocate for through it and releases it after Allocate, so the value format
+follows HAMi v2.10 (pkg/util/nodelock); when someone else's lock may be taken
+over is decided in hami.kube.lockrules. Writes carry the node's
+resourceVersion, so two writers can never both believe they took the lock:
+the slower one gets a 409, re-reads and decides again.
 """
 
 import asyncio
@@ -14,33 +15,23 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any, TypeVar
 
 from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
+from hami.kube.lockrules import Action, Decision, Reason, decide_lock, holder_state
 
 log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRY = timedelta(minutes=5)
-# A pod in one of these phases will never be allocated, so its lock is dangling.
-_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 T = TypeVar("T")
 
 
 class NodeLockContention(KubeError):  # noqa: N818  (HAMi's ErrNodeLockContention)
     """Another pod holds the node's lock and may still be waiting for its devices."""
-
-
-class Action(Enum):
-    SET = "set"  # no lock: write ours
-    HELD = "held"  # already ours: nothing to write
-    TAKE_OVER = "take-over"  # expired, orphaned or unreadable: overwrite it
-    ASK_HOLDER = "ask-holder"  # the answer depends on whether the holder pod still exists
-    CONTEND = "contend"  # someone else holds it
 
 
 @dataclass(frozen=True)
@@ -67,39 +58,6 @@ def go_duration(d: timedelta) -> str:
     if minutes:
         return f"{minutes}m{secs}"
     return secs
-
-
-def decide_lock(
-    existing: str | None,
-    now: datetime,
-    expiry: timedelta,
-    namespace: str,
-    name: str,
-    holder_exists: bool | None,
-) -> Action:
-    """What pod namespace/name should do about the node's current lock value.
-
-    `holder_exists` is None until asked for (ASK_HOLDER); it means the holder
-    pod exists and is not in a terminal phase. A value that is not a lock at
-    all cannot belong to a working HAMi component, so it is overwritten rather
-    than wedging the node. A legacy lock (bare time) names no holder, so only
-    its expiry can free it.
-    """
-    if not existing:
-        return Action.SET
-    try:
-        since, holder_ns, holder_name = decode_node_lock(existing)
-    except CodecError:
-        return Action.TAKE_OVER
-    if now - since > expiry:
-        return Action.TAKE_OVER
-    if (holder_ns, holder_name) == (namespace, name):
-        return Action.HELD
-    if holder_ns is None:
-        return Action.CONTEND
-    if holder_exists is None:
-        return Action.ASK_HOLDER
-    return Action.CONTEND if holder_exists else Action.TAKE_OVER
 
 
 def lock_owner(node: Mapping[str, Any]) -> tuple[datetime, str | None, str | None] | None:
@@ -178,40 +136,52 @@ async def lock_node(
             raise NotFound(f"node {node} not found", status=404)
         metadata = obj.get("metadata", {})
         existing = (metadata.get("annotations") or {}).get(NODE_LOCK)
-        action = decide_lock(existing, now(), expiry, namespace, pod, None)
-        if action is Action.ASK_HOLDER:
+        decision = decide_lock(existing, now(), expiry, node, namespace, pod, None)
+        if decision.action is Action.ASK_HOLDER:
             assert existing is not None  # ASK_HOLDER is only decided for a readable lock
             _, holder_ns, holder_name = decode_node_lock(existing)
-            holder = await kube.get_pod(holder_ns or "", holder_name or "")
-            alive = holder is not None and holder.get("status", {}).get("phase") not in (
-                _TERMINAL_PHASES
-            )
-            action = decide_lock(existing, now(), expiry, namespace, pod, alive)
-        if action is Action.HELD:
+            holder = holder_state(await kube.get_pod(holder_ns or "", holder_name or ""))
+            decision = decide_lock(existing, now(), expiry, node, namespace, pod, holder)
+        if decision.action is Action.HELD:
             log.debug("node lock already held by this pod", extra=context)
             return
-        if action is Action.CONTEND:
-            raise NodeLockContention(_contention_message(node, existing or "", expiry))
+        if decision.action is Action.CONTEND:
+            raise NodeLockContention(_contention_message(node, existing or "", expiry, decision))
         await kube.patch_node_annotations(
             node, {NODE_LOCK: encode_node_lock(now(), namespace, pod)}, metadata["resourceVersion"]
         )
         log.info(
-            "node lock taken",
-            extra={**context, "action": action.value, "previous": existing or ""},
+            "node lock taken over" if decision.action is Action.TAKE_OVER else "node lock taken",
+            extra={
+                **context,
+                "action": decision.action.value,
+                "reason": decision.reason.value,
+                "previous": existing or "",
+            },
         )
 
     async with _mutex(node):
         await _retrying(attempt, backoff, context)
 
 
-def _contention_message(node: str, value: str, expiry: timedelta) -> str:
+def _contention_message(node: str, value: str, expiry: timedelta, decision: Decision) -> str:
     # HAMi's exact words come first: users and tools grep for them.
     since, holder_ns, holder_name = decode_node_lock(value)
     holder = f"pod {holder_ns}/{holder_name}" if holder_ns is not None else "an unnamed pod"
+    if decision.reason is Reason.AWAITING_ALLOCATE:
+        until = (
+            f"that pod is bound to {node} and waits for its devices, so the lock is kept, past "
+            f"its {go_duration(expiry)} expiry too, until HAMi's device plugin allocates them, "
+            "the pod is rejected or deleted"
+        )
+    else:
+        until = (
+            "the lock is released once that pod's devices are allocated, or expires after "
+            f"{go_duration(expiry)}"
+        )
     return (
         f"node {node} has been locked within {go_duration(expiry)}: node lock contention "
-        f"(held by {holder} since {since.isoformat()}; the lock is released once that pod's "
-        f"devices are allocated, or expires after {go_duration(expiry)})"
+        f"(held by {holder} since {since.isoformat()}; {until})"
     )
 
 

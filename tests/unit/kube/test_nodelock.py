@@ -1,94 +1,327 @@
 import asyncio
+import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
+from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, Unavailable
+from hami.kube.lockrules import GONE, Action, Decision, Holder, Reason, decide_lock, holder_state
 from hami.kube.nodelock import (
-    Action,
     Backoff,
     NodeLockContention,
     _retrying,
-    decide_lock,
     go_duration,
+    lock_node,
     lock_owner,
 )
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)
+NODE = "node-a"
 
 
 def lock(age: timedelta, owner: str = ",default,gpu-pod") -> str:
     return (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ") + owner
 
 
+def unix(age: timedelta) -> int:
+    return int((NOW - age).timestamp())
+
+
+FRESH = timedelta(minutes=1)
+OTHERS = lock(FRESH, ",default,other")
+OTHERS_EXPIRED = lock(timedelta(minutes=6), ",default,other")
+# The holder as our bind leaves it between taking the lock and posting the Binding.
+BINDING_HERE = Holder(
+    assigned_node=NODE, bind_phase="allocating", bind_time=unix(FRESH - timedelta(seconds=1))
+)
+# ... and once the Binding is posted, before the device plugin's Allocate.
+BOUND_HERE = replace(BINDING_HERE, node_name=NODE)
+
+
 @pytest.mark.parametrize(
-    ("existing", "holder_exists", "action"),
+    ("existing", "holder", "action", "reason"),
     [
-        pytest.param(None, None, Action.SET, id="unlocked"),
-        pytest.param("", None, Action.SET, id="empty value is unlocked"),
-        pytest.param(lock(timedelta(minutes=1)), None, Action.HELD, id="ours"),
-        pytest.param(lock(timedelta(minutes=6)), None, Action.TAKE_OVER, id="ours but expired"),
+        pytest.param(None, None, Action.SET, Reason.UNLOCKED, id="unlocked"),
+        pytest.param("", None, Action.SET, Reason.UNLOCKED, id="empty value is unlocked"),
+        pytest.param(lock(FRESH), None, Action.HELD, Reason.OURS, id="ours"),
         pytest.param(
-            lock(timedelta(minutes=1), ",default,other"),
-            None,
-            Action.ASK_HOLDER,
-            id="someone else's: ask",
+            lock(timedelta(minutes=6)), None, Action.TAKE_OVER, Reason.EXPIRED, id="ours, expired"
+        ),
+        pytest.param(OTHERS, None, Action.ASK_HOLDER, Reason.UNKNOWN, id="someone else's: ask"),
+        pytest.param(
+            OTHERS_EXPIRED, None, Action.ASK_HOLDER, Reason.UNKNOWN, id="expired: ask too"
         ),
         pytest.param(
-            lock(timedelta(minutes=1), ",default,other"),
-            True,
+            lock(FRESH, ",other-ns,gpu-pod"),
+            Holder(),
             Action.CONTEND,
-            id="someone else's, holder alive",
-        ),
-        pytest.param(
-            lock(timedelta(minutes=1), ",default,other"),
-            False,
-            Action.TAKE_OVER,
-            id="someone else's, holder gone",
-        ),
-        pytest.param(
-            lock(timedelta(minutes=1), ",other-ns,gpu-pod"),
-            True,
-            Action.CONTEND,
+            Reason.BINDING,
             id="same name, other namespace",
         ),
+        pytest.param(lock(FRESH, ""), None, Action.CONTEND, Reason.UNNAMED, id="legacy bare time"),
         pytest.param(
-            lock(timedelta(minutes=5, seconds=1), ",default,other"),
+            lock(timedelta(minutes=6), ""),
             None,
             Action.TAKE_OVER,
-            id="expired: holder not asked",
+            Reason.EXPIRED,
+            id="legacy expired",
         ),
-        pytest.param(
-            lock(timedelta(minutes=5), ",default,other"),
-            True,
-            Action.CONTEND,
-            id="exactly at expiry still held",
-        ),
-        pytest.param(
-            lock(-timedelta(minutes=10), ",default,other"),
-            True,
-            Action.CONTEND,
-            id="future time (clock skew) is held",
-        ),
-        pytest.param(
-            lock(timedelta(minutes=1), ""),
-            None,
-            Action.CONTEND,
-            id="legacy bare time: no holder to ask",
-        ),
-        pytest.param(lock(timedelta(minutes=6), ""), None, Action.TAKE_OVER, id="legacy expired"),
-        pytest.param("garbage", None, Action.TAKE_OVER, id="unreadable value"),
+        pytest.param("garbage", None, Action.TAKE_OVER, Reason.UNREADABLE, id="unreadable value"),
         pytest.param(
             "2026-08-21T09:59:00+00:00,default,gpu-pod",
             None,
             Action.HELD,
+            Reason.OURS,
             id="numeric offset parses",
+        ),
+        # Reclaimed at once, however fresh the lock:
+        pytest.param(OTHERS, GONE, Action.TAKE_OVER, Reason.GONE, id="holder gone"),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, phase="Succeeded"),
+            Action.TAKE_OVER,
+            Reason.TERMINAL,
+            id="holder succeeded",
+        ),
+        pytest.param(
+            OTHERS,
+            Holder(phase="Failed"),
+            Action.TAKE_OVER,
+            Reason.TERMINAL,
+            id="holder failed (kubelet rejected it)",
+        ),
+        pytest.param(
+            OTHERS,
+            Holder(node_name="node-b", phase="Running", assigned_node="node-b"),
+            Action.TAKE_OVER,
+            Reason.BOUND_ELSEWHERE,
+            id="holder bound to another node (killed bind, placed again)",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, node_name="node-b"),
+            Action.TAKE_OVER,
+            Reason.BOUND_ELSEWHERE,
+            id="bound elsewhere beats stale annotations naming this node",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, bind_phase="success"),
+            Action.TAKE_OVER,
+            Reason.ALLOCATED,
+            id="bind-phase success: plugin done, release lost",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, bind_phase="failed"),
+            Action.TAKE_OVER,
+            Reason.ALLOCATED,
+            id="bind-phase failed: plugin done",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, phase="Running"),
+            Action.TAKE_OVER,
+            Reason.RUNNING,
+            id="running here, bind-phase never written",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, assigned_node="node-b", bind_time=unix(timedelta(seconds=10))),
+            Action.TAKE_OVER,
+            Reason.ASSIGNED_ELSEWHERE,
+            id="vgpu-node names another node, written after the lock",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, assigned_node="node-b", bind_time=unix(timedelta(minutes=2))),
+            Action.CONTEND,
+            Reason.BINDING,
+            id="vgpu-node elsewhere but written before the lock: stale, bind may be under way",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, assigned_node="node-b", bind_time=unix(FRESH)),
+            Action.CONTEND,
+            Reason.BINDING,
+            id="vgpu-node elsewhere, written in the lock's second: order unknown",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, assigned_node="node-b", bind_time=None),
+            Action.CONTEND,
+            Reason.BINDING,
+            id="vgpu-node elsewhere without bind-time: order unknown",
+        ),
+        pytest.param(
+            OTHERS,
+            Holder(deleting=True),
+            Action.TAKE_OVER,
+            Reason.DELETED_UNBOUND,
+            id="unbound, being deleted, no vgpu-node: can never be bound",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, deleting=True),
+            Action.TAKE_OVER,
+            Reason.DELETED_UNBOUND,
+            id="unbound, being deleted, vgpu-node here",
+        ),
+        # Kept while fresh: the holder may still be allocated here.
+        pytest.param(
+            OTHERS, Holder(), Action.CONTEND, Reason.BINDING, id="unbound, no vgpu-node yet"
+        ),
+        pytest.param(
+            OTHERS, BINDING_HERE, Action.CONTEND, Reason.BINDING, id="unbound, vgpu-node here"
+        ),
+        pytest.param(
+            OTHERS,
+            BOUND_HERE,
+            Action.CONTEND,
+            Reason.AWAITING_ALLOCATE,
+            id="bound here, allocating",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, deleting=True),
+            Action.CONTEND,
+            Reason.AWAITING_ALLOCATE,
+            id="bound here, being deleted: kubelet may still call Allocate",
+        ),
+        pytest.param(
+            lock(FIVE_MIN, ",default,other"),
+            BINDING_HERE,
+            Action.CONTEND,
+            Reason.BINDING,
+            id="exactly at expiry still held",
+        ),
+        pytest.param(
+            lock(-timedelta(minutes=10), ",default,other"),
+            Holder(),
+            Action.CONTEND,
+            Reason.BINDING,
+            id="future time (clock skew) is held",
+        ),
+        # At expiry (HAMi's last resort), except while the plugin may still allocate for it.
+        pytest.param(
+            OTHERS_EXPIRED,
+            BINDING_HERE,
+            Action.TAKE_OVER,
+            Reason.EXPIRED,
+            id="expired, unbound holder allocating here",
+        ),
+        pytest.param(
+            OTHERS_EXPIRED, Holder(), Action.TAKE_OVER, Reason.EXPIRED, id="expired, unbound"
+        ),
+        pytest.param(
+            OTHERS_EXPIRED,
+            BOUND_HERE,
+            Action.CONTEND,
+            Reason.AWAITING_ALLOCATE,
+            id="expired, bound here, awaiting Allocate: kept",
+        ),
+        pytest.param(
+            OTHERS_EXPIRED,
+            replace(BOUND_HERE, bind_phase="success"),
+            Action.TAKE_OVER,
+            Reason.ALLOCATED,
+            id="expired, bound here, allocated",
         ),
     ],
 )
-def test_decide_lock(existing: str | None, holder_exists: bool | None, action: Action) -> None:
-    assert decide_lock(existing, NOW, FIVE_MIN, "default", "gpu-pod", holder_exists) is action
+def test_decide_lock(
+    existing: str | None, holder: Holder | None, action: Action, reason: Reason
+) -> None:
+    decision = decide_lock(existing, NOW, FIVE_MIN, NODE, "default", "gpu-pod", holder)
+    assert decision == Decision(action, reason)
+
+
+@pytest.mark.parametrize(
+    ("pod", "holder"),
+    [
+        pytest.param(None, GONE, id="not found"),
+        pytest.param({}, Holder(), id="bare pod"),
+        pytest.param(
+            {
+                "metadata": {
+                    "deletionTimestamp": "2026-08-21T10:00:00Z",
+                    "annotations": {
+                        "hami.io/vgpu-node": "node-b",
+                        "hami.io/bind-phase": "success",
+                        "hami.io/bind-time": "1787306400",
+                    },
+                },
+                "spec": {"nodeName": "node-b"},
+                "status": {"phase": "Running"},
+            },
+            Holder(
+                phase="Running",
+                node_name="node-b",
+                assigned_node="node-b",
+                bind_phase="success",
+                bind_time=1787306400,
+                deleting=True,
+            ),
+            id="everything set",
+        ),
+        pytest.param(
+            {"metadata": {"annotations": {"hami.io/bind-time": "soon"}}, "status": {}},
+            Holder(),
+            id="unreadable bind-time",
+        ),
+    ],
+)
+def test_holder_state(pod: dict[str, Any] | None, holder: Holder) -> None:
+    assert holder_state(pod) == holder
+
+
+class _FakeKube:
+    """The three calls lock_node makes, against one node and a few pods."""
+
+    def __init__(self, lock: str, pods: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self.annotations = {"hami.io/mutex.lock": lock}
+        self.pods = pods
+
+    async def get_node(self, name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "annotations": self.annotations, "resourceVersion": "1"}}
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.pods.get((namespace, name))
+
+    async def patch_node_annotations(
+        self, name: str, annotations: dict[str, str | None], resource_version: str
+    ) -> None:
+        self.annotations = {k: v for k, v in annotations.items() if v is not None}
+
+
+async def test_take_over_logs_its_reason(caplog: pytest.LogCaptureFixture) -> None:
+    bound_elsewhere = {"spec": {"nodeName": "node-b"}, "status": {"phase": "Running"}}
+    fake = _FakeKube(OTHERS, {("default", "other"): bound_elsewhere})
+    with caplog.at_level(logging.INFO, logger="hami.kube.nodelock"):
+        await lock_node(cast(Kube, fake), NODE, "default", "gpu-pod", now=lambda: NOW)
+    assert fake.annotations["hami.io/mutex.lock"] == "2026-08-21T10:00:00Z,default,gpu-pod"
+    (record,) = [r for r in caplog.records if r.getMessage() == "node lock taken over"]
+    assert record.__dict__["reason"] == "holder-bound-elsewhere"
+    assert record.__dict__["previous"] == OTHERS
+
+
+async def test_expired_lock_of_a_pod_awaiting_allocate_is_kept_and_says_why() -> None:
+    bound_here = {
+        "spec": {"nodeName": NODE},
+        "metadata": {"annotations": {"hami.io/bind-phase": "allocating"}},
+    }
+    fake = _FakeKube(OTHERS_EXPIRED, {("default", "other"): bound_here})
+    with pytest.raises(NodeLockContention) as caught:
+        await lock_node(cast(Kube, fake), NODE, "default", "gpu-pod", now=lambda: NOW)
+    message = str(caught.value)
+    assert message.startswith(f"node {NODE} has been locked within 5m0s: node lock contention")
+    assert "held by pod default/other" in message
+    assert "past its 5m0s expiry too" in message
+    assert fake.annotations["hami.io/mutex.lock"] == OTHERS_EXPIRED
 
 
 @pytest.mark.parametrize(
