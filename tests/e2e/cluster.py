@@ -28,11 +28,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -41,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
 
+from . import loopback
 from .kube import Kube, wait_for
 from .nodesim import READY_MARKER
 from .nodespec import NodeSpec, dump_specs
@@ -51,6 +52,17 @@ LOG_ROOT = REPO_ROOT / "tests" / "e2e" / "_logs"
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
 
 SCHEDULER_NAME = "hami-scheduler"
+# The chart's ValidatingAdmissionPolicy, as `helm install hami ./helm/hami -n hami-system`
+# renders it, lets only these two users write scheduling state. Our process and the node
+# simulator run as them (client certificates with these names), everything else as admin.
+RELEASE_NAMESPACE = "hami-system"
+SCHEDULER_USER = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-scheduler"
+DEVICE_PLUGIN_USER = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-device-plugin"
+# kubectl flags that act as the scheduler (admin impersonating it), for tests that fake what a
+# bind would have written.
+AS_SCHEDULER = (f"--as={SCHEDULER_USER}", "--as-group=system:masters")
+CHART = REPO_ROOT / "helm" / "hami"
+KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"
 WEBHOOK_NAME = "vgpu.hami.io"
 MANAGED_RESOURCES = (
@@ -190,6 +202,9 @@ class ControlPlane:
         self.bin_dir = bin_dir
         self.run_dir = _new_run_dir(log_root)
         self.kubeconfig = self.run_dir / "admin.kubeconfig"
+        self.scheduler_kubeconfig = self.run_dir / "scheduler.kubeconfig"
+        self.device_plugin_kubeconfig = self.run_dir / "device-plugin.kubeconfig"
+        self._scheduler_users: tuple[str, ...] = ()
         self.timings: dict[str, float] = {}
         self._app_args = tuple(app_args)
         self._app_env = dict(app_env or {})
@@ -239,6 +254,7 @@ class ControlPlane:
         begin = time.monotonic()
         self._timed("etcd", self._start_etcd)
         self._timed("kube-apiserver", self._start_apiserver)
+        self._timed("admission policy", self.apply_admission_policy)
         self._timed("hami serve", lambda: self.start_app(self._app_args, self._app_env))
         self._timed("webhook registration", self._register_webhook)
         self._timed("kube-scheduler", self._start_scheduler)
@@ -274,6 +290,11 @@ class ControlPlane:
         if self._etcd_data is not None:
             shutil.rmtree(self._etcd_data, ignore_errors=True)
         self._processes.clear()
+        dials = loopback.scan(self.run_dir)
+        if dials:
+            errors.append(
+                "a component sent traffic off loopback, which no test may do:\n" + "\n".join(dials)
+            )
         if errors:
             raise ControlPlaneError("; ".join(errors))
 
@@ -312,7 +333,7 @@ class ControlPlane:
             "hami",
             "serve",
             "--kubeconfig",
-            str(self.kubeconfig),
+            str(self.scheduler_kubeconfig),
             "--bind-address",
             "127.0.0.1",
             "--port",
@@ -374,7 +395,7 @@ class ControlPlane:
             "-m",
             "tests.e2e.nodesim",
             "--kubeconfig",
-            str(self.kubeconfig),
+            str(self.device_plugin_kubeconfig),
             "--spec",
             str(spec),
         ]
@@ -418,6 +439,15 @@ class ControlPlane:
         ca = issue_ca("hami e2e cluster CA", days=2)
         serving = issue_serving(ca, ["127.0.0.1", "localhost"], days=2)
         admin = issue_client(ca, "admin", ["system:masters"], days=2)
+        identities = {
+            self.kubeconfig: admin,
+            # RBAC is the chart's own business (tests/e2e/test_helm.py); here only the names
+            # matter, for the admission policy.
+            self.scheduler_kubeconfig: issue_client(ca, SCHEDULER_USER, ["system:masters"], days=2),
+            self.device_plugin_kubeconfig: issue_client(
+                ca, DEVICE_PLUGIN_USER, ["system:masters"], days=2
+            ),
+        }
         files = {
             "ca.crt": ca.cert_pem,
             "apiserver.crt": serving.cert_pem,
@@ -437,7 +467,14 @@ class ControlPlane:
         for name, data in files.items():
             (pki / name).write_bytes(data)
         self.pki = pki
-        kubeconfig = {
+        for path, client in identities.items():
+            path.write_text(yaml.safe_dump(self._kubeconfig(ca.cert_pem, client), sort_keys=False))
+            path.chmod(0o600)
+        # The webhook and extender get their own CA, as with the chart's certificate job.
+        self.app_tls = write_dev_bundle(self.run_dir / "app-tls", ["127.0.0.1", "localhost"])
+
+    def _kubeconfig(self, ca_pem: bytes, client: Any) -> dict[str, Any]:
+        return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
@@ -445,26 +482,89 @@ class ControlPlane:
                     "name": "e2e",
                     "cluster": {
                         "server": self.apiserver_url,
-                        "certificate-authority-data": _b64(ca.cert_pem),
+                        "certificate-authority-data": _b64(ca_pem),
                     },
                 }
             ],
             "users": [
                 {
-                    "name": "admin",
+                    "name": "user",
                     "user": {
-                        "client-certificate-data": _b64(admin.cert_pem),
-                        "client-key-data": _b64(admin.key_pem),
+                        "client-certificate-data": _b64(client.cert_pem),
+                        "client-key-data": _b64(client.key_pem),
                     },
                 }
             ],
-            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "user"}}],
             "current-context": "e2e",
         }
-        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
-        self.kubeconfig.chmod(0o600)
-        # The webhook and extender get their own CA, as with the chart's certificate job.
-        self.app_tls = write_dev_bundle(self.run_dir / "app-tls", ["127.0.0.1", "localhost"])
+
+    def apply_admission_policy(self, *scheduler_users: str) -> None:
+        """Install the chart's ValidatingAdmissionPolicy as a release in hami-system renders it,
+        with `scheduler_users` trusted besides SCHEDULER_USER, and wait until it is enforced."""
+        self._scheduler_users = tuple(scheduler_users)
+        rendered = subprocess.run(
+            [
+                str(self.bin_dir / "helm"),
+                "template",
+                "hami",
+                str(CHART),
+                "--namespace",
+                RELEASE_NAMESPACE,
+                # The chart asks for a kubeVersion helm cannot learn offline.
+                "--kube-version",
+                KUBE_VERSION,
+                "--show-only",
+                "templates/admission-policy.yaml",
+                "--set-json",
+                f"admissionPolicy.schedulerUsers={json.dumps(list(scheduler_users))}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        self.kube.apply(rendered)
+        # A Node never reaches our webhook, so its answer is the policy's alone.
+        probe = json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": "hami-policy-probe",
+                    "annotations": {"hami.io/mutex.lock": "2026-01-01T00:00:00Z,ns,probe"},
+                },
+            }
+        )
+
+        def create_as(*user: str) -> subprocess.CompletedProcess[str]:
+            return self.kubectl(
+                "create", "--dry-run=server", *user, "-f", "-", stdin=probe, check=False
+            )
+
+        def enforced() -> bool:
+            refused = create_as()
+            return (
+                refused.returncode != 0
+                and "scheduling state" in refused.stderr
+                and all(
+                    create_as(f"--as={u}", "--as-group=system:masters").returncode == 0
+                    for u in (SCHEDULER_USER, *scheduler_users)
+                )
+            )
+
+        wait_for(enforced, timeout=30, what="the admission policy to be enforced as rendered")
+
+    @contextlib.contextmanager
+    def trusting(self, *scheduler_users: str) -> Iterator[None]:
+        """Let more users write scheduling state for a while (a scheduler run as the chart's own
+        ServiceAccount of another release, in tests/e2e/test_helm.py)."""
+        before = self._scheduler_users
+        self.apply_admission_policy(*before, *scheduler_users)
+        try:
+            yield
+        finally:
+            self.apply_admission_policy(*before)
 
     def _start_etcd(self) -> None:
         self._etcd_data = _etcd_data_dir()

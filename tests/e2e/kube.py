@@ -71,6 +71,11 @@ class Kube:
             env=self.env,
             check=False,
         )
+        if result.returncode != 0 and result.stderr:
+            # What the API server answered lands in the run folder, where the loopback guard
+            # (tests/e2e/loopback.py) reads it: a webhook call it failed names its target here.
+            with (self.manifests.parent / "kubectl.log").open("a") as log:
+                log.write(f"$ kubectl {' '.join(args)}\n{result.stderr}\n")
         if check and result.returncode != 0:
             raise KubectlError(args, result)
         return result

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .cluster import ControlPlane, NodeSim
+from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 
@@ -72,7 +72,7 @@ def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
     holder = "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\nspec: {containers: [{name: c, image: busybox}]}\n"
     kube.apply(holder, namespace)
     lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
-    kube("annotate", "node", node.name, f"hami.io/mutex.lock={lock}")
+    kube("annotate", *AS_SCHEDULER, "node", node.name, f"hami.io/mutex.lock={lock}")
 
     kube.apply(POD.format(name="waits"), namespace)
 
@@ -93,7 +93,7 @@ def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
     assert not any(k.startswith("hami.io/vgpu-") for k in pod["metadata"].get("annotations") or {})
     assert kube.get("node", node.name)["metadata"]["annotations"]["hami.io/mutex.lock"] == lock
 
-    kube("annotate", "node", node.name, "hami.io/mutex.lock-")
+    kube("annotate", *AS_SCHEDULER, "node", node.name, "hami.io/mutex.lock-")
     kube.wait_ready(namespace, ["waits"], timeout=120)
     allocated = kube.pod(namespace, "waits")["metadata"]["annotations"][
         "hami.io/vgpu-devices-allocated"

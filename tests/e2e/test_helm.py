@@ -13,9 +13,12 @@ What differs from a cluster, and why (nothing else is changed):
 
 * ``--kubeconfig`` is added: a ServiceAccount token of the chart's account, since there is no
   in-cluster config on this machine;
-* ``--bind-address``, ``--port`` and ``--metrics-port`` are the harness's loopback ports, and
-  ``--metrics-bind-address`` is 127.0.0.1 (nothing here listens beyond loopback);
-* ``POD_NAME``/``POD_NAMESPACE`` (downward API) get literal values;
+* ``--bind-address``, ``--port``, ``--extender-port`` and ``--metrics-port`` are the harness's
+  loopback ports, and ``--metrics-bind-address`` is 127.0.0.1 (nothing here listens beyond
+  loopback);
+* ``POD_NAME``/``POD_NAMESPACE``/``POD_IP`` (downward API) get literal values (127.0.0.1);
+* install test only: ``webhook.url`` points at a dead loopback port instead of the Service, so
+  kube-apiserver never dials a ClusterIP (which would leave loopback);
 * placement test only: the certificate bootstrap flags are replaced by the harness's
   ``--tls-cert-file``/``--tls-key-file``, because the harness's kube-scheduler trusts the
   harness's CA (the bootstrap has its own test); and the Lease the chart's kube-scheduler
@@ -57,8 +60,10 @@ from tests.unit.test_helm_render import (
 )
 
 from .cluster import (
+    DEVICE_PLUGIN_USER,
     REPO_ROOT,
     SCHEDULER_NAME,
+    SCHEDULER_USER,
     ControlPlane,
     NodeSim,
     Process,
@@ -170,7 +175,7 @@ def harness_args(
     rendered: Sequence[str], kubeconfig: Path, *, drop: Sequence[str] = ()
 ) -> list[str]:
     """The rendered args minus what the harness passes itself (see the module docstring)."""
-    owned = ("--bind-address=", "--port=", "--metrics-port=", *drop)
+    owned = ("--bind-address=", "--port=", "--extender-port=", "--metrics-port=", *drop)
     args = [a for a in rendered if not a.startswith(owned)]
     args = [
         "--metrics-bind-address=127.0.0.1" if a.startswith("--metrics-bind-address=") else a
@@ -188,6 +193,8 @@ def harness_env(rendered: Obj, pod_name: str, namespace: str) -> dict[str, str]:
             env[name] = pod_name
         elif value == {"fieldRef": {"fieldPath": "metadata.namespace"}}:
             env[name] = namespace
+        elif value == {"fieldRef": {"fieldPath": "status.podIP"}}:
+            env[name] = "127.0.0.1"
         else:
             raise AssertionError(f"no stand-in for {name}: {value}")
     return env
@@ -230,7 +237,10 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
     }
     kube.apply(json.dumps(lease), namespace)
 
-    with chart_rbac(kube, docs, tmp_path):
+    # The harness's admission policy is the one of a release in hami-system; this scheduler is
+    # another release's ServiceAccount.
+    account = f"system:serviceaccount:{namespace}:{release}-scheduler"
+    with chart_rbac(kube, docs, tmp_path), control_plane.trusting(account):
         kubeconfig = service_account_kubeconfig(
             control_plane, namespace, f"{release}-scheduler", tmp_path / "sa.kubeconfig"
         )
@@ -327,7 +337,7 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
     docs = render(namespace=namespace, release=release)
     hami = container(docs, "hami")
     secret, configuration_name = f"{release}-scheduler-tls", f"{release}-webhook"
-    port, metrics_port = _free_ports(2)
+    port, extender_port, metrics_port = _free_ports(3)
     cert_dir = tmp_path / "tls"
     # The chart's webhook configuration, calling this process directly instead of the Service.
     configuration = find(docs, "MutatingWebhookConfiguration", configuration_name)
@@ -340,6 +350,7 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
         for a in harness_args(hami["args"], tmp_path / "sa.kubeconfig")
     ]
     args += ["--bind-address=127.0.0.1", f"--port={port}", f"--metrics-port={metrics_port}"]
+    args += [f"--extender-port={extender_port}"]
     env = harness_env(hami, f"{release}-scheduler-7d4b8-qq2vx", namespace)
     metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
 
@@ -480,10 +491,22 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
 ) -> None:
     release = release_name("hami-install")
     env = helm_env(control_plane, tmp_path)
-    values = ["preset=gke", "devicePlugin.monitor.enabled=true", "webhook.timeoutSeconds=5"]
+    # The webhook is called at a loopback port where nothing listens: through the Service,
+    # kube-apiserver would dial a ClusterIP, off loopback (and nothing serves it here either).
+    (dead_port,) = _free_ports(1)
+    dead_url = f"https://127.0.0.1:{dead_port}/webhook"
+    values = [
+        "preset=gke",
+        "devicePlugin.monitor.enabled=true",
+        "webhook.timeoutSeconds=5",
+        f"webhook.url={dead_url}",
+    ]
     install = ["install", release, str(CHART), "--namespace", namespace]
     for value in values:
         install += ["--set", value]
+    # This release's admission policy must not lock the harness's scheduler and simulator out.
+    install += ["--set-json", f'admissionPolicy.schedulerUsers=["{SCHEDULER_USER}"]']
+    install += ["--set-json", f'admissionPolicy.devicePluginUsers=["{DEVICE_PLUGIN_USER}"]']
     try:
         helm(*install, env=env)
         manifest = helm("get", "manifest", release, "--namespace", namespace, env=env).stdout
@@ -492,7 +515,14 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         listed = kube("get", "-f", str(tmp_path / "manifest.yaml"), "-o", "name").stdout.split()
         assert len(listed) == len(docs) >= 18, listed
         kinds = {d["kind"] for d in docs}
-        assert {"Deployment", "DaemonSet", "MutatingWebhookConfiguration", "ResourceQuota"} <= kinds
+        assert {
+            "Deployment",
+            "DaemonSet",
+            "MutatingWebhookConfiguration",
+            "ResourceQuota",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        } <= kinds
         # The server kept what the chart's scoping relies on (an API server that did not know
         # matchConditions would silently drop it).
         live = kube.get("mutatingwebhookconfiguration", f"{release}-webhook")["webhooks"][0]
@@ -506,14 +536,13 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
 
         # No replica can answer (nothing runs the pods here), so every pod the webhook is
         # asked about is refused: the API server's own scoping decides which ones.
-        service = f"{release}-scheduler"
         ignored = f"ignored-{secrets.token_hex(3)}"
         kube("create", "namespace", ignored)
         kube("label", "namespace", ignored, "hami.io/webhook=ignore")
 
         def refused(pod: Obj, ns: str) -> bool:
             result = dry_run(kube, pod, ns)
-            return result.returncode != 0 and service in result.stderr
+            return result.returncode != 0 and dead_url in result.stderr
 
         wait_for(lambda: refused(GPU_POD, "default"), timeout=30, what="the chart's webhook")
         init_only = variant(
@@ -538,16 +567,14 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         )
         assert refused(init_only, "default"), "a GPU request in an init container counts"
         assert refused(cores_request, "default"), "requests count, not only limits"
+        # A pod's own ignore label spares it the mutation only: it still comes to be checked.
+        labelled = variant(GPU_POD, metadata={"name": "x", "labels": {"hami.io/webhook": "ignore"}})
+        assert refused(labelled, "default"), "a pod labelled hami.io/webhook=ignore is checked"
         for pod, ns, why in (
             (PLAIN_POD, "default", "no GPU resource (matchConditions)"),
             (GPU_POD, namespace, "the release namespace"),
             (GPU_POD, "kube-system", "kube-system"),
             (GPU_POD, ignored, "a namespace labelled hami.io/webhook=ignore"),
-            (
-                variant(GPU_POD, metadata={"name": "x", "labels": {"hami.io/webhook": "ignore"}}),
-                "default",
-                "a pod labelled hami.io/webhook=ignore",
-            ),
         ):
             result = dry_run(kube, pod, ns)
             assert result.returncode == 0, f"{why}: {result.stderr}"
@@ -602,6 +629,6 @@ def test_helm_kube_scheduler_accepts_the_rendered_configuration(
     assert result.returncode == 0, result.stderr[-2000:]
     effective = yaml.safe_load((tmp_path / "effective.yaml").read_text())
     (extender,) = effective["extenders"]
-    assert extender["urlPrefix"] == "https://127.0.0.1:9443"
+    assert extender["urlPrefix"] == "http://127.0.0.1:9444"
     assert extender["nodeCacheCapable"] is True
     assert effective["profiles"][0]["schedulerName"] == SCHEDULER_NAME

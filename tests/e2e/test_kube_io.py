@@ -59,7 +59,8 @@ async def client(
     control_plane: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Kube]:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    kube = Kube(await connect(str(control_plane.kubeconfig)))
+    # As `hami serve` runs: the admission policy lets only its identity write hami.io state.
+    kube = Kube(await connect(str(control_plane.scheduler_kubeconfig)))
     yield kube
     await kube.close()
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .cluster import ControlPlane, NodeSim
+from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 
@@ -31,11 +31,12 @@ def forge_hami_annotations(
 ) -> None:
     """Write what HAMi's scheduler or device plugin would have written.
 
-    Every lock and pod annotation these tests fake goes through here, so that it can be written
-    under whichever identity the cluster lets write `hami.io/*`.
+    The cluster's admission policy lets only the scheduler (and the device plugin) write
+    `hami.io/*` scheduling state, so this acts as the scheduler.
     """
     ns = ["-n", namespace] if namespace else []
-    kube("annotate", "--overwrite", kind, name, *(f"{k}={v}" for k, v in annotations.items()), *ns)
+    values = (f"{k}={v}" for k, v in annotations.items())
+    kube("annotate", *AS_SCHEDULER, "--overwrite", kind, name, *values, *ns)
 
 
 def lock_value(namespace: str, pod: str, age: timedelta) -> str:

@@ -210,9 +210,18 @@ def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
         ("Deployment", "hami-py-scheduler"),
         ("PodDisruptionBudget", "hami-py-scheduler"),
         ("MutatingWebhookConfiguration", "hami-py-webhook"),
+        ("ValidatingAdmissionPolicy", "hami-py-scheduling-state"),
+        ("ValidatingAdmissionPolicyBinding", "hami-py-scheduling-state"),
     }
+    cluster_scoped = (
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
     for doc in docs:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+        if doc["kind"] not in cluster_scoped:
             expected = (
                 "kube-system" if doc["metadata"]["name"].endswith("auth-reader") else NAMESPACE
             )
@@ -257,9 +266,8 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
             },
         ]
     }
-    assert webhook["objectSelector"] == {
-        "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
-    }
+    # A pod's own ignore label spares it the mutation, not the checks: the webhook must see it.
+    assert "objectSelector" not in webhook
     (condition,) = webhook["matchConditions"]
     expression = condition["expression"]
     # Both container lists, limits and requests, every GPU resource (the API server evaluates it
@@ -286,7 +294,7 @@ def test_helm_webhook_settings_follow_values() -> None:
     assert webhook["timeoutSeconds"] == 5
     names = webhook["namespaceSelector"]["matchExpressions"][1]
     assert names["values"] == ["kube-system", "batch"], "deduplicated, release namespace included"
-    assert webhook["objectSelector"]["matchExpressions"][1] == {
+    assert webhook["objectSelector"]["matchExpressions"][0] == {
         "key": "team",
         "operator": "In",
         "values": ["ml"],
@@ -357,11 +365,10 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
     assert config["profiles"] == [{"schedulerName": "hami-scheduler"}]
     assert config["extenders"] == [
         {
-            "urlPrefix": "https://127.0.0.1:9443",
+            "urlPrefix": "http://127.0.0.1:9444",
             "filterVerb": "filter",
             "bindVerb": "bind",
-            "enableHTTPS": True,
-            "tlsConfig": {"insecure": True},
+            "enableHTTPS": False,
             "nodeCacheCapable": True,
             "weight": 1,
             "httpTimeout": "30s",
@@ -408,7 +415,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     spec = deployment["spec"]
     pod = spec["template"]
     assert spec["replicas"] == 2
-    assert pod["metadata"]["labels"]["hami.io/webhook"] == "ignore"
+    assert "hami.io/webhook" not in pod["metadata"]["labels"], "its namespace is excluded"
     assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9395"
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -426,8 +433,12 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     assert hami["args"] == [
         "--bind-address=0.0.0.0",
         "--port=9443",
-        "--metrics-bind-address=0.0.0.0",
+        "--extender-bind-address=127.0.0.1",
+        "--extender-port=9444",
+        "--metrics-bind-address=$(POD_IP)",
         "--metrics-port=9395",
+        "--metrics-tls=false",
+        "--metrics-pod-labels=true",
         "--scheduler-name=hami-scheduler",
         "--gpu-scheduler-policy=spread",
         "--node-scheduler-policy=binpack",
@@ -452,6 +463,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         f"--service-namespace={NAMESPACE}",
     ]
     assert env_of(hami) == {
+        "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
         "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HAMI_NODE_INTEGRATION": "hami-device-plugin",
@@ -744,3 +756,70 @@ def test_helm_cert_manager_args_parse(tmp_path: Path) -> None:
     settings = settings_from(hami)
     assert settings.tls_cert_file == f"{tmp_path}/tls.crt"
     assert not settings.cert_bootstrap_secret
+
+
+def test_helm_admission_policy_names_the_writers_of_scheduling_state() -> None:
+    """The CEL itself runs in kube-apiserver in the e2e tier (tests/e2e/test_attacks.py)."""
+    docs = render('admissionPolicy.schedulerUsers=["alice"]')
+    policy = find(docs, "ValidatingAdmissionPolicy", "hami-py-scheduling-state")["spec"]
+    variables = {v["name"]: v["expression"] for v in policy["variables"]}
+    assert variables["scheduler"] == (
+        f"request.userInfo.username in ['system:serviceaccount:{NAMESPACE}:hami-py-scheduler',"
+        "'alice']"
+    )
+    assert variables["plugin"] == (
+        f"request.userInfo.username in ['system:serviceaccount:{NAMESPACE}:hami-py-device-plugin',"
+        "'system:serviceaccount:kube-system:hami-device-plugin']"
+    )
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["CREATE", "UPDATE"]
+    assert set(rule["resources"]) == {
+        "pods",
+        "pods/status",
+        "pods/binding",
+        "nodes",
+        "nodes/status",
+    }
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "hami-py-scheduling-state")["spec"]
+    assert binding == {"policyName": "hami-py-scheduling-state", "validationActions": ["Deny"]}
+    kinds = {d["kind"] for d in render("admissionPolicy.enabled=false")}
+    assert "ValidatingAdmissionPolicy" not in kinds
+
+
+def test_helm_webhook_url_replaces_the_service() -> None:
+    docs = render("webhook.url=https://127.0.0.1:9443/webhook")
+    (webhook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert webhook["clientConfig"] == {"url": "https://127.0.0.1:9443/webhook"}
+
+
+def test_helm_metrics_exposure_follows_values() -> None:
+    docs = render(
+        "metrics.bindAddress=127.0.0.1",
+        "metrics.tls=true",
+        "metrics.podLabels=false",
+        "metrics.serviceMonitor.enabled=true",
+    )
+    args = container(docs, "hami")["args"]
+    assert "--metrics-bind-address=127.0.0.1" in args
+    assert "--metrics-tls=true" in args and "--metrics-pod-labels=false" in args
+    template = find(docs, "Deployment")["spec"]["template"]
+    assert template["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+    (endpoint,) = find(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "hami-py-scheduler-tls", "key": "ca.crt"}},
+        "serverName": f"hami-py-scheduler.{NAMESPACE}.svc",
+    }
+
+
+def test_helm_admission_policy_protects_what_the_webhook_refuses_at_creation() -> None:
+    """One list of scheduler-owned keys (hami.engine.names), enforced twice."""
+    from hami.engine import names
+
+    policy = find(render(), "ValidatingAdmissionPolicy")["spec"]
+    (denied,) = [v["expression"] for v in policy["variables"] if v["name"] == "denied"]
+    for key in names.SCHEDULER_OWNED_KEYS:
+        assert f"'{key}'" in denied, key
+    for prefix in names.SCHEDULER_OWNED_PREFIXES:
+        assert f"k.startsWith('{prefix}')" in denied, prefix

@@ -31,6 +31,10 @@ Names and labels
 {{- printf "%s-webhook" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{- define "hami.admissionPolicy" -}}
+{{- printf "%s-scheduling-state" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "hami.tlsSecret" -}}
 {{- default (printf "%s-tls" (include "hami.scheduler" .)) .Values.certs.secretName }}
 {{- end }}
