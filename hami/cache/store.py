@@ -27,6 +27,8 @@ from hami.engine.vetting import vet_allocation
 
 # (namespace, name, why): an allocation annotation the cache did not count as written.
 Distrust = Callable[[str, str, str], None]
+# A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
+Released = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class ClusterCache:
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
+        on_release: Released | None = None,
     ) -> None:
         self._clock = clock
         self._ttl = reservation_ttl
@@ -60,6 +63,7 @@ class ClusterCache:
         self._gpu_resource = gpu_resource
         self._resources = resources
         self._on_distrust = on_distrust
+        self._on_release = on_release
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
         self._inventory: dict[str, NodeInventory] = {}
@@ -94,6 +98,8 @@ class ClusterCache:
         if self._inventory.get(inv.name) != inv:
             self._inventory[inv.name] = inv
             self._rebuild(inv.name)
+            # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
+            self._released(inv.name)
         return inv.name
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
@@ -131,7 +137,7 @@ class ClusterCache:
             seen.add(str((pod.get("metadata") or {}).get("uid", "")))
             self.upsert_pod(pod)
         for uid in [u for u in self._pods if u not in seen]:
-            self._remove_pod(uid)
+            self._released(self._remove_pod(uid))
         for uid in [u for u in self._reservations if u not in seen]:
             self.forget(uid)
         self._known &= seen
@@ -143,7 +149,7 @@ class ClusterCache:
         self._learn(uid, live=not is_terminal(pod))
         alloc = self.vetted(pod)
         if alloc is None:
-            self._remove_pod(uid)
+            self._released(self._remove_pod(uid))
             if is_terminal(pod):
                 self.forget(uid)
             # Otherwise keep any reservation: the pod's events between filter
@@ -153,7 +159,7 @@ class ClusterCache:
             return
         self._remove_pod(uid)
         # The pod's own annotations are now the truth; the reservation has done its job.
-        self.forget(uid)
+        self._drop_reservation(uid)
         usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
@@ -196,15 +202,22 @@ class ClusterCache:
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        self._remove_pod(uid)
+        self._released(self._remove_pod(uid))
         self.forget(uid)
         self._known.discard(uid)
         self._distrusted.pop(uid, None)
 
-    def _remove_pod(self, uid: str) -> None:
+    def _remove_pod(self, uid: str) -> str | None:
+        """Uncount the pod's allocation; the node it was on, if any."""
         alloc = self._pods.pop(uid, None)
-        if alloc is not None:
-            self._account(alloc.node, self._pod_usage.pop(uid), -1)
+        if alloc is None:
+            return None
+        self._account(alloc.node, self._pod_usage.pop(uid), -1)
+        return alloc.node
+
+    def _released(self, node: str | None) -> None:
+        if node is not None and self._on_release is not None:
+            self._on_release(node)
 
     def allocation(self, uid: str) -> PodAllocation | None:
         return self._pods.get(uid)
@@ -217,7 +230,7 @@ class ClusterCache:
     def reserve(
         self, uid: str, namespace: str, name: str, node: str, devices: PodDevices, n_init: int
     ) -> Reservation:
-        self.forget(uid)
+        self._drop_reservation(uid)
         ttl = self._ttl if uid in self._known else self._unknown_ttl
         res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + ttl)
         self._reservations[uid] = res
@@ -228,9 +241,15 @@ class ClusterCache:
         return self._reservations.get(uid)
 
     def forget(self, uid: str) -> None:
+        """Drop the pod's reservation: its cards are free for the next pod."""
+        self._released(self._drop_reservation(uid))
+
+    def _drop_reservation(self, uid: str) -> str | None:
         res = self._reservations.pop(uid, None)
-        if res is not None:
-            self._account(res.node, pod_usage(res.devices, res.n_init), -1)
+        if res is None:
+            return None
+        self._account(res.node, pod_usage(res.devices, res.n_init), -1)
+        return res.node
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.
@@ -239,7 +258,8 @@ class ClusterCache:
         reservation, and any allocation annotated but never bound, must not
         count against the new decision.
         """
-        self.forget(uid)
+        # The pod itself is about to be placed again: nobody else needs telling.
+        self._drop_reservation(uid)
         alloc = self._pods.get(uid)
         if alloc is not None and not alloc.bound:
             self._remove_pod(uid)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -36,8 +36,10 @@ from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.limits import LimitsWriter
 from hami.service.placement import Placement
+from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
@@ -59,6 +61,7 @@ class Runtime:
     informers: tuple[Informer, ...]
     leadership: Leadership
     events: EventRecorder
+    requeuer: Requeuer
     placement: Placement
     binder: Binder
     admission: AdmissionService
@@ -91,6 +94,14 @@ def _staleness(informers: tuple[Informer, ...]) -> float:
     return time.monotonic() - min(s for s in seen if s is not None)
 
 
+def _both(first: Callable[[T], None], second: Callable[[T], None]) -> Callable[[T], None]:
+    def call(value: T) -> None:
+        first(value)
+        second(value)
+
+    return call
+
+
 def _log_distrust(namespace: str, name: str, why: str) -> None:
     log.warning(
         "allocation annotation not counted as written",
@@ -119,15 +130,25 @@ async def build(settings: Settings) -> Runtime:
         memory_factor=settings.memory_factor,
     )
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
+    requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
     cache = ClusterCache(
         clock=time.monotonic,
         reservation_ttl=settings.reservation_ttl_seconds,
         resources=resources,
         on_distrust=_log_distrust,
+        on_release=requeuer.released if settings.requeue_rate > 0 else None,
     )
     informers = (
         Informer(kube, "nodes", _Sink(cache.replace_nodes, cache.upsert_node, cache.delete_node)),
-        Informer(kube, "pods", _Sink(cache.replace_pods, cache.upsert_pod, cache.delete_pod)),
+        Informer(
+            kube,
+            "pods",
+            _Sink(
+                cache.replace_pods,
+                _both(cache.upsert_pod, requeuer.seen),
+                _both(cache.delete_pod, requeuer.gone),
+            ),
+        ),
     )
     runtime = Runtime(
         settings=settings,
@@ -136,6 +157,7 @@ async def build(settings: Settings) -> Runtime:
         informers=informers,
         leadership=leadership,
         events=events,
+        requeuer=requeuer,
         placement=Placement(cache, policies, resources),
         binder=Binder(
             kube,
@@ -225,7 +247,7 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.placement,
             rt.binder,
             rt.not_serving,
-            FilterReporter(rt.events),
+            _both(FilterReporter(rt.events), rt.requeuer.filtered),
             rt.metrics.observer(rt.metrics.filter_seconds),
             rt.metrics.observer(rt.metrics.bind_seconds),
         )
@@ -277,6 +299,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("tls", rt.tls.watch(5.0, stop)),
             *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
             ("loop-lag", _loop_lag(rt, stop)),
+            ("requeue", rt.requeuer.run(stop)),
             ("expire", _expire(rt, stop)),
         )
     ]

@@ -48,6 +48,7 @@ class Settings:
     node_lock_expiry_seconds: float = 300.0
     node_lock_wait_seconds: float = 10.0
     reservation_ttl_seconds: float = 120.0
+    requeue_rate: float = 100.0
     kube_timeout_seconds: float = 10.0
     leader_elect: bool = False
     leader_elect_resource_name: str = "hami-scheduler"
@@ -101,6 +102,10 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "requeue_rate": (
+        "pods a second at most that are touched (annotation hami.io/requeue) so kube-scheduler "
+        "retries them once capacity they were refused for frees up (0: never)"
+    ),
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
     "log_format": "json or text",
@@ -231,6 +236,8 @@ def validate(s: Settings) -> None:
             f"--extender-bind-address must be a loopback address, got {s.extender_bind_address}: "
             "/filter and /bind are for the kube-scheduler beside this process only"
         )
+    if s.requeue_rate < 0:
+        raise ConfigError("--requeue-rate must not be negative")
     if s.read_timeout_seconds <= 0:
         raise ConfigError("--read-timeout-seconds must be positive")
     for name in ("default_memory", "default_cores", "default_gpu_num"):

@@ -255,3 +255,28 @@ def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
     }
     cache.upsert_pod(forged("half", "GPU-1,NVIDIA,10,0:;", **half))
     assert usage(cache, "GPU-1") == Usage(1, 7680, 0)
+
+
+def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_its_own() -> None:
+    freed: list[str] = []
+    clock = Clock()
+    cache = ClusterCache(clock, reservation_ttl=10, on_release=freed.append)
+    cache.replace_nodes([node()])
+    assert freed == ["n"], "a node registering its cards"
+    freed.clear()
+    cache.upsert_pod(pending("a"))
+    cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
+    cache.upsert_pod(pod("a"))  # the bind's annotations replace the reservation
+    cache.release_unbound("a")  # a bound pod filtered again keeps its share
+    assert freed == []
+    cache.upsert_pod(pod("a", phase="Succeeded"))
+    assert freed == ["n"]
+    cache.upsert_pod(pending("b"))
+    cache.reserve("b", "ns", "b", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
+    cache.forget("b")  # a failed bind gives its cards back
+    cache.reserve("c", "ns", "c", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
+    clock.now = 100
+    cache.expire()
+    cache.upsert_pod(pod("d"))
+    cache.delete_pod(pod("d"))
+    assert freed == ["n", "n", "n", "n"]
