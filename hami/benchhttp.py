@@ -67,6 +67,7 @@ def _server_app(
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder
+    from hami.service.lockwatch import LockWatch
     from hami.service.placement import FilterOutcome, Placement
 
     started = time.perf_counter()
@@ -82,7 +83,7 @@ def _server_app(
     kube = Kube(ApiClient(Configuration(host="http://127.0.0.1:9")))
     events = EventRecorder(kube, queue_size=args.requests + 1000)
     placement = Placement(cache)
-    binder = Binder(kube, cache, events, now=lambda: datetime.now(UTC))
+    binder = Binder(kube, cache, events, now=lambda: datetime.now(UTC), locks=LockWatch())
     metrics = Metrics(cache, lambda: 0.0, lambda: events.dropped)
     reporter = FilterReporter(events)
     histogram = metrics.observer(metrics.filter_seconds)

@@ -35,6 +35,7 @@ from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.limits import LimitsWriter
+from hami.service.lockwatch import LockWatch
 from hami.service.placement import Placement
 from hami.service.requeue import Requeuer
 
@@ -130,6 +131,7 @@ async def build(settings: Settings) -> Runtime:
         memory_factor=settings.memory_factor,
     )
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
+    locks = LockWatch()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
     cache = ClusterCache(
         clock=time.monotonic,
@@ -139,7 +141,15 @@ async def build(settings: Settings) -> Runtime:
         on_release=requeuer.released if settings.requeue_rate > 0 else None,
     )
     informers = (
-        Informer(kube, "nodes", _Sink(cache.replace_nodes, cache.upsert_node, cache.delete_node)),
+        Informer(
+            kube,
+            "nodes",
+            _Sink(
+                lambda nodes: cache.replace_nodes(locks.tap(nodes)),
+                _both(cache.upsert_node, locks.seen),
+                _both(cache.delete_node, locks.gone),
+            ),
+        ),
         Informer(
             kube,
             "pods",
@@ -164,6 +174,7 @@ async def build(settings: Settings) -> Runtime:
             cache,
             events,
             now=lambda: datetime.now(UTC),
+            locks=locks,
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
             lock_wait=settings.node_lock_wait_seconds,
             before_binding=LimitsWriter(kube)

@@ -8,7 +8,7 @@ device plugin; on any failure everything this bind did is undone.
 
 import asyncio
 import logging
-import random
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from hami.kube.errors import KubeError
 from hami.kube.events import EventRecorder
 from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.lockwatch import LockWatch
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Binder:
         events: EventRecorder,
         *,
         now: Callable[[], datetime],
+        locks: LockWatch,
         lock_expiry: timedelta = timedelta(minutes=5),
         lock_wait: float = 10.0,
         before_binding: BeforeBinding | None = None,
@@ -59,7 +61,10 @@ class Binder:
         self.events = events
         self.now = now
         self.lock_expiry = lock_expiry
+        self.locks = locks
         self.before_binding = before_binding
+        # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
+        self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._in_flight: set[asyncio.Task[None]] = set()
         # uid -> node of binds that succeeded lately: a retry whose first
         # attempt succeeded must not take the node lock again, or the lock
@@ -159,20 +164,39 @@ class Binder:
         """Take the node lock, waiting up to lock_wait seconds for the holder's Allocate.
 
         The device plugin releases the lock within moments of a bind, so a bind
-        that waits a little beats one that fails and goes back into
-        kube-scheduler's queue with backoff (HAMi #1367: bursts onto one node).
+        that waits beats one that fails and goes back into kube-scheduler's
+        queue with backoff (HAMi #1367: bursts onto one node). Waiters on one
+        node go in arrival order, each woken by the watch when the lock it met
+        is released, not by polling the Node.
         """
-        deadline = asyncio.get_running_loop().time() + self.lock_wait
-        while True:
-            try:
-                await lock_node(
-                    self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
-                )
-                return
-            except NodeLockContention:
-                if asyncio.get_running_loop().time() >= deadline:
-                    raise
-                await asyncio.sleep(random.uniform(0.05, 0.15))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lock_wait
+        queue = self._queues.get(node)
+        if queue is None:
+            queue = self._queues[node] = asyncio.Lock()
+        try:
+            async with asyncio.timeout(self.lock_wait):
+                await queue.acquire()
+        except TimeoutError:
+            raise NodeLockContention(
+                f"node {node} has been locked within {self.lock_wait:g}s: node lock contention "
+                "(other binds to this node were still waiting for its lock)"
+            ) from None
+        try:
+            while True:
+                seen = self.locks.value(node)
+                try:
+                    await lock_node(
+                        self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
+                    )
+                    return
+                except NodeLockContention:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        raise
+                    await self.locks.changed(node, seen, left)
+        finally:
+            queue.release()
 
     async def _rollback(
         self, namespace: str, name: str, uid: str, node: str, locked: bool, patched: bool

@@ -27,6 +27,7 @@ from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
 from hami.runtime.app import MAX_BODY
 from hami.service.binding import Binder
+from hami.service.lockwatch import LockWatch
 from hami.service.placement import FilterOutcome, Placement
 
 Client = TestClient[web.Request, web.Application]
@@ -117,7 +118,9 @@ def harness() -> Harness:
 @pytest.fixture
 async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: Kube) -> Client:
     h = harness
-    binder = NeverBinder(kube, h.cache, EventRecorder(kube), now=lambda: datetime.now(UTC))
+    binder = NeverBinder(
+        kube, h.cache, EventRecorder(kube), now=lambda: datetime.now(UTC), locks=LockWatch()
+    )
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(
         scheduler.routes.routes(
