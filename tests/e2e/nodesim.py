@@ -95,7 +95,9 @@ class Simulator:
         self.nodes = {n.name: n for n in nodes}
         # Pods bound to our nodes, by UID, as last seen on the watch.
         self.pods: dict[str, Obj] = {}
-        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        # One queue and worker per node: kubelets are separate processes, so one node's
+        # Allocate never waits for another node's.
+        self.queues: dict[str, asyncio.Queue[str]] = {n.name: asyncio.Queue() for n in nodes}
         self.queued: set[str] = set()
         # The cache lags our own writes; these remember what this process already did so that a
         # stale copy of a pod never makes it allocate or start that pod twice.
@@ -104,13 +106,22 @@ class Simulator:
         self.waiting: dict[str, str] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
-        for node in self.nodes.values():
-            await self._register(node)
+        # A few at a time: a thousand nodes register in seconds, not minutes.
+        limit = asyncio.Semaphore(16)
+
+        async def register(node: NodeSpec) -> None:
+            async with limit:
+                await self._register(node)
+
+        await asyncio.gather(*(register(n) for n in self.nodes.values()))
         rv = await self._relist()
         log.info("%s: %s", READY_MARKER, ", ".join(self.nodes))
         tasks = [
             asyncio.create_task(self._informer(rv), name="informer"),
-            asyncio.create_task(self._worker(), name="worker"),
+            *(
+                asyncio.create_task(self._worker(queue), name=f"worker {name}")
+                for name, queue in self.queues.items()
+            ),
         ]
         stopping = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -242,18 +253,19 @@ class Simulator:
         self._enqueue(uid)
 
     def _enqueue(self, uid: str) -> None:
-        if uid not in self.queued:
+        pod = self.pods.get(uid)
+        if pod is not None and uid not in self.queued:
             self.queued.add(uid)
-            self.queue.put_nowait(uid)
+            self.queues[pod["spec"]["nodeName"]].put_nowait(uid)
 
     def _enqueue_later(self, uid: str) -> None:
         asyncio.get_running_loop().call_later(RETRY_DELAY, self._enqueue, uid)
 
     # --- kubelet -----------------------------------------------------------------------------
 
-    async def _worker(self) -> None:
+    async def _worker(self, queue: asyncio.Queue[str]) -> None:
         while True:
-            uid = await self.queue.get()
+            uid = await queue.get()
             self.queued.discard(uid)
             pod = self.pods.get(uid)
             if pod is None:
