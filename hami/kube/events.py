@@ -72,12 +72,15 @@ class EventRecorder:
         queue_size: int = 1000,
         fold_window: timedelta = timedelta(minutes=10),
         remembered: int = 4096,
+        rate: float = 50.0,
     ) -> None:
         """`instance` names this replica (its pod name) in the Event's source.
 
         An event repeating within `fold_window` of its previous occurrence bumps
         the earlier Event's count; `remembered` bounds how many distinct events
-        are tracked for that.
+        are tracked for that. At most `rate` API calls a second are made: in a burst the API
+        server's time goes to scheduling, and what does not fit the queue is dropped (counted
+        in `dropped`, the hami_events_dropped gauge).
         """
         self.kube = kube
         self.instance = instance
@@ -85,6 +88,7 @@ class EventRecorder:
         self.fold_window = fold_window
         self.remembered = remembered
         self.dropped = 0
+        self.rate = rate
         self._queue: asyncio.Queue[_Record] = asyncio.Queue(maxsize=queue_size)
         self._posted: OrderedDict[_Key, _Posted] = OrderedDict()
 
@@ -140,7 +144,9 @@ class EventRecorder:
         for rec in batch:
             _, n = folded.get(rec.key, (rec, 0))
             folded[rec.key] = (rec, n + 1)
+        loop = asyncio.get_running_loop()
         for rec, n in folded.values():
+            started = loop.time()
             try:
                 await self._post(rec, n)
             except Exception as e:  # events are best effort; posting must go on
@@ -153,6 +159,7 @@ class EventRecorder:
                         "error": str(e),
                     },
                 )
+            await asyncio.sleep(max(0.0, 1 / self.rate - (loop.time() - started)))
 
     async def _post(self, rec: _Record, n: int) -> None:
         prior = self._posted.get(rec.key)

@@ -1,9 +1,14 @@
 """What a filter decision tells the user: the per-card score log and the pod's Events.
 
-Kept off the answer's path: Events are queued (EventRecorder never blocks).
+Kept off the answer's path: Events are queued (EventRecorder never blocks, and
+posts at a bounded rate), and score lines are capped per second: in a burst of
+thousands of pods they would cost more than the decisions they describe. What
+the cap leaves out is counted in one line a second.
 """
 
 import logging
+import time
+from collections.abc import Callable
 
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome
@@ -20,9 +25,38 @@ def reason_types(reason: str) -> list[str]:
     return out
 
 
+class LineBudget:
+    """At most `per_second` items in each one-second window; says how many it refused."""
+
+    def __init__(self, per_second: int, clock: Callable[[], float]) -> None:
+        self.per_second = per_second
+        self.clock = clock
+        self._window = -1.0
+        self._used = 0
+        self.refused = 0
+
+    def take(self, n: int) -> bool:
+        now = self.clock()
+        if now - self._window >= 1.0:
+            if self.refused:
+                log.info("score lines left out this second", extra={"lines": self.refused})
+            self._window, self._used, self.refused = now, 0, 0
+        if self._used + n > self.per_second:
+            self.refused += n
+            return False
+        self._used += n
+        return True
+
+
 class FilterReporter:
-    def __init__(self, events: EventRecorder) -> None:
+    def __init__(
+        self,
+        events: EventRecorder,
+        score_lines_per_second: int = 200,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.events = events
+        self._scores = LineBudget(score_lines_per_second, clock)
 
     def __call__(self, outcome: FilterOutcome) -> None:
         if not outcome.gpu:
@@ -40,7 +74,7 @@ class FilterReporter:
             # HAMi's wording, as users grep for it. Only the chosen node's cards at INFO:
             # a pod that fits nowhere in a large cluster would log every card there is.
             level = logging.INFO if cs.node == decision.node else logging.DEBUG
-            if log.isEnabledFor(level):
+            if log.isEnabledFor(level) and self._scores.take(len(cs.cards)):
                 for uuid, score in cs.items():
                     log.log(
                         level,
