@@ -122,16 +122,22 @@ async def lock_node(
     now: Callable[[], datetime],
     expiry: timedelta = DEFAULT_EXPIRY,
     backoff: Backoff = DEFAULT_BACKOFF,
+    known: Mapping[str, Any] | None = None,
 ) -> None:
     """Take the node's lock for namespace/pod, or raise NodeLockContention.
+
+    `known` is the Node as a watch last showed it: the first attempt decides
+    from it and writes with its resourceVersion, saving a read; if it was
+    stale the write gets a 409 and the retry reads the Node afresh.
 
     Raises NotFound when the node does not exist and KubeError subclasses when
     the API server keeps failing.
     """
     context = {"node": node, "namespace": namespace, "pod": pod}
+    first = [known] if known is not None else []
 
     async def attempt() -> None:
-        obj = await kube.get_node(node)
+        obj = first.pop() if first else await kube.get_node(node)
         if obj is None:
             raise NotFound(f"node {node} not found", status=404)
         metadata = obj.get("metadata", {})

@@ -187,7 +187,15 @@ class Binder:
                 seen = self.locks.value(node)
                 try:
                     await lock_node(
-                        self.kube, node, namespace, name, now=self.now, expiry=self.lock_expiry
+                        self.kube,
+                        node,
+                        namespace,
+                        name,
+                        now=self.now,
+                        expiry=self.lock_expiry,
+                        # Only a free lock is taken on the watch's word; a held one is read
+                        # afresh, so a lagging watch never makes a bind wait for nothing.
+                        known=self.locks.node(node) if seen is None else None,
                     )
                     return
                 except NodeLockContention:

@@ -19,12 +19,16 @@ class LockWatch:
     def __init__(self, recheck: float = 1.0) -> None:
         self.recheck = recheck
         self._values: dict[str, str | None] = {}
+        self._versions: dict[str, str] = {}
         self._changed: dict[str, asyncio.Event] = {}
 
     def seen(self, node: Mapping[str, Any]) -> None:
         """A Node from the watch (or a relist)."""
         meta = node.get("metadata") or {}
-        self._set(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
+        name = str(meta.get("name", ""))
+        if meta.get("resourceVersion"):
+            self._versions[name] = str(meta["resourceVersion"])
+        self._set(name, (meta.get("annotations") or {}).get(NODE_LOCK))
 
     def tap(self, nodes: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         """The nodes of a relist, each recorded on its way to the cache."""
@@ -33,7 +37,9 @@ class LockWatch:
             yield node
 
     def gone(self, node: Mapping[str, Any]) -> None:
-        self._set(str((node.get("metadata") or {}).get("name", "")), None)
+        name = str((node.get("metadata") or {}).get("name", ""))
+        self._versions.pop(name, None)
+        self._set(name, None)
 
     def _set(self, name: str, value: str | None) -> None:
         if self._values.get(name) == value:
@@ -48,6 +54,15 @@ class LockWatch:
 
     def value(self, node: str) -> str | None:
         return self._values.get(node)
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The Node's lock and resourceVersion as last seen, shaped like a Node; None if unseen."""
+        version = self._versions.get(name)
+        if version is None:
+            return None
+        lock = self._values.get(name)
+        annotations = {NODE_LOCK: lock} if lock is not None else {}
+        return {"metadata": {"name": name, "resourceVersion": version, "annotations": annotations}}
 
     async def changed(self, node: str, since: str | None, within: float) -> None:
         """Return once the node's lock is no longer `since`, or after `within` (at most
