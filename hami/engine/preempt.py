@@ -1,0 +1,121 @@
+"""Which lower-priority GPU pods to evict so that a pod that fits nowhere fits somewhere.
+
+kube-scheduler's own preemption cannot do this for card slices: its dry run
+runs only the in-tree filters, which do not see `nvidia.com/gpumem`, so it
+never finds that removing a pod helps (kubernetes #139270). This module
+answers the same question with the GPU fit, following kube-scheduler's rules
+(pkg/scheduler/framework/preemption and defaultpreemption):
+
+* per node, every pod of lower priority is a potential victim; with all of
+  them gone the preemptor must fit, or the node is no candidate;
+* victims are then reprieved one by one, those whose eviction would violate
+  a PodDisruptionBudget first, each group highest priority first (then the
+  one that started first), and a reprieved pod stays if the preemptor still
+  fits, so no single victim of the result could be spared;
+* among candidate nodes the chosen one has the fewest PDB violations, then
+  the lowest highest victim priority, then the smallest sum of victim
+  priorities, then the fewest victims, then the latest start among its
+  highest-priority victims, then the earliest in the order given.
+
+Pure: the caller supplies the node states, each running pod's usage and
+facts (priority, start time, whether a PDB forbids evicting it).
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hami.engine.fit import fit_pod
+from hami.engine.model import NodeState, PodRequest, Usage
+from hami.engine.policy import PodOptions
+from hami.engine.state import build_node
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A running GPU pod on a node, as preemption needs to know it."""
+
+    uid: str
+    namespace: str
+    name: str
+    priority: int
+    start: float  # seconds since the epoch; later is younger
+    usage: Mapping[str, Usage]  # uuid -> what it takes from each card
+    violates_pdb: bool = False  # evicting it now would break a PodDisruptionBudget
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    node: str
+    victims: tuple[Victim, ...]
+    pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    request: PodRequest
+    options: PodOptions
+    priority: int
+    policy: str = "PreemptLowerPriority"  # or "Never" (spec.preemptionPolicy)
+
+
+def _without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
+    usage = {c.info.id: c.usage for c in node.cards}
+    for victim in gone:
+        for uuid, u in victim.usage.items():
+            if uuid in usage:
+                usage[uuid] = usage[uuid] - u
+    return build_node(node.name, (c.info for c in node.cards), usage, node.cordoned, node.links)
+
+
+def _fits(node: NodeState, pod: Preemptor) -> bool:
+    return (
+        fit_pod(node, pod.request, pod.options, hash((pod.request, pod.options))).devices
+        is not None
+    )
+
+
+def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:
+    """The victims kube-scheduler's rules pick on one node, or None if evicting cannot help."""
+    lower = [v for v in running if v.priority < pod.priority]
+    if not lower or not _fits(_without(node, lower), pod):
+        return None
+    # Reprieve order: PDB-protected pods first, then higher priority, then the older one.
+    order = sorted(lower, key=lambda v: (not v.violates_pdb, -v.priority, v.start, v.uid))
+    evicted = list(order)
+    for candidate in order:
+        trial = [v for v in evicted if v is not candidate]
+        if _fits(_without(node, trial), pod):
+            evicted = trial
+    chosen = tuple(sorted(evicted, key=lambda v: (-v.priority, v.start, v.uid)))
+    return Preemption(node.name, chosen, sum(v.violates_pdb for v in chosen))
+
+
+def _rank(p: Preemption, position: int) -> tuple[float, ...]:
+    top = max(v.priority for v in p.victims)
+    # kube-scheduler shifts priorities by MaxInt32+1 so that sums of negative ones compare.
+    total = sum(v.priority + 2**31 for v in p.victims)
+    earliest_top_start = min(v.start for v in p.victims if v.priority == top)
+    # The node whose oldest top-priority victim started latest costs the least work lost.
+    return (p.pdb_violations, top, total, len(p.victims), -earliest_top_start, position)
+
+
+def preempt(
+    cluster: Mapping[str, NodeState],
+    running: Mapping[str, Sequence[Victim]],
+    pod: Preemptor,
+    candidates: Sequence[str],
+) -> Preemption | None:
+    """The node and victims for a pod that fits nowhere as things stand, or None."""
+    if pod.policy == "Never":
+        return None
+    plans = []
+    for position, name in enumerate(candidates):
+        node = cluster.get(name)
+        if node is None:
+            continue
+        plan = victims_on(node, running.get(name, ()), pod)
+        if plan is not None:
+            plans.append((_rank(plan, position), plan))
+    if not plans:
+        return None
+    return min(plans, key=lambda ranked: ranked[0])[1]
