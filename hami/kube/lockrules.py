@@ -46,6 +46,7 @@ class Reason(StrEnum):
     ASSIGNED_ELSEWHERE = "holder-assigned-elsewhere"
     DELETED_UNBOUND = "holder-deleted-unbound"
     BINDING = "holder-binding"
+    ORPHANED = "holder-orphaned"
     AWAITING_ALLOCATE = "holder-awaiting-allocate"
 
 
@@ -66,6 +67,9 @@ class Holder:
     bind_phase: str = ""  # hami.io/bind-phase: the device plugin's verdict
     bind_time: int | None = None  # hami.io/bind-time, unix seconds, written with vgpu-node
     deleting: bool = False  # metadata.deletionTimestamp is set
+    # Whether a bind of this scheduler is under way for it; True when unknown. Only the
+    # Lease holder binds, so "no" from it means no bind is, after a short grace.
+    being_bound: bool = True
 
 
 GONE = Holder(exists=False)
@@ -98,6 +102,7 @@ def decide_lock(
     namespace: str,
     name: str,
     holder: Holder | None,
+    orphan_after: timedelta = timedelta(seconds=15),
 ) -> Decision:
     """What pod namespace/name, binding to `node`, should do about the node's lock value.
 
@@ -135,6 +140,10 @@ def decide_lock(
         # Not bound, so the plugin cannot be asked about it, and its bind takes
         # the lock again before posting a Binding.
         return Decision(Action.TAKE_OVER, Reason.EXPIRED)
+    if not holder.being_bound and now - since > orphan_after:
+        # A scheduler stopped between taking the lock and posting the Binding (kill -9):
+        # nobody binds the holder now, and its next bind takes the lock again.
+        return Decision(Action.TAKE_OVER, Reason.ORPHANED)
     return Decision(Action.CONTEND, Reason.BINDING)
 
 

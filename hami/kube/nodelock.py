@@ -13,7 +13,7 @@ import logging
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -123,8 +123,12 @@ async def lock_node(
     expiry: timedelta = DEFAULT_EXPIRY,
     backoff: Backoff = DEFAULT_BACKOFF,
     known: Mapping[str, Any] | None = None,
+    binding: Callable[[str, str], bool] | None = None,
 ) -> None:
     """Take the node's lock for namespace/pod, or raise NodeLockContention.
+
+    `binding(namespace, name)` says whether this process is binding that pod now; without
+    it a holder is always assumed to be.
 
     `known` is the Node as a watch last showed it: the first attempt decides
     from it and writes with its resourceVersion, saving a read; if it was
@@ -147,6 +151,8 @@ async def lock_node(
             assert existing is not None  # ASK_HOLDER is only decided for a readable lock
             _, holder_ns, holder_name = decode_node_lock(existing)
             holder = holder_state(await kube.get_pod(holder_ns or "", holder_name or ""))
+            if binding is not None and holder.exists:
+                holder = replace(holder, being_bound=binding(holder_ns or "", holder_name or ""))
             decision = decide_lock(existing, now(), expiry, node, namespace, pod, holder)
         if decision.action is Action.HELD:
             log.debug("node lock already held by this pod", extra=context)

@@ -9,7 +9,7 @@ device plugin; on any failure everything this bind did is undone.
 import asyncio
 import logging
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -66,6 +66,7 @@ class Binder:
         # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._binding: Counter[tuple[str, str]] = Counter()  # (namespace, name) of binds under way
         # uid -> node of binds that succeeded lately: a retry whose first
         # attempt succeeded must not take the node lock again, or the lock
         # would outlive the device plugin's Allocate and block the node.
@@ -112,6 +113,15 @@ class Binder:
         )
 
     async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self._binding[namespace, name] += 1
+        try:
+            await self._bind_once(namespace, name, uid, node)
+        finally:
+            self._binding[namespace, name] -= 1
+            if not self._binding[namespace, name]:
+                del self._binding[namespace, name]
+
+    async def _bind_once(self, namespace: str, name: str, uid: str, node: str) -> None:
         ref = {"namespace": namespace, "name": name, "uid": uid}
         ctx = {"namespace": namespace, "pod": name, "node": node}
         plan = await self._plan(namespace, name, uid, node)
@@ -196,6 +206,7 @@ class Binder:
                         # Only a free lock is taken on the watch's word; a held one is read
                         # afresh, so a lagging watch never makes a bind wait for nothing.
                         known=self.locks.node(node) if seen is None else None,
+                        binding=lambda ns, pod: self._binding[ns, pod] > 0,
                     )
                     return
                 except NodeLockContention:

@@ -206,6 +206,28 @@ BOUND_HERE = replace(BINDING_HERE, node_name=NODE)
             Reason.BINDING,
             id="future time (clock skew) is held",
         ),
+        # Nobody is binding it (a scheduler killed after taking the lock): after a grace.
+        pytest.param(
+            OTHERS,
+            replace(BINDING_HERE, being_bound=False),
+            Action.TAKE_OVER,
+            Reason.ORPHANED,
+            id="unbound, no bind under way, lock a minute old",
+        ),
+        pytest.param(
+            lock(timedelta(seconds=5), ",default,other"),
+            Holder(being_bound=False),
+            Action.CONTEND,
+            Reason.BINDING,
+            id="unbound, no bind under way, lock 5 s old: grace",
+        ),
+        pytest.param(
+            OTHERS,
+            replace(BOUND_HERE, being_bound=False),
+            Action.CONTEND,
+            Reason.AWAITING_ALLOCATE,
+            id="bound here, no bind under way: the plugin may still allocate",
+        ),
         # At expiry (HAMi's last resort), except while the plugin may still allocate for it.
         pytest.param(
             OTHERS_EXPIRED,

@@ -1,0 +1,106 @@
+"""What must hold after any attack, computed from the API server itself.
+
+* No card carries more than its memory, its cores or its split count, summing the allocation
+  annotation of every live pod bound to the node it names, exactly as written (no vetting: this
+  is what the device plugin enforces; a pod not bound there holds nothing on that node).
+* Our process's view of every card (its /metrics) equals a cache rebuilt from a fresh LIST:
+  nothing an attacker did left a phantom reservation or a miscounted pod behind.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from hami.cache.store import ClusterCache
+from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
+from hami.engine.model import Usage
+from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_REGISTER
+from hami.engine.state import pod_usage
+
+from .cluster import ControlPlane
+from .kube import Kube
+
+CardUsage = dict[str, Usage]  # uuid -> usage
+
+
+def _items(kube: Kube, kind: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(kube("get", kind, "-A", "-o", "json").stdout)["items"]
+    return items
+
+
+def overcommitted(kube: Kube) -> list[str]:
+    """Each card over its memory, cores or split count, as the API server's objects say."""
+    nodes = _items(kube, "nodes")
+    pods = [
+        p for p in _items(kube, "pods") if p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]
+    totals: CardUsage = {}
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        node = annotations.get(ASSIGNED_NODE)
+        if not node or node != pod["spec"].get("nodeName") or DEVICES_ALLOCATED not in annotations:
+            continue
+        try:
+            devices = decode_pod_devices(annotations[DEVICES_ALLOCATED])
+        except CodecError:
+            continue
+        n_init = len(pod["spec"].get("initContainers") or ())
+        for uuid, u in pod_usage(devices, n_init).items():
+            totals[uuid] = totals.get(uuid, Usage()) + u
+    found = []
+    for node in nodes:
+        raw = (node["metadata"].get("annotations") or {}).get(NODE_REGISTER)
+        if not raw:
+            continue
+        for card in decode_node_devices(raw):
+            u = totals.get(card.id, Usage())
+            if u.usedmem > card.devmem or u.usedcores > card.devcore or u.used > card.count:
+                found.append(f"{card.id}: {u} on {card.devmem} MiB, {card.devcore}%, {card.count}")
+    return found
+
+
+def rebuilt(kube: Kube) -> CardUsage:
+    """Per-card usage of a cache built from a fresh LIST, as a restarted process would see it."""
+    cache = ClusterCache(clock=time.monotonic)
+    cache.replace_nodes(_items(kube, "nodes"))
+    cache.replace_pods(_items(kube, "pods"))
+    return {c.info.id: c.usage for node in cache.view.values() for c in node.cards}
+
+
+def served(control_plane: ControlPlane) -> CardUsage:
+    """Per-card usage our running process reports on /metrics."""
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        urllib.request.HTTPSHandler(context=ssl.create_default_context()),
+    )
+    with opener.open(control_plane.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    fields: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = {
+                "hami_gpu_memory_allocated_bytes": "usedmem",
+                "hami_gpu_core_allocated_ratio": "usedcores",
+                "hami_gpu_shared_count": "used",
+            }.get(sample.name)
+            if key is not None:
+                fields.setdefault(sample.labels["device_uuid"], {})[key] = sample.value
+    return {
+        uuid: Usage(int(f["used"]), int(f["usedmem"]) // 2**20, int(f["usedcores"]))
+        for uuid, f in fields.items()
+    }
+
+
+def differences(a: Mapping[str, Usage], b: Mapping[str, Usage]) -> list[str]:
+    return [
+        f"{uuid}: {a.get(uuid, Usage())} != {b.get(uuid, Usage())}"
+        for uuid in sorted({*a, *b})
+        if a.get(uuid, Usage()) != b.get(uuid, Usage())
+    ]
