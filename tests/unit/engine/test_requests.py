@@ -101,12 +101,3 @@ def test_pod_request_lists_init_containers_first() -> None:
     assert req.app == (None, ContainerRequest(1, 3000))
     assert req.wants_gpu
     assert not pod_request({"containers": [c()]}, DEF).wants_gpu
-
-
-@pytest.mark.parametrize(
-    ("text", "value"), [("1", 1), ("2k", 2000), ("1Ki", 1024), ("1e3", 1000), (7, 7)]
-)
-def test_quantities(text: object, value: int) -> None:
-    from hami.engine.quantity import as_int64
-
-    assert as_int64(text) == value
