@@ -96,6 +96,8 @@ class EventRecorder:
         self, obj_ref: Mapping[str, str], type_: EventType, reason: str, message: str
     ) -> None:
         """Queue an event about the pod {namespace, name, uid}; never blocks, never raises."""
+        if self.rate <= 0:
+            return
         try:
             self._queue.put_nowait(
                 _Record(

@@ -113,7 +113,7 @@ def _log_distrust(namespace: str, name: str, why: str) -> None:
 async def build(settings: Settings) -> Runtime:
     kube = Kube(await connect(settings.kubeconfig or None), timeout=settings.kube_timeout_seconds)
     certs, cert_file, key_file = await _certificates(settings, kube)
-    events = EventRecorder(kube, instance=settings.identity)
+    events = EventRecorder(kube, instance=settings.identity, rate=settings.events_per_second)
     leadership: Leadership = (
         LeaseFollower(
             kube,

@@ -49,6 +49,7 @@ class Settings:
     node_lock_wait_seconds: float = 10.0
     reservation_ttl_seconds: float = 120.0
     requeue_rate: float = 100.0
+    events_per_second: float = 50.0
     kube_timeout_seconds: float = 10.0
     leader_elect: bool = False
     leader_elect_resource_name: str = "hami-scheduler"
@@ -102,6 +103,10 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "events_per_second": (
+        "Kubernetes Events posted a second at most (FilteringSucceed, BindingSucceed, ...); "
+        "the rest are dropped and counted in hami_events_dropped (0: post none)"
+    ),
     "requeue_rate": (
         "pods a second at most that are touched (annotation hami.io/requeue) so kube-scheduler "
         "retries them once capacity they were refused for frees up (0: never)"
@@ -236,6 +241,8 @@ def validate(s: Settings) -> None:
             f"--extender-bind-address must be a loopback address, got {s.extender_bind_address}: "
             "/filter and /bind are for the kube-scheduler beside this process only"
         )
+    if s.events_per_second < 0:
+        raise ConfigError("--events-per-second must not be negative")
     if s.requeue_rate < 0:
         raise ConfigError("--requeue-rate must not be negative")
     if s.read_timeout_seconds <= 0:

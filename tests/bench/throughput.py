@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -49,6 +50,8 @@ class Run:
     bind_failures: float
     loop_lag_p99: float
     rss_mib: float
+    created_in: float
+    cpu: dict[str, float]
 
     def line(self) -> str:
         lat = sorted(self.latencies) or [float("nan")]
@@ -59,7 +62,8 @@ class Run:
             f"{rate:7.1f} pods/s  create->bound p50 {statistics.median(lat):6.2f}s "
             f"p99 {p99:6.2f}s  filters/pod {self.filters:5.2f}  bind failures "
             f"{self.bind_failures:4.0f}  loop lag p99 {self.loop_lag_p99 * 1000:6.1f} ms  "
-            f"RSS {self.rss_mib:6.1f} MiB"
+            f"RSS {self.rss_mib:6.1f} MiB\n         created in {self.created_in:.1f}s; CPU seconds: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(self.cpu.items(), key=lambda kv: -kv[1]))
         )
 
 
@@ -91,6 +95,20 @@ def rss_mib(plane: ControlPlane) -> float:
     status = Path(f"/proc/{app.popen.pid}/status").read_text()
     rss = next(row for row in status.splitlines() if row.startswith("VmRSS:"))
     return int(rss.split()[1]) / 1024
+
+
+def cpu_seconds(plane: ControlPlane) -> dict[str, float]:
+    """CPU time (user + system) of each live component, by name without the start counter."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for process in plane.processes():
+        try:
+            fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        name = process.name.split(".")[0]
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def pod_manifest(name: str, gpu: bool, node_policy: str) -> dict[str, object]:
@@ -129,6 +147,7 @@ async def run_once(
         ns: Any = {"metadata": {"name": namespace}}
         await core.create_namespace(ns)
         before = scrape(plane)
+        cpu_before = cpu_seconds(plane)
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
         done = asyncio.Event()
@@ -159,6 +178,7 @@ async def run_once(
 
         started = time.monotonic()
         await asyncio.gather(*(create(i) for i in range(pods)))
+        created_in = time.monotonic() - started
         try:
             await asyncio.wait_for(done.wait(), max(1.0, deadline - time.monotonic()))
         except TimeoutError:
@@ -166,6 +186,7 @@ async def run_once(
         follower.cancel()
         last = max(bound.values(), default=started)
         after = scrape(plane)
+        cpu_after = cpu_seconds(plane)
         return Run(
             label=label,
             pods=pods,
@@ -176,6 +197,8 @@ async def run_once(
             bind_failures=after["bind_failures"] - before["bind_failures"],
             loop_lag_p99=after["loop_lag_p99"],
             rss_mib=rss_mib(plane),
+            created_in=created_in,
+            cpu={k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items()},
         )
     finally:
         await api.close()
@@ -189,10 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
     p.add_argument("--skip-ceiling", action="store_true")
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
+    p.add_argument(
+        "--without-admission-policy",
+        action="store_true",
+        help="remove the chart's ValidatingAdmissionPolicy binding, to measure what it costs",
+    )
     args = p.parse_args(argv)
     if args.pods > 20_000 or args.nodes > 5_000:
         p.error("bounded: at most 20,000 pods and 5,000 nodes")
     with ControlPlane(ensure_binaries(), app_args=args.app_arg) as plane:
+        if args.without_admission_policy:
+            plane.kubectl("delete", "validatingadmissionpolicybinding", "hami-scheduling-state")
         t0 = time.monotonic()
         plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(args.nodes)])
         print(

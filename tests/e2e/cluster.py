@@ -410,6 +410,10 @@ class ControlPlane:
             time.sleep(0.1)
         return NodeSim(tuple(nodes), process)
 
+    def processes(self) -> list[Process]:
+        """Every component started, live or not (benchmarks read their CPU time)."""
+        return list(self._processes)
+
     # --- kubectl -----------------------------------------------------------------------------
 
     def kubectl(
