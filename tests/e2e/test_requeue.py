@@ -52,14 +52,12 @@ def test_released_card_is_taken_by_the_waiting_pod_within_a_second(
     for round_ in range(ROUNDS):
         waiter = f"waiter-{round_}"
         kube.apply(mutex_pod(waiter), namespace)
-        wait_for(
-            lambda: (
-                "ExclusiveDeviceAllocateConflict"
-                in (kube.pod_scheduled_message(namespace, waiter) or "")
-            ),  # noqa: B023
-            timeout=30,
-            what=f"{waiter} to be refused: every card has a mutex tenant",
-        )
+
+        def refused(waiter: str = waiter) -> bool:
+            message = kube.pod_scheduled_message(namespace, waiter) or ""
+            return "ExclusiveDeviceAllocateConflict" in message
+
+        wait_for(refused, timeout=30, what=f"{waiter} to be refused: every card has a mutex tenant")
         released = holders.pop(0)
         kube(
             "delete",
@@ -72,8 +70,12 @@ def test_released_card_is_taken_by_the_waiting_pod_within_a_second(
             "--wait=false",
         )
         deleted = time.monotonic()
+
+        def bound(waiter: str = waiter) -> bool:
+            return bool(kube.pod(namespace, waiter)["spec"].get("nodeName"))
+
         wait_for(
-            lambda: kube.pod(namespace, waiter)["spec"].get("nodeName"),  # noqa: B023
+            bound,
             timeout=60,
             interval=0.05,
             what=f"{waiter} to be bound after {released} was deleted (round {round_})",
