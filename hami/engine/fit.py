@@ -12,9 +12,17 @@ from functools import lru_cache
 from itertools import combinations
 
 from hami.engine import reasons as r
-from hami.engine.model import Card, ContainerDevice, ContainerRequest, NodeState, PodRequest, Usage
+from hami.engine.model import (
+    Card,
+    ContainerDevice,
+    ContainerRequest,
+    DeviceInfo,
+    NodeState,
+    PodRequest,
+    Usage,
+)
 from hami.engine.policy import GpuPolicy, PodOptions
-from hami.engine.score import DEFAULT_WEIGHTS, card_score, make_card
+from hami.engine.score import DEFAULT_WEIGHTS, Weights, card_score, make_card
 
 SortKey = Callable[[Card, float], tuple[float, ...]]
 
@@ -66,7 +74,7 @@ class NodeFit:
     scores: tuple[tuple[int, tuple[float, ...]], ...]  # (container, per-card scores)
 
 
-def _type_ok(card: Card, opts: PodOptions) -> bool:
+def type_ok(card: Card, opts: PodOptions) -> bool:
     t = card.info.type.lower()
     if opts.use_types and not any(u in t for u in opts.use_types):
         return False
@@ -92,7 +100,7 @@ def _verdict(
     if info.id in cordoned:
         return r.CARD_CORDONED
     if opts.selects_cards:
-        if not _type_ok(card, opts):
+        if not type_ok(card, opts):
             return r.CARD_TYPE_MISMATCH
         if not _uuid_ok(card, opts):
             return r.CARD_UUID_MISMATCH
@@ -102,6 +110,11 @@ def _verdict(
         return r.EXCLUSIVE_CONFLICT
     if info.devmem - u.usedmem < req.memory_on(info.devmem):
         return r.CARD_INSUFFICIENT_MEMORY
+    return core_verdict(info, u, cores)
+
+
+def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
+    """HAMi's checks after the memory check, in its order; None if the card passes them."""
     if info.devcore - u.usedcores < cores:
         return r.CARD_INSUFFICIENT_CORE
     if info.devcore == 100 and cores == 100 and u.used > 0:
@@ -109,6 +122,13 @@ def _verdict(
     if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
         return r.CARD_COMPUTE_UNITS_EXHAUSTED
     return None
+
+
+def card_scores(cards: Sequence[Card], weights: Weights) -> tuple[float, ...]:
+    """Every card's score, as logged for each container fitted."""
+    if weights == DEFAULT_WEIGHTS:
+        return tuple(c.score for c in cards)
+    return tuple(card_score(c.info, c.usage, weights) for c in cards)
 
 
 def fit_container(
@@ -125,13 +145,9 @@ def fit_container(
     rejected without sorting. Only numa-bind needs HAMi's ordered walk, where
     a change of NUMA node starts the selection over.
     """
-    if opts.weights == DEFAULT_WEIGHTS:
-        scores = [c.score for c in cards]
-    else:
-        scores = [card_score(c.info, c.usage, opts.weights) for c in cards]
-    logged = tuple(scores)
+    scores = card_scores(cards, opts.weights)
     if req.nums > len(cards):
-        return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, logged)
+        return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, scores)
 
     cores = min(req.coresreq, 100)
     verdicts = [_verdict(c, req, cores, opts, cordoned) for c in cards]
@@ -145,28 +161,27 @@ def fit_container(
         return ContainerDevice(card.info.id, req.memory_on(card.info.devmem), cores)
 
     if opts.numa_bind:
-        return _fit_numa_bound(cards, scores, verdicts, req, key, counts, device, logged)
+        return _fit_numa_bound(cards, scores, verdicts, req, key, counts, device)
     passing = [(c, s) for c, s, v in zip(cards, scores, verdicts, strict=True) if v is None]
     if len(passing) >= req.nums:
         passing.sort(key=lambda cs: key(*cs), reverse=True)
         picked = [device(c) for c, _ in passing]
         if opts.gpu_policy.topology:
-            return ContainerFit(_by_topology(picked, req.nums, links or {}), "", logged)
-        return ContainerFit(tuple(picked[: req.nums]), "", logged)
+            return ContainerFit(_by_topology(picked, req.nums, links or {}), "", scores)
+        return ContainerFit(tuple(picked[: req.nums]), "", scores)
     if passing:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(passing)
-    return ContainerFit(None, r.card_reasons(counts, len(cards)), logged)
+    return ContainerFit(None, r.card_reasons(counts, len(cards)), scores)
 
 
 def _fit_numa_bound(
     cards: Sequence[Card],
-    scores: Sequence[float],
+    scores: tuple[float, ...],
     verdicts: Sequence[str | None],
     req: ContainerRequest,
     key: SortKey,
     counts: dict[str, int],
     device: Callable[[Card], ContainerDevice],
-    logged: tuple[float, ...],
 ) -> ContainerFit:
     ordered = sorted(
         zip(cards, scores, verdicts, strict=True), key=lambda t: key(t[0], t[1]), reverse=True
@@ -183,10 +198,10 @@ def _fit_numa_bound(
         if verdict is None:
             picked.append(device(card))
             if len(picked) == req.nums:
-                return ContainerFit(tuple(picked), "", logged)
+                return ContainerFit(tuple(picked), "", scores)
     if picked:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
-    return ContainerFit(None, r.card_reasons(counts, len(cards)), logged)
+    return ContainerFit(None, r.card_reasons(counts, len(cards)), scores)
 
 
 def _by_topology(

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterable, Mapping
 
+from hami.engine.capacity import summarize
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage, is_nvidia
 from hami.engine.score import make_card, node_score
 
@@ -16,7 +17,14 @@ def build_node(
     usage = usage or {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
     cards = tuple(make_card(d, usage.get(d.id, Usage())) for d in devices if is_nvidia(d))
-    return NodeState(name, cards, node_score(cards), cordoned, links or {})
+    return NodeState(
+        name,
+        cards,
+        node_score(cards),
+        cordoned,
+        links or {},
+        capacity=summarize(name, cards, cordoned),
+    )
 
 
 def pod_usage(devices: PodDevices, n_init: int, init_done: bool = False) -> dict[str, Usage]:

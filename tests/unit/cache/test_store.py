@@ -3,8 +3,10 @@
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, DeviceInfo, Usage
+from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest, Usage
+from hami.engine.policy import pod_options
 from hami.engine.state import pod_usage
 from hami.service.annotations import allocation_annotations
 
@@ -255,6 +257,29 @@ def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
     }
     cache.upsert_pod(forged("half", "GPU-1,NVIDIA,10,0:;", **half))
     assert usage(cache, "GPU-1") == Usage(1, 7680, 0)
+
+
+def test_every_state_is_summed_up_as_its_usage_stands() -> None:
+    """Decisions turn full nodes down from the summary alone, so it follows every event."""
+    check = summary_check(PodRequest(app=(ContainerRequest(1, 15000),)), pod_options({}))
+    assert check is not None
+
+    def reason() -> str | None:
+        return check(cache.view["n"], [])
+
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    assert reason() is None
+    cache.upsert_pod(pod("a"))
+    cache.reserve("b", "ns", "b", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
+    assert reason() == "2/2 CardInsufficientMemory"
+    cache.forget("b")
+    assert reason() is None
+    cache.upsert_pod(pod("c", "GPU-1", 15000))
+    cache.delete_pod(pod("a"))
+    assert reason() is None
+    cache.upsert_pod(pod("d", "GPU-0", 400))
+    assert reason() == "2/2 CardInsufficientMemory"
 
 
 def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_its_own() -> None:

@@ -1,0 +1,262 @@
+"""What a node has left, summed up once per state, so a decision can turn a node down unseen.
+
+kube-scheduler wants a reason for every node that cannot take the pod, and
+HAMi's reason counts the cards by the first check each one fails. When most
+nodes are full, walking their cards for every new pod shape is where a
+decision's time goes. So each state carries the counts its cards give
+before any request is known, and what is needed to count the rest:
+
+* health, cordon and time slices do not depend on the request: counted once;
+* mutex only asks whether a card is in use: the open cards are kept twice,
+  all of them and the idle ones;
+* memory is a threshold: the open cards are sorted by free memory, and the
+  number that fail is a bisection;
+* the core checks that follow depend on the request only through its cores.
+  For the two common asks, no cores and the whole card, every card's
+  verdict is fixed, so it is counted per tail of the sorted cards; for any
+  other ask the tail's most free cores shows when none is enough.
+
+A node that might fit is fitted card by card as before. The state is
+replaced whenever its usage changes, so a summary is never stale.
+"""
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hami.engine import reasons as r
+from hami.engine.fit import card_scores, core_verdict, type_ok
+from hami.engine.model import PERCENTAGE_UNSET, Card, CardScores, NodeState, PodRequest
+from hami.engine.policy import PodOptions
+from hami.engine.score import DEFAULT_WEIGHTS
+
+ALL_CORES = 100
+
+# Cards failing CardInsufficientCore, ExclusiveDeviceAllocateConflict and
+# CardComputeUnitsExhausted, and cards passing: what the core checks make of some cards.
+CoreCounts = tuple[int, int, int, int]
+
+
+def _tally(cards: Sequence[Card], cores: int) -> tuple[CoreCounts, ...]:
+    """Core-check counts of cards[k:] for every k, under a request of `cores`."""
+    out = [(0, 0, 0, 0)]
+    core = excl = exhausted = passing = 0
+    for c in reversed(cards):
+        v = core_verdict(c.info, c.usage, cores)
+        core += v == r.CARD_INSUFFICIENT_CORE
+        excl += v == r.EXCLUSIVE_CONFLICT
+        exhausted += v == r.CARD_COMPUTE_UNITS_EXHAUSTED
+        passing += v is None
+        out.append((core, excl, exhausted, passing))
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """Cards that pass every check before the memory check, by free memory, least first."""
+
+    free_mem: tuple[int, ...]
+    free_cores: tuple[int, ...]
+    most_cores: tuple[int, ...]  # most free cores among cards[k:]; -1 past the end
+    # Counts of cards[k:] for a request of no cores, and of the whole card.
+    tallies: tuple[tuple[CoreCounts, ...], tuple[CoreCounts, ...]]
+    devmem: int | None  # the cards' common size; None if sizes differ (percentages need it)
+
+    def between(self, k: int, cores: int) -> CoreCounts:
+        """Counts of cards[k:] for a request of some cores but not all: only the core check fails."""
+        ok = len(self.free_mem) - k
+        if self.most_cores[k] < cores:
+            return (ok, 0, 0, 0)
+        passing = sum(f >= cores for f in self.free_cores[k:])
+        return (ok - passing, 0, 0, passing)
+
+
+def _pool(cards: list[Card]) -> Pool:
+    cards = sorted(cards, key=lambda c: c.info.devmem - c.usage.usedmem)
+    free_cores = tuple(c.info.devcore - c.usage.usedcores for c in cards)
+    most = [-1]
+    for f in reversed(free_cores):
+        most.append(max(most[-1], f))
+    sizes = {c.info.devmem for c in cards}
+    return Pool(
+        free_mem=tuple(c.info.devmem - c.usage.usedmem for c in cards),
+        free_cores=free_cores,
+        most_cores=tuple(reversed(most)),
+        tallies=(_tally(cards, 0), _tally(cards, ALL_CORES)),
+        # Without cards any size will do: nothing is measured against it.
+        devmem=sizes.pop() if len(sizes) == 1 else (0 if not sizes else None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """A node's cards as the checks see them before any request."""
+
+    cards: int
+    not_healthy: int
+    cordoned: int
+    exhausted: int  # time slices all taken
+    open: Pool  # the rest
+    idle: Pool  # the open cards nobody uses (mutex takes only these)
+    # A card of the node when all have the same model and mode, which is all that type and
+    # mode selectors look at; None when they differ.
+    kind: Card | None
+    scored: CardScores  # what a decision logs when the pod's first container asks for a GPU
+    # (reason, cards passing) by what decides them: pods of every shape that leave the same
+    # cards short of memory, with the same cores, get the same counts, so each text is made
+    # once a state.
+    seen: dict[int, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def counted(self, short: int, cores: int, mutex: bool) -> tuple[str, int]:
+        """HAMi's reason when `short` cards of the pool the pod draws on lack its memory,
+        and how many cards pass every check."""
+        pool, busy = self.open, 0
+        if mutex:
+            pool, busy = self.idle, len(self.open.free_mem) - len(self.idle.free_mem)
+        if cores == 0 or cores == ALL_CORES:
+            core, excl, compute, passing = pool.tallies[cores == ALL_CORES][short]
+        else:
+            core, excl, compute, passing = pool.between(short, cores)
+        text = _reasons(
+            self.cards,
+            {
+                r.CARD_NOT_HEALTH: self.not_healthy,
+                r.CARD_CORDONED: self.cordoned,
+                r.CARD_TIME_SLICING_EXHAUSTED: self.exhausted,
+                r.EXCLUSIVE_CONFLICT: busy + excl,
+                r.CARD_INSUFFICIENT_MEMORY: short,
+                r.CARD_INSUFFICIENT_CORE: core,
+                r.CARD_COMPUTE_UNITS_EXHAUSTED: compute,
+                r.ALLOCATED_CARDS_INSUFFICIENT: passing,
+            },
+        )
+        return text, passing
+
+    def mismatch(self) -> str:
+        """HAMi's reason when no card is of the model or mode the pod selects."""
+        return _reasons(
+            self.cards,
+            {
+                r.CARD_NOT_HEALTH: self.not_healthy,
+                r.CARD_CORDONED: self.cordoned,
+                r.CARD_TYPE_MISMATCH: self.cards - self.not_healthy - self.cordoned,
+            },
+        )
+
+
+def _reasons(cards: int, counts: dict[str, int]) -> str:
+    return r.card_reasons({k: n for k, n in counts.items() if n}, cards)
+
+
+def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity:
+    not_healthy = cordoned_n = exhausted = 0
+    open_cards: list[Card] = []
+    for c in cards:
+        if not c.info.health:
+            not_healthy += 1
+        elif c.info.id in cordoned:
+            cordoned_n += 1
+        elif c.info.count <= c.usage.used:
+            exhausted += 1
+        else:
+            open_cards.append(c)
+    kinds = {(c.info.type, c.info.mode) for c in cards}
+    idle_cards = [c for c in open_cards if c.usage.used <= 0]
+    pool = _pool(open_cards)
+    return Capacity(
+        cards=len(cards),
+        not_healthy=not_healthy,
+        cordoned=cordoned_n,
+        exhausted=exhausted,
+        open=pool,
+        idle=pool if len(idle_cards) == len(open_cards) else _pool(idle_cards),
+        kind=cards[0] if len(kinds) == 1 else None,
+        scored=CardScores(name, 0, cards, card_scores(cards, DEFAULT_WEIGHTS)),
+    )
+
+
+# Asked of a node with the decision's score log: a reason when the node cannot take the pod,
+# after logging the card scores fitting it would have logged; None when it might take it.
+Check = Callable[[NodeState, list[CardScores]], str | None]
+
+# Keys of Capacity.seen: cards short of memory, then cores and mutex, as one number; and the
+# one for a pod that selects another model or mode.
+_KEYS = (ALL_CORES + 1) * 2
+_MISMATCH = -1
+# A state that outlives pods of many core counts would otherwise keep a text for each.
+SEEN_SIZE = 32
+
+
+def _remember(cap: Capacity, key: int, seen: tuple[str, int]) -> None:
+    if len(cap.seen) >= SEEN_SIZE:
+        cap.seen.clear()
+    cap.seen[key] = seen
+
+
+def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
+    """The question a decision asks every node's summary about this pod, or None if a summary
+    cannot answer it: the pod asks for no GPU, or selects cards by UUID, which a summary does
+    not keep.
+
+    Only the first container that asks for a GPU is looked at: it sees the
+    node as it is, and when it cannot fit, HAMi's reason is its reason. The
+    check runs once per node, and a decision over 1,000 full nodes is mostly
+    this: it is a closure so that its settings are read as local cells, not
+    attributes, and it allocates nothing on the common path (the cards'
+    scores are built with the state), since a tuple per node made the
+    garbage collector run during every decision and set the p99.
+    """
+    containers = enumerate((*request.init, *request.app))
+    first = next(((i, c) for i, c in containers if c is not None), None)
+    if first is None or opts.use_uuids or opts.nouse_uuids:
+        return None
+    index, req = first
+    if req.coresreq < 0:
+        return None  # refused at admission; the counts' keys assume cores from 0 to 100
+    nums, pct = req.nums, req.mem_percentage
+    share = req.memreq == 0 and pct != PERCENTAGE_UNSET  # a share of each card's memory
+    need = req.memory_on(0)
+    cores = min(req.coresreq, ALL_CORES)
+    mutex, numa_bind, by_type = opts.gpu_policy.mutex, opts.numa_bind, opts.selects_cards
+    weights = None if opts.weights == DEFAULT_WEIGHTS else opts.weights
+    key = cores * 2 + mutex
+
+    def check(node: NodeState, log: list[CardScores]) -> str | None:
+        cap = node.capacity
+        if cap is None:
+            return None
+        if nums > cap.cards:
+            text = r.NODE_INSUFFICIENT_DEVICE
+        elif by_type and (cap.kind is None or not type_ok(cap.kind, opts)):
+            if cap.kind is None:
+                return None
+            seen = cap.seen.get(_MISMATCH)
+            if seen is None:
+                seen = (cap.mismatch(), 0)
+                _remember(cap, _MISMATCH, seen)
+            text = seen[0]
+        else:
+            pool = cap.idle if mutex else cap.open
+            at_least = need
+            if share:
+                if pool.devmem is None:
+                    return None  # a share of cards of different sizes
+                at_least = pool.devmem * pct // 100
+            short = bisect_left(pool.free_mem, at_least)
+            counted = short * _KEYS + key
+            seen = cap.seen.get(counted)
+            if seen is None:
+                seen = cap.counted(short, cores, mutex)
+                _remember(cap, counted, seen)
+            text, passing = seen
+            # Enough cards pass; with numa-bind, the ones that do are counted by NUMA node.
+            if passing >= nums or (passing and numa_bind):
+                return None
+        if index or weights is not None:
+            logged = cap.scored.scores if weights is None else card_scores(node.cards, weights)
+            log.append(CardScores(node.name, index, node.cards, logged))
+        else:
+            log.append(cap.scored)
+        return text
+
+    return check

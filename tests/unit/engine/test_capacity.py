@@ -1,0 +1,239 @@
+"""Node summaries: a node turned down unseen gets the very reason and scores fitting it gives.
+
+The reference is the card-by-card fit (fit_pod_uncached) and the decision as
+it was made before summaries: every node fitted in preference order. Random
+nodes are drawn to sit on the edges the checks compare against (exactly
+full, one over, mixed card sizes, no cores at all).
+"""
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hami.engine import reasons as r
+from hami.engine.capacity import SEEN_SIZE, summary_check
+from hami.engine.decide import Decision, schedule
+from hami.engine.fit import fit_pod_uncached
+from hami.engine.model import CardScores, ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
+from hami.engine.policy import PodOptions, pod_options
+from hami.engine.state import build_node
+
+TYPES = ("NVIDIA-Tesla T4", "NVIDIA A100-SXM4-40GB")
+MODES = ("hami-core", "mig")
+
+
+# One card: (size, cores, split, model, NUMA node, mode, healthy, cordoned), then its usage as
+# (used, memory, cores), each an index into the choices that sit on the checks' edges.
+cards = st.tuples(
+    st.tuples(
+        st.integers(0, 1),
+        st.integers(0, 2),
+        st.sampled_from([10, 1, 0, 4]),
+        st.integers(0, 1),
+        st.integers(0, 1),
+        st.integers(0, 1),
+        st.integers(0, 3).map(bool),  # mostly healthy
+        st.integers(0, 5).map(lambda i: i == 0),  # now and then cordoned
+    ),
+    st.none() | st.tuples(st.integers(0, 11), st.integers(0, 4), st.integers(0, 3)),
+)
+node_kinds = st.tuples(
+    st.sampled_from([(15360, 15360), (15360, 40000), (0, 1000)]),
+    st.sampled_from([(100, 100, 100), (100, 0, 100), (100, 50, 120)]),
+    st.booleans(),  # mixed models
+    st.booleans(),  # mixed modes
+)
+
+
+@st.composite
+def nodes(draw: Any, name: str = "n") -> NodeState:
+    (sizes, cores, models, modes) = draw(node_kinds)
+    devices, usage, cordoned = [], {}, set()
+    for i, (card, used) in enumerate(draw(st.lists(cards, max_size=8))):
+        size, core, count, model, numa, mode, healthy, cordon = card
+        info = DeviceInfo(
+            f"{name}-GPU-{i}",
+            i,
+            count,
+            sizes[size],
+            cores[core],
+            TYPES[model if models else 0],
+            numa,
+            MODES[mode if modes else 0],
+            healthy,
+        )
+        devices.append(info)
+        if cordon:
+            cordoned.add(info.id)
+        if used is not None:
+            slots, mem, busy = used
+            memory = (0, info.devmem, info.devmem + 1, info.devmem - 1000, info.devmem // 3)
+            in_use = (0, info.devcore, info.devcore - 30, info.devcore + 1)
+            usage[info.id] = Usage(min(slots, count + 1), max(memory[mem], 0), in_use[busy])
+    return build_node(name, devices, usage, frozenset(cordoned))
+
+
+containers = st.builds(
+    ContainerRequest,
+    nums=st.sampled_from([1, 1, 2, 3]) | st.integers(1, 9),
+    memreq=st.sampled_from([0, 1000, 15360, 16000]) | st.integers(0, 41000),
+    mem_percentage=st.sampled_from([101, 100, 50]) | st.integers(1, 100),
+    coresreq=st.sampled_from([0, 100, 150, 30]) | st.integers(0, 100),
+)
+requests = st.builds(
+    PodRequest,
+    init=st.lists(st.none() | containers, max_size=2).map(tuple),
+    app=st.lists(st.none() | containers, min_size=1, max_size=3).map(tuple),
+)
+annotations = st.fixed_dictionaries(
+    {
+        "hami.io/gpu-scheduler-policy": st.sampled_from(
+            ["spread", "binpack", "mutex", "mutex,binpack", "numa", "topology-aware"]
+        ),
+        "hami.io/node-scheduler-policy": st.sampled_from(["binpack", "spread"]),
+    },
+    optional={
+        "nvidia.com/numa-bind": st.sampled_from(["true", "false"]),
+        "nvidia.com/use-gputype": st.sampled_from(["t4", "a100", "t4,a100"]),
+        "nvidia.com/nouse-gputype": st.sampled_from(["t4", "h100"]),
+        "nvidia.com/vgpu-mode": st.sampled_from(MODES),
+        "nvidia.com/use-gpuuuid": st.just("n-GPU-0,n-GPU-2"),
+        "nvidia.com/nouse-gpuuuid": st.just("n-GPU-1"),
+        "hami.io/device-scoring-weights": st.just("slot=0,core=2,memory=1"),
+    },
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(nodes(), requests, annotations)
+def test_a_node_turned_down_unseen_gets_the_reason_fitting_it_gives(
+    node: NodeState, request: PodRequest, ann: dict[str, str]
+) -> None:
+    opts = pod_options(ann)
+    check = summary_check(request, opts)
+    log: list[CardScores] = []
+    reason = None if check is None else check(node, log)
+    if reason is None:
+        assert log == []
+        return
+    fit = fit_pod_uncached(node, request, opts)
+    assert fit.devices is None
+    assert reason == fit.reason
+    [scored] = log
+    assert (scored.node, scored.cards) == (node.name, node.cards)
+    assert ((scored.container, scored.scores),) == fit.scores
+
+
+def slow_schedule(
+    cluster: dict[str, NodeState], request: PodRequest, opts: PodOptions, names: list[str]
+) -> Decision:
+    """The decision before summaries, spelt out: every node fitted, in preference order."""
+    failed: dict[str, str] = {}
+    known = []
+    for name in names:
+        if name in cluster:
+            known.append(cluster[name])
+        else:
+            failed[name] = r.NODE_UNREGISTERED
+    sign = 1 if opts.node_policy == "spread" else -1
+    scores: list[CardScores] = []
+    for node in sorted(known, key=lambda n: (sign * n.score, n.name)):
+        fit = fit_pod_uncached(node, request, opts)
+        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        if fit.devices is not None:
+            return Decision(node.name, fit.devices, failed, tuple(scores), node.score)
+        failed[node.name] = fit.reason
+    return Decision(None, None, failed, tuple(scores))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(nodes(), max_size=6), requests, annotations)
+def test_decisions_are_those_made_by_fitting_every_node(
+    states: list[NodeState], request: PodRequest, ann: dict[str, str]
+) -> None:
+    cluster = {
+        f"node-{i}": build_node(
+            f"node-{i}",
+            [c.info for c in s.cards],
+            {c.info.id: c.usage for c in s.cards},
+            s.cordoned,
+        )
+        for i, s in enumerate(states)
+    }
+    names = [*reversed(cluster), "ghost"]
+    opts = pod_options(ann)
+    fast, slow = (
+        schedule(cluster, request, opts, names),
+        slow_schedule(cluster, request, opts, names),
+    )
+    assert fast == slow
+    assert list(fast.failed.items()) == list(slow.failed.items())  # kube-scheduler's order too
+
+
+def turned_down(node: NodeState, request: PodRequest, **ann: str) -> str | None:
+    """The node's reason when its summary turns the pod down."""
+    check = summary_check(request, pod_options(ann))
+    assert check is not None
+    return check(node, [])
+
+
+def t4(i: int, count: int = 10) -> DeviceInfo:
+    return DeviceInfo(f"GPU-{i}", i, count, 15360, 100, "NVIDIA-Tesla T4")
+
+
+ONE = PodRequest(app=(ContainerRequest(1, 1000),))
+
+
+@pytest.mark.parametrize(
+    ("usage", "request_", "policy", "reason"),
+    [
+        (Usage(10, 10000, 0), ONE, "binpack", "4/4 CardTimeSlicingExhausted"),
+        (Usage(3, 15000, 0), ONE, "binpack", "4/4 CardInsufficientMemory"),
+        (Usage(1, 1000, 100), ONE, "binpack", "4/4 CardComputeUnitsExhausted"),
+        (Usage(1, 1000, 0), ONE, "mutex", "4/4 ExclusiveDeviceAllocateConflict"),
+        (
+            Usage(1, 1000, 0),
+            PodRequest(app=(ContainerRequest(1, 1000, coresreq=100),)),
+            "binpack",
+            "4/4 ExclusiveDeviceAllocateConflict",
+        ),
+        (
+            Usage(1, 1000, 80),
+            PodRequest(app=(ContainerRequest(1, 1000, coresreq=30),)),
+            "binpack",
+            "4/4 CardInsufficientCore",
+        ),
+        (
+            Usage(1, 1000, 0),
+            PodRequest(app=(ContainerRequest(5, 1000),)),
+            "binpack",
+            r.NODE_INSUFFICIENT_DEVICE,
+        ),
+    ],
+)
+def test_full_nodes_are_turned_down_by_their_summary(
+    usage: Usage, request_: PodRequest, policy: str, reason: str
+) -> None:
+    """The ways binpack leaves a node full, each answered without a card walk."""
+    node = build_node("n", [t4(i) for i in range(4)], {f"GPU-{i}": usage for i in range(4)})
+    assert turned_down(node, request_, **{"hami.io/gpu-scheduler-policy": policy}) == reason
+
+
+def test_a_node_that_might_fit_is_left_to_the_card_walk() -> None:
+    node = build_node("n", [t4(0), t4(1)], {"GPU-0": Usage(1, 15000, 0)})
+    assert turned_down(node, ONE) is None
+    two = PodRequest(app=(ContainerRequest(2, 1000),))
+    reason = turned_down(node, two)
+    assert reason == "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory"
+
+
+def test_a_state_keeps_a_bounded_number_of_texts() -> None:
+    node = build_node(
+        "n", [t4(i) for i in range(4)], {f"GPU-{i}": Usage(1, 15000, 0) for i in range(4)}
+    )
+    for cores in range(101):
+        reason = turned_down(node, PodRequest(app=(ContainerRequest(1, 1000, coresreq=cores),)))
+        assert reason == "4/4 CardInsufficientMemory"
+    assert 0 < len(node.capacity.seen) <= SEEN_SIZE  # type: ignore[union-attr]
