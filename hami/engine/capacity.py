@@ -203,8 +203,8 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
     check runs once per node, and a decision over 1,000 full nodes is mostly
     this: it is a closure so that its settings are read as local cells, not
     attributes, and it allocates nothing on the common path (the cards'
-    scores are built with the state), since a tuple per node made the
-    garbage collector run during every decision and set the p99.
+    scores are built with the state): a tuple per node made the garbage
+    collector run within decisions, which showed in the p99.
     """
     containers = enumerate((*request.init, *request.app))
     first = next(((i, c) for i, c in containers if c is not None), None)
