@@ -6,6 +6,7 @@ a node whose v2.7-era handshake says `Deleted` has been given up by an older
 scheduler. The rest of a Node or Pod object is not kept.
 """
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +116,10 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
     n_init = len(spec.get("initContainers") or ())
     return PodAllocation(
         uid=str(meta.get("uid", "")),
-        namespace=str(meta.get("namespace", "")),
+        # Shared by many pods: one copy each instead of one per cached pod.
+        namespace=sys.intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
-        node=str(node),
+        node=sys.intern(str(node)),
         devices=devices,
         n_init=n_init,
         init_done=_init_done(pod, n_init),

@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import (
 )
 
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable, from_response
+from hami.kube.session import use_own_session
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ USER_AGENT = "hami-scheduler/0.1 (python)"
 # etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
 # larger, so a watch line gets generous head room before it counts as corrupt.
 MAX_WATCH_LINE = 16 * 2**20
+# Objects per LIST page, as client-go's reflector asks for: a page of pods is a few MiB of
+# JSON, so the decoded page, not the whole cluster, is what a list holds at once.
+LIST_PAGE = 500
 
 
 async def connect(kubeconfig: str | None) -> ApiClient:
@@ -53,6 +57,7 @@ async def connect(kubeconfig: str | None) -> ApiClient:
         await config.load_kube_config(client_configuration=cfg)
     api = ApiClient(cfg)
     api.user_agent = USER_AGENT
+    await use_own_session(api)
     return api
 
 
@@ -66,7 +71,8 @@ class Kube:
         self.core = CoreV1Api(api)
         self.coordination = CoordinationV1Api(api)
         self.timeout = timeout
-        # A full list of every pod in a large cluster takes far longer than a point read.
+        # A page of a list is read from etcd and can be hundreds of objects: far slower than
+        # a point read on a busy server.
         self.list_timeout = list_timeout
 
     async def close(self) -> None:
@@ -250,23 +256,40 @@ class Kube:
             return self.core.list_pod_for_all_namespaces
         return self.core.list_node
 
-    async def list_objects(
+    async def list_pages(
         self,
         resource: Resource,
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> tuple[list[Obj], str]:
-        """A consistent full list: (items, the list's resourceVersion to watch from)."""
-        result = await self._call(
-            f"list {resource}",
-            self._lister(resource),
-            request_timeout=self.list_timeout,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        items = result.get("items") or []
-        return items, str(result.get("metadata", {}).get("resourceVersion", ""))
+    ) -> AsyncGenerator[tuple[list[Obj], str], None]:
+        """One consistent list, LIST_PAGE objects at a time: (items, the list's resourceVersion).
+
+        Every page comes from the same snapshot, whose resourceVersion is the one to watch from.
+        Raises Gone when the server no longer holds it (a continue token expires after some
+        minutes); the caller must list again from the start.
+        """
+        token: str | None = None
+        while True:
+            page = await self._call(
+                f"list {resource}",
+                self._lister(resource),
+                request_timeout=self.list_timeout,
+                limit=LIST_PAGE,
+                _continue=token,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or None
+            yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
+            if token is None:
+                return
+
+    async def list_objects(self, resource: Resource) -> tuple[list[Obj], str]:
+        """A consistent full list held in memory: (items, the resourceVersion to watch from)."""
+        pages = [page async for page in self.list_pages(resource)]
+        return [obj for items, _ in pages for obj in items], pages[-1][1]
 
     async def watch_objects(
         self,
@@ -312,19 +335,9 @@ class Kube:
                 except (aiohttp.ClientError, TimeoutError):
                     body = b""
                 raise from_response(resp.status, body, resp.headers, what)
-            while True:
-                try:
-                    line = await resp.content.readline(max_line_length=MAX_WATCH_LINE)
-                except (aiohttp.ClientError, TimeoutError) as e:
-                    raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
-                if not line:
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    event = orjson.loads(line)
-                except orjson.JSONDecodeError as e:
-                    raise Unavailable(f"{what}: malformed event: {e}") from e
+            # The raw line stays inside _next_event: a generator suspended at `yield` would
+            # otherwise hold it until the next event arrives, minutes on a quiet watch.
+            while (event := await _next_event(resp, what)) is not None:
                 yield event
 
     # --- the webhook's certificate (certs.bootstrap) ----------------------------------------
@@ -376,3 +389,22 @@ class Kube:
             operations,
             _content_type=JSON_PATCH,
         )
+
+
+async def _next_event(resp: aiohttp.ClientResponse, what: str) -> Obj | None:
+    """The next watch event, decoded; None when the server ended the watch."""
+    line = b""
+    while not line.strip():
+        try:
+            line = await resp.content.readline(max_line_length=MAX_WATCH_LINE)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        if not line:
+            return None
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise Unavailable(f"{what}: malformed event: {e}") from e
+    if not isinstance(event, dict):
+        raise Unavailable(f"{what}: an event is not a JSON object")
+    return event

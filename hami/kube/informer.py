@@ -1,15 +1,20 @@
 """List-then-watch for one resource, feeding a cache through a Sink.
 
 Raw JSON all the way: objects reach the sink as dicts (minus managedFields,
-which is large and useless to a scheduler). The loop survives everything but
-cancellation: a 410 relists, any other failure resumes the watch from the last
-resourceVersion after a jittered, capped backoff.
+which is large and useless to a scheduler), one LIST page at a time, so the
+informer never holds more of the cluster than a page and what the sink keeps.
+A relist reconciles in place, upserting what it finds and then deleting what
+it no longer finds, so the sink never drops an object that still exists.
+The loop survives everything but cancellation: a 410 relists, any other
+failure resumes the watch from the last resourceVersion after a jittered,
+capped backoff.
 """
 
 import asyncio
 import contextlib
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,18 +28,31 @@ log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
+    """Where an informer delivers; it is the informer's alone from its first list on."""
+
     def replace(self, objects: list[Obj]) -> None:
-        """The complete set after a (re)list; anything not in it was deleted meanwhile."""
+        """Start over from `objects`, the first page of the informer's first list: whatever
+        the sink held before is not the informer's to know about."""
 
     def upsert(self, obj: Obj) -> None: ...
 
-    def delete(self, obj: Obj) -> None: ...
+    def delete(self, obj: Obj) -> None:
+        """`obj` may be a tombstone that carries only metadata uid, namespace and name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What the informer remembers of an object it delivered: enough to spot a stale
+    update, and to address the delete should a later list not hold the object."""
+
+    resource_version: str
+    namespace: str
+    name: str
 
 
 @dataclass(frozen=True)
 class Upsert:
     obj: Obj
-    uid: str
     resource_version: str
 
 
@@ -93,8 +111,8 @@ def _identity(metadata: Mapping[str, Any]) -> str:
     return str(metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}")
 
 
-def interpret(event: Mapping[str, Any], delivered: Mapping[str, str]) -> Step:
-    """Decide what one watch event means, given the resourceVersion delivered per uid."""
+def interpret(event: Mapping[str, Any], delivered: Mapping[str, Delivered]) -> Step:
+    """Decide what one watch event means, given what was delivered per uid."""
     kind = event.get("type")
     obj = event.get("object")
     if not isinstance(obj, dict):
@@ -116,9 +134,9 @@ def interpret(event: Mapping[str, Any], delivered: Mapping[str, str]) -> Step:
         return Delete(strip(obj), uid, rv)
     if kind in ("ADDED", "MODIFIED"):
         seen = delivered.get(uid)
-        if seen is not None and rv and is_older(rv, seen):
-            return Ignore(f"stale {kind} at {rv}, already delivered {seen}")
-        return Upsert(strip(obj), uid, rv)
+        if seen is not None and rv and is_older(rv, seen.resource_version):
+            return Ignore(f"stale {kind} at {rv}, already delivered {seen.resource_version}")
+        return Upsert(strip(obj), rv)
     return Ignore(f"unknown event type {kind!r}")
 
 
@@ -155,7 +173,10 @@ class Informer:
         # When the last list or event arrived; None until the first list.
         self.last_event_monotonic: float | None = None
         self.resource_version = ""
-        self._delivered: dict[str, str] = {}
+        self._delivered: dict[str, Delivered] = {}
+        # Until its first page has gone through sink.replace, the sink may hold objects of
+        # someone else's; from then on the informer knows every object the sink holds.
+        self._sink_taken = False
         self._progressed = False
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -188,23 +209,62 @@ class Informer:
             await asyncio.sleep(backoff_delay(failures))
 
     async def _list(self) -> None:
-        items, rv = await self.kube.list_objects(
+        """Deliver the current set page by page, then delete what it no longer holds."""
+        pages = self.kube.list_pages(
             self.resource, label_selector=self.label_selector, field_selector=self.field_selector
         )
-        objects = [strip(item) for item in items]
-        self.sink.replace(objects)
-        self._delivered = {
-            _identity(o.get("metadata") or {}): str(o.get("metadata", {}).get("resourceVersion"))
-            for o in objects
-        }
+        listed: set[str] = set()
+        rv = ""
+        async with contextlib.aclosing(pages):
+            async for items, page_rv in pages:
+                self._deliver_page(items, listed)
+                rv = page_rv
+        for uid in [u for u in self._delivered if u not in listed]:
+            self._apply(self.sink.delete, self._tombstone(uid))
         self.resource_version = rv
         self.last_event_monotonic = self.clock()
         self._progressed = True
         self.synced.set()
         log.info(
             "listed",
-            extra={"resource": self.resource, "count": len(objects), "resource_version": rv},
+            extra={"resource": self.resource, "count": len(listed), "resource_version": rv},
         )
+
+    def _deliver_page(self, items: list[Obj], listed: set[str]) -> None:
+        objects = [strip(item) for item in items]
+        if self._sink_taken:
+            for obj in objects:
+                self._apply(self.sink.upsert, obj)
+        else:
+            self.sink.replace(objects)
+            self._sink_taken = True
+        for obj in objects:
+            listed.add(self._remember(obj))
+        # The caller's loop keeps `items` bound while the next page downloads; emptied, it
+        # no longer keeps this page's objects alive meanwhile.
+        items.clear()
+
+    def _remember(self, obj: Obj) -> str:
+        metadata = obj.get("metadata") or {}
+        uid = _identity(metadata)
+        self._delivered[uid] = Delivered(
+            str(metadata.get("resourceVersion") or ""),
+            # Otherwise every pod would keep a copy of its namespace's name.
+            sys.intern(str(metadata.get("namespace") or "")),
+            str(metadata.get("name") or ""),
+        )
+        return uid
+
+    def _tombstone(self, uid: str) -> Obj:
+        gone = self._delivered.pop(uid)
+        return {
+            "metadata": {
+                "uid": uid,
+                "namespace": gone.namespace,
+                "name": gone.name,
+                "resourceVersion": gone.resource_version,
+            }
+        }
 
     async def _watch(self) -> None:
         """Apply events until the server ends the watch; raises Gone when a relist is needed."""
@@ -223,9 +283,9 @@ class Informer:
                 self._progressed = True
                 step = interpret(event, self._delivered)
                 match step:
-                    case Upsert(obj, uid, rv):
+                    case Upsert(obj, rv):
                         self._apply(self.sink.upsert, obj)
-                        self._delivered[uid] = rv
+                        self._remember(obj)
                         self.resource_version = rv or self.resource_version
                     case Delete(obj, uid, rv):
                         self._apply(self.sink.delete, obj)
@@ -249,7 +309,7 @@ class Informer:
         except Exception:
             metadata = obj.get("metadata") or {}
             log.exception(
-                "cache rejected a watch event",
+                "cache rejected an object",
                 extra={
                     "resource": self.resource,
                     "namespace": metadata.get("namespace", ""),

@@ -1,20 +1,30 @@
-"""Failure paths of the client and informer that the real API server cannot be made to produce
-on demand (stalls, refused connections, a 410 in the middle of a watch), driven through a small
-fake server speaking the same HTTP. Everything else runs against the real API server in
-tests/e2e/test_kube_io.py.
+"""Paths of the client and informer that the real API server cannot be made to produce on
+demand (stalls, refused connections, a 410 in the middle of a watch or a paged list, proxies),
+driven through small servers speaking the same HTTP(S) on 127.0.0.1. Everything else runs
+against the real API server in tests/e2e/test_kube_io.py.
 """
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import base64
+import contextlib
+import gc
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 from pytest_aiohttp import AiohttpServer
 
-from hami.kube.client import Kube
+from certs.selfsigned import issue_ca, issue_client, issue_serving
+from hami.cache.store import ClusterCache
+from hami.kube.client import LIST_PAGE, Kube, connect
 from hami.kube.errors import Unavailable
 from hami.kube.informer import Informer
 
@@ -91,9 +101,10 @@ def pod(name: str, rv: str) -> dict[str, Any]:
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, names: set[str] | None = None) -> None:
         self.replaced: list[list[str]] = []
-        self.names: set[str] = set()
+        self.names: set[str] = set(names or ())
+        self.deleted: list[dict[str, Any]] = []
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
         self.replaced.append([o["metadata"]["name"] for o in objects])
@@ -104,6 +115,68 @@ class Recorder:
 
     def delete(self, obj: dict[str, Any]) -> None:
         self.names.discard(obj["metadata"]["name"])
+        self.deleted.append(obj)
+
+
+def watch_forever() -> Handler:
+    async def watch(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await asyncio.sleep(5)
+        return resp
+
+    return watch
+
+
+class Paged:
+    """A LIST endpoint that serves `snapshots` in turn, each in pages of `per_page`, ignoring
+    the client's limit as a server may; requests are recorded."""
+
+    def __init__(self, snapshots: list[tuple[list[dict[str, Any]], str]], per_page: int) -> None:
+        self.snapshots = snapshots
+        self.per_page = per_page
+        self.requests: list[dict[str, str]] = []
+        self.expire: set[str] = set()  # continue tokens answered with 410
+        self.watch = watch_forever()
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append(query)
+        if is_watch(query):
+            return await self.watch(request)
+        token = query.get("continue", "")
+        if token in self.expire:
+            self.expire.discard(token)
+            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+            return web.json_response(gone, status=410)
+        if not token:
+            self.current = self.snapshots.pop(0)
+        items, rv = self.current
+        start = int(token or 0)
+        end = start + self.per_page
+        metadata = {"resourceVersion": rv, **({"continue": str(end)} if end < len(items) else {})}
+        return web.json_response({"items": items[start:end], "metadata": metadata})
+
+    def lists(self) -> list[dict[str, str]]:
+        return [q for q in self.requests if not is_watch(q)]
+
+    def watched_from(self) -> list[str]:
+        return [q["resourceVersion"] for q in self.requests if is_watch(q)]
+
+
+def is_watch(query: Mapping[str, str]) -> bool:
+    return query.get("watch", "").lower() == "true"
+
+
+async def run_until(informer: Informer, done: Callable[[], bool]) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(informer.run(stop))
+    for _ in range(100):
+        if done():
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, 2)
 
 
 async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> None:
@@ -127,18 +200,98 @@ async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> 
     kube = await serve({"/api/v1/pods": pods})
     sink = Recorder()
     informer = Informer(kube, "pods", sink, inactivity=10)
-    stop = asyncio.Event()
-    task = asyncio.create_task(informer.run(stop))
-    for _ in range(100):
-        if len(watched_from) == 2:
-            break
-        await asyncio.sleep(0.05)
-    stop.set()
-    await asyncio.wait_for(task, 2)
-    assert sink.replaced == [["a"], ["b"]]
+    await run_until(informer, lambda: len(watched_from) == 2)
+    # The relist reconciles by upsert and delete: the sink never goes through an empty state.
+    assert sink.replaced == [["a"]]
     assert sink.names == {"b"}
+    assert [d["metadata"] for d in sink.deleted] == [
+        {"uid": "a", "namespace": "ns", "name": "a", "resourceVersion": "10"}
+    ]
     assert watched_from == ["10", "20"]
     assert informer.synced.is_set()
+
+
+async def test_the_list_is_read_in_pages_and_watched_from_its_resource_version(
+    serve: Serve,
+) -> None:
+    items = [pod(name, "7") for name in "abcde"]
+    server = Paged([(items, "42")], per_page=2)
+    kube = await serve({"/api/v1/pods": server})
+    sink = Recorder({"left-over"})
+    informer = Informer(kube, "pods", sink)
+    await run_until(informer, lambda: bool(server.watched_from()))
+    assert [(q.get("limit"), q.get("continue")) for q in server.lists()] == [
+        (str(LIST_PAGE), None),
+        (str(LIST_PAGE), "2"),
+        (str(LIST_PAGE), "4"),
+    ]
+    # The first page takes the sink over (what it held is gone); later pages add to it.
+    assert sink.replaced == [["a", "b"]]
+    assert sink.names == set("abcde")
+    assert server.watched_from() == ["42"]
+    assert informer.synced.is_set()
+
+
+async def test_an_expired_continue_token_relists_from_the_start(serve: Serve) -> None:
+    first = [pod(name, "5") for name in "abcd"]
+    second = [pod(name, "9") for name in "bcd"]
+    server = Paged([(first, "5"), (second, "9")], per_page=2)
+    server.expire = {"2"}
+    kube = await serve({"/api/v1/pods": server})
+    sink = Recorder()
+    informer = Informer(kube, "pods", sink)
+    await run_until(informer, lambda: bool(server.watched_from()))
+    assert [q.get("continue") for q in server.lists()] == [None, "2", None, "2"]
+    # "a" came with the page before the 410 and is gone from the list that completed.
+    assert sink.names == set("bcd")
+    assert [d["metadata"]["name"] for d in sink.deleted] == ["a"]
+    assert server.watched_from() == ["9"]
+
+
+def gpu_pod(name: str, rv: str, node: str) -> dict[str, Any]:
+    obj = pod(name, rv)
+    obj["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": node,
+        "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,1000,10:;",
+    }
+    obj["spec"] = {
+        "nodeName": node,
+        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+    }
+    return obj
+
+
+class CacheSink:
+    """The cache's pod methods, as `hami serve` wires them to its pod informer."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.replace = cache.replace_pods
+        self.upsert = cache.upsert_pod
+        self.delete = cache.delete_pod
+
+
+async def test_the_cache_forgets_an_allocation_that_vanished_between_lists(serve: Serve) -> None:
+    first = [gpu_pod("a", "3", "n1"), gpu_pod("b", "3", "n1"), gpu_pod("c", "3", "n1")]
+    server = Paged([(first, "3"), (first[1:], "8")], per_page=2)
+    gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    watches = 0
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        nonlocal watches
+        watches += 1
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if watches == 1:
+            await resp.write(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
+            return resp
+        await asyncio.sleep(5)
+        return resp
+
+    server.watch = watch
+    kube = await serve({"/api/v1/pods": server})
+    cache = ClusterCache(clock=time.monotonic)
+    await run_until(Informer(kube, "pods", CacheSink(cache)), lambda: watches == 2)
+    assert sorted(a.name for a in cache.pods()) == ["b", "c"]
 
 
 class Picky(Recorder):
@@ -164,16 +317,155 @@ async def test_a_cache_error_on_one_event_does_not_stall_the_rest(
     kube = await serve({"/api/v1/pods": pods})
     sink = Picky()
     informer = Informer(kube, "pods", sink)
-    stop = asyncio.Event()
-    task = asyncio.create_task(informer.run(stop))
-    for _ in range(100):
-        if "good" in sink.names:
-            break
-        await asyncio.sleep(0.05)
-    stop.set()
-    await asyncio.wait_for(task, 2)
+    await run_until(informer, lambda: "good" in sink.names)
     assert sink.names == {"good"}
     assert informer.resource_version == "3"
-    rejected = [r for r in caplog.records if r.getMessage() == "cache rejected a watch event"]
+    rejected = [r for r in caplog.records if r.getMessage() == "cache rejected an object"]
     assert len(rejected) == 1
     assert rejected[0].__dict__["object"] == "bad"
+
+
+# --- connect: TLS from a kubeconfig, nothing from the environment ------------------------------
+
+
+def _b64(pem: bytes) -> str:
+    return base64.b64encode(pem).decode()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A request as the server saw it: the client certificate's name and the headers."""
+
+    client: str
+    authorization: str | None
+    headers: Mapping[str, str]
+
+
+ApiServer = tuple[str, Callable[..., Path], list[Seen]]
+
+
+@pytest.fixture
+async def apiserver(aiohttp_server: AiohttpServer, tmp_path: Path) -> ApiServer:
+    """An HTTPS server on 127.0.0.1 that wants a client certificate from the test CA, and a
+    function writing a kubeconfig for it (extra cluster fields as keyword arguments)."""
+    ca = issue_ca("test cluster CA", days=1)
+    serving = issue_serving(ca, ["127.0.0.1"], days=1)
+    user = issue_client(ca, "hami-test", days=1)
+    for name, pem in (("ca.crt", ca.cert_pem), ("tls.crt", serving.cert_pem)):
+        (tmp_path / name).write_bytes(pem)
+    (tmp_path / "tls.key").write_bytes(serving.key_pem)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tmp_path / "ca.crt")
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    context.verify_mode = ssl.CERT_REQUIRED
+    seen: list[Seen] = []
+
+    async def node(request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        names = dict(pair[0] for pair in (peer or {}).get("subject", ()))
+        headers = request.headers
+        seen.append(Seen(names.get("commonName", ""), headers.get("Authorization"), headers))
+        return web.json_response({"metadata": {"name": request.match_info["name"]}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/nodes/{name}", node)
+    server = await aiohttp_server(app, ssl=context)
+    url = f"https://127.0.0.1:{server.port}"
+
+    def kubeconfig(**cluster: str) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "c",
+                    "cluster": {
+                        "server": url,
+                        "certificate-authority-data": _b64(ca.cert_pem),
+                        **cluster,
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "u",
+                    "user": {
+                        "client-certificate-data": _b64(user.cert_pem),
+                        "client-key-data": _b64(user.key_pem),
+                    },
+                }
+            ],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "c",
+        }
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    return url, kubeconfig, seen
+
+
+async def test_connect_uses_the_kubeconfig_tls_and_nothing_from_the_environment(
+    apiserver: ApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    unused_tcp_port: int,
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    _, kubeconfig, seen = apiserver
+    # Were the environment read, every call would go to a proxy that is not there, and carry
+    # the netrc's credentials.
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{unused_tcp_port}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    kube = Kube(await connect(str(kubeconfig())))
+    try:
+        assert await kube.get_node("n1") == {"metadata": {"name": "n1"}}
+        assert await kube.get_node("n2") == {"metadata": {"name": "n2"}}
+    finally:
+        await kube.close()
+    assert [(r.client, r.authorization) for r in seen] == [("hami-test", None)] * 2
+    assert seen[0].headers["User-Agent"].startswith("hami-scheduler/")
+    gc.collect()
+    # The library's own session was closed, not dropped.
+    assert not [w for w in recwarn if "Unclosed" in str(w.message)]
+
+
+async def test_connect_honours_a_proxy_the_kubeconfig_names(
+    apiserver: ApiServer,
+) -> None:
+    url, kubeconfig, seen = apiserver
+    tunnels: list[str] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        method, target, _ = head.split(b"\r\n", 1)[0].decode().split(" ")
+        assert method == "CONNECT"
+        tunnels.append(target)
+        host, port = target.rsplit(":", 1)
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await writer.drain()
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    proxy_port = server.sockets[0].getsockname()[1]
+    kube = Kube(await connect(str(kubeconfig(**{"proxy-url": f"http://127.0.0.1:{proxy_port}"}))))
+    try:
+        assert await kube.get_node("n1") == {"metadata": {"name": "n1"}}
+    finally:
+        await kube.close()
+        server.close()
+    assert tunnels == [url.removeprefix("https://")]
+    assert [r.client for r in seen] == ["hami-test"]

@@ -6,6 +6,7 @@ import pytest
 from hami.kube.informer import (
     Bookmark,
     Delete,
+    Delivered,
     Ignore,
     Reconnect,
     Relist,
@@ -74,15 +75,18 @@ def test_bookmark_advances_resource_version() -> None:
 def test_stale_updates_are_ignored(
     kind: str, delivered: dict[str, str], rv: str, applied: bool
 ) -> None:
-    step = interpret({"type": kind, "object": pod("u1", rv)}, delivered)
+    seen = {uid: Delivered(v, "ns", "p") for uid, v in delivered.items()}
+    step = interpret({"type": kind, "object": pod("u1", rv)}, seen)
     if applied:
-        assert step == Upsert(pod("u1", rv), "u1", rv)
+        assert step == Upsert(pod("u1", rv), rv)
     else:
         assert isinstance(step, Ignore)
 
 
 def test_delete_is_always_delivered() -> None:
-    step = interpret({"type": "DELETED", "object": pod("u1", "5")}, {"u1": "9"})
+    step = interpret(
+        {"type": "DELETED", "object": pod("u1", "5")}, {"u1": Delivered("9", "ns", "p")}
+    )
     assert step == Delete(pod("u1", "5"), "u1", "5")
 
 
