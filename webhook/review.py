@@ -2,7 +2,8 @@
 
 Every body gets an answer in the version it came in, with its uid echoed,
 even when it cannot be decoded: kube-apiserver then reports our message
-instead of an opaque failure.
+instead of an opaque failure. A review whose fields admission reads have the
+wrong type (webhook.shape) is as undecodable as one that is not JSON.
 """
 
 import base64
@@ -11,6 +12,7 @@ from typing import Any
 import orjson
 
 from hami.service.admission import AdmissionOutcome
+from webhook.shape import ShapeError, check_request
 
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
@@ -41,7 +43,13 @@ def decode(body: bytes) -> tuple[str, dict[str, Any]]:
             str(uid),
         )
     if not isinstance(request, dict) or not isinstance(uid, str) or not uid:
-        raise MalformedReviewError("AdmissionReview has no request or request.uid", version, str(uid))
+        raise MalformedReviewError(
+            "AdmissionReview has no request or request.uid", version, str(uid)
+        )
+    try:
+        check_request(request)
+    except ShapeError as e:
+        raise MalformedReviewError(str(e), version, uid) from None
     return str(version), request
 
 

@@ -123,6 +123,25 @@ def _config_name(pod: Mapping[str, Any], fallback: str) -> str:
     return f"{meta['name']}-hami-vgpu"[:253] if meta.get("name") else fallback
 
 
+def _drop_null(obj: dict[str, Any], key: str) -> None:
+    if key in obj and obj[key] is None:
+        del obj[key]
+
+
+def _drop_nulls(pod: dict[str, Any], containers: list[dict[str, Any]]) -> None:
+    """Remove the JSON nulls where admission writes: the API server reads null as absent, and
+    with them gone every mutation may setdefault (kube-apiserver itself never sends them)."""
+    _drop_null(pod, "metadata")
+    _drop_null(pod.get("metadata") or {}, "annotations")
+    _drop_null(pod["spec"], "volumes")
+    for c in containers:
+        for key in ("resources", "env", "volumeMounts"):
+            _drop_null(c, key)
+        _drop_null(c.get("resources") or {}, "limits")
+        for e in c.get("env") or ():
+            _drop_null(e, "value")
+
+
 def admit(
     pod: Mapping[str, Any], cfg: AdmissionConfig, config_name: str = "hami-vgpu"
 ) -> Admission:
@@ -154,9 +173,10 @@ def admit(
         return Admission(True, dict(pod), "pod already has different scheduler assigned")
 
     out = copy.deepcopy(dict(pod))
-    out.setdefault("metadata", {})
     out_spec = out["spec"]
     containers = [*(out_spec.get("initContainers") or ()), *out_spec["containers"]]
+    _drop_nulls(out, containers)
+    out.setdefault("metadata", {})
     try:
         kai.translate(out, cfg.resources.names)
         gpu = [_mutate_container(c, cfg) for c in containers]

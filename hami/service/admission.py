@@ -21,15 +21,16 @@ class AdmissionService:
         self.config = config
 
     def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
-        """Decide on a decoded AdmissionReview `request`. Pure: dry runs need no special case."""
-        kind = (request.get("kind") or {}).get("kind")
-        if request.get("operation") != "CREATE" or kind != "Pod":
-            return AdmissionOutcome(True, message=f"{request.get('operation')} {kind}: not ours")
-        pod = request.get("object")
-        if not isinstance(pod, dict):
-            return AdmissionOutcome(False, message="request.object is not a Pod object", code=400)
+        """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks.
+
+        Pure: dry runs need no special case.
+        """
+        kind, operation = request["kind"]["kind"], request["operation"]
+        if operation != "CREATE" or kind != "Pod":
+            return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
+        pod = request["object"]
         # A pod created with generateName has no name yet; the request uid names its limits object.
-        fallback = f"hami-vgpu-{str(request.get('uid', ''))[:18]}"
+        fallback = f"hami-vgpu-{request['uid'][:18]}"
         verdict: Admission = admit(pod, self.config, fallback)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)

@@ -19,6 +19,7 @@ from pytest_aiohttp import AiohttpClient
 
 import webhook.routes
 from hami.engine.admission import AdmissionConfig
+from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
 from hami.runtime.app import MAX_BODY
 from hami.service.admission import AdmissionService
@@ -213,7 +214,7 @@ MALFORMED: list[tuple[str, bytes, str, str, int, str]] = [
         V1,
         "uid-object",
         400,
-        "request.object is not a Pod object",
+        "request.object must be an object",
     ),
     # Decodable, but 600 levels deep inside the pod: the copy and the diff recurse.
     ("nested-600-in-object", _deep_in_object(600), V1, "uid-deep", 400, "nested too deeply"),
@@ -227,16 +228,16 @@ MALFORMED: list[tuple[str, bytes, str, str, int, str]] = [
         ),
         V1,
         "uid-rkind",
-        500,
-        "cannot review",
+        400,
+        "request.kind must be an object",
     ),
     (
         "metadata-is-a-string",
         body(review({**plain_pod(), "metadata": "plain"}, uid="uid-meta")),
         V1,
         "uid-meta",
-        500,
-        "cannot review",
+        400,
+        "request.object.metadata must be an object",
     ),
 ]
 
@@ -348,3 +349,176 @@ async def test_not_ours_is_allowed_untouched(
         client, body(review(obj, uid="uid-x", operation=operation, kind=kind, old=obj))
     )
     assert doc["response"] == {"uid": "uid-x", "allowed": True}
+
+
+# --- wrong types --------------------------------------------------------------------------------
+
+STANDALONE = AdmissionConfig(
+    injection=InjectionConfig(
+        mode="standalone", driver=driver_profile("gke"), hook_path="/home/kubernetes/bin/vgpu"
+    )
+)
+
+
+@pytest.fixture
+async def standalone(aiohttp_client: AiohttpClient) -> Client:
+    """Standalone injection writes the most: volumes, mounts, env and annotations."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(webhook.routes.routes(AdmissionService(STANDALONE), lambda r, s: None))
+    return await aiohttp_client(app)
+
+
+def full_pod() -> Obj:
+    """A GPU pod with every field admission reads present once."""
+    container = {
+        "name": "cuda",
+        "image": "cuda",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
+        "securityContext": {"privileged": False},
+        "env": [{"name": "A", "value": "a"}, {"name": "B", "valueFrom": {"fieldRef": {}}}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    return {
+        "metadata": {
+            "name": "full",
+            "generateName": "full-",
+            "labels": {"team": "a"},
+            "annotations": {"note": "n"},
+        },
+        "spec": {
+            "initContainers": [{"name": "setup", "image": "busybox"}],
+            "containers": [container],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "schedulerName": "default-scheduler",
+            "nodeName": "",
+            "runtimeClassName": "nvidia",
+        },
+    }
+
+
+C0 = ("object", "spec", "containers", 0)
+# (path under request, expected type, JSON null allowed)
+FIELDS: list[tuple[tuple[str | int, ...], str, bool]] = [
+    (("kind",), "object", False),
+    (("kind", "kind"), "string", False),
+    (("operation",), "string", False),
+    (("object",), "object", False),
+    (("object", "metadata"), "object", True),
+    (("object", "metadata", "name"), "string", True),
+    (("object", "metadata", "generateName"), "string", True),
+    (("object", "metadata", "labels"), "object", True),
+    (("object", "metadata", "labels", "team"), "string", False),
+    (("object", "metadata", "annotations"), "object", True),
+    (("object", "metadata", "annotations", "note"), "string", False),
+    (("object", "spec"), "object", False),
+    (("object", "spec", "containers"), "list", True),
+    (C0, "object", False),
+    ((*C0, "name"), "string", False),
+    ((*C0, "resources"), "object", True),
+    ((*C0, "resources", "limits"), "object", True),
+    ((*C0, "resources", "limits", "nvidia.com/gpu"), "quantity", False),
+    ((*C0, "resources", "requests"), "object", True),
+    ((*C0, "resources", "requests", "cpu"), "quantity", False),
+    ((*C0, "securityContext"), "object", True),
+    ((*C0, "securityContext", "privileged"), "boolean", True),
+    ((*C0, "env"), "list", True),
+    ((*C0, "env", 0), "object", False),
+    ((*C0, "env", 0, "name"), "string", False),
+    ((*C0, "env", 0, "value"), "string", True),
+    ((*C0, "env", 1, "valueFrom"), "object", True),
+    ((*C0, "volumeMounts"), "list", True),
+    ((*C0, "volumeMounts", 0), "object", False),
+    ((*C0, "volumeMounts", 0, "mountPath"), "string", False),
+    (("object", "spec", "initContainers"), "list", True),
+    (("object", "spec", "initContainers", 0), "object", False),
+    (("object", "spec", "initContainers", 0, "name"), "string", False),
+    (("object", "spec", "volumes"), "list", True),
+    (("object", "spec", "volumes", 0), "object", False),
+    (("object", "spec", "volumes", 0, "name"), "string", False),
+    (("object", "spec", "schedulerName"), "string", True),
+    (("object", "spec", "nodeName"), "string", True),
+    (("object", "spec", "runtimeClassName"), "string", True),
+]
+SAMPLES: dict[str, Any] = {"string": "x", "number": 7, "float": 1.5, "boolean": True, "list": []}
+SAMPLES |= {"object": {}, "null": None}
+FITS = {
+    "string": {"string"},
+    "object": {"object"},
+    "list": {"list"},
+    "boolean": {"boolean"},
+    "quantity": {"string", "number", "float"},
+}
+MESSAGE = {"quantity": "a quantity (a string or a number)", "object": "an object", "list": "a list"}
+
+
+def field_path(path: tuple[str | int, ...]) -> str:
+    """The path as the denial names it: request.object.spec.containers[0].env."""
+    out = "request"
+    for prev, step in zip(("request", *path), path, strict=False):
+        in_map = prev in ("labels", "annotations", "limits", "requests")
+        out += f"[{step}]" if isinstance(step, int) or in_map else f".{step}"
+    return out
+
+
+def with_value(path: tuple[str | int, ...], value: Any) -> Obj:
+    doc = review(full_pod(), uid="uid-typed")
+    node: Any = doc["request"]
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    return doc
+
+
+WRONG = [
+    pytest.param(path, sample, kind, id=f"{field_path(path)}={sample}")
+    for path, kind, nullable in FIELDS
+    for sample in SAMPLES
+    if sample not in FITS[kind] and not (sample == "null" and nullable)
+]
+
+
+@pytest.mark.parametrize(("path", "sample", "kind"), WRONG)
+async def test_wrong_typed_field_is_a_400_naming_it(
+    standalone: Client, path: tuple[str | int, ...], sample: str, kind: str
+) -> None:
+    doc = await post(standalone, body(with_value(path, SAMPLES[sample])))
+    response = doc["response"]
+    assert response["uid"] == "uid-typed"
+    assert response["allowed"] is False
+    expected = f"{field_path(path)} must be {MESSAGE.get(kind, f'a {kind}')}"
+    assert response["status"] == {"code": 400, "reason": "BadRequest", "message": expected}
+
+
+async def test_the_table_starts_from_a_pod_that_is_admitted_and_patched(standalone: Client) -> None:
+    assert len(WRONG) >= 160
+    response = (await post(standalone, body(with_value(("uid",), "uid-typed"))))["response"]
+    assert response["allowed"] is True and patch_of(response)
+
+
+def drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=field_path(p)) for p, _, nullable in FIELDS if nullable]
+)
+async def test_null_is_read_as_absent(standalone: Client, path: tuple[str | int, ...]) -> None:
+    null = with_value(path, None)
+    absent = with_value(path, None)
+    parent: Any = absent["request"]
+    for step in path[:-1]:
+        parent = parent[step]
+    del parent[path[-1]]
+    answers = [(await post(standalone, body(d)))["response"] for d in (null, absent)]
+    assert [a["allowed"] for a in answers] == [answers[1]["allowed"]] * 2
+    assert [a.get("status") for a in answers] == [answers[1].get("status")] * 2
+    if answers[1]["allowed"]:
+        stored = [
+            apply(d["request"]["object"], patch_of(a)) if "patch" in a else d["request"]["object"]
+            for d, a in zip((null, absent), answers, strict=True)
+        ]
+        assert drop_nulls(stored[0]) == drop_nulls(stored[1])
