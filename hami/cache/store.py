@@ -21,9 +21,9 @@ from hami.engine.inventory import (
     pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
-from hami.engine.requests import ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, pod_request
 from hami.engine.state import build_node, pod_usage
-from hami.engine.vetting import vet_allocation
+from hami.engine.vetting import Vetted, vet_allocation
 
 # (namespace, name, why): an allocation annotation the cache did not count as written.
 Distrust = Callable[[str, str, str], None]
@@ -172,12 +172,17 @@ class ClusterCache:
             return None
         spec = pod.get("spec") or {}
         inv = self._inventory.get(alloc.node)
-        verdict = vet_allocation(
-            alloc,
-            str(spec.get("nodeName") or ""),
-            pod_request(spec, self._resources),
-            {d.id: d.devmem for d in inv.devices} if inv is not None else {},
-        )
+        try:
+            request = pod_request(spec, self._resources)
+        except RequestError as e:
+            verdict = Vetted(None, str(e))
+        else:
+            verdict = vet_allocation(
+                alloc,
+                str(spec.get("nodeName") or ""),
+                request,
+                {d.id: d.devmem for d in inv.devices} if inv is not None else {},
+            )
         if not verdict.problem:
             self._distrusted.pop(alloc.uid, None)
         elif self._distrusted.get(alloc.uid) != alloc:

@@ -3,7 +3,8 @@
 Each resource is read from limits first, then requests. Parsing is lenient
 (HAMi ignores a container with a malformed value) unless `strict` is set, as
 the webhook does, so users get an error naming the value instead of a pod
-that silently schedules without a GPU.
+that silently schedules without a GPU. Requests beyond the caps below are
+refused in both modes: the work of placing a pod grows with them.
 """
 
 from collections.abc import Iterable, Mapping
@@ -14,6 +15,13 @@ from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest, PodRequest
 from hami.engine.quantity import QuantityError, as_int64
 
 INT32_MAX = 2**31 - 1
+# Cards one container may ask for. No node carries more than a few dozen; the limit keeps the
+# per-card work of admission (one limit variable per card) and placement bounded whatever the
+# number written.
+MAX_GPUS_PER_CONTAINER = 64
+# Containers (init and app together) of a GPU pod: placement fits each one on every candidate
+# node, so their number multiplies the cluster's size.
+MAX_CONTAINERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,10 @@ class ResourceDefaults:
 
 class RequestError(ValueError):
     """A GPU resource value the scheduler cannot honour; the message names the container."""
+
+
+class LimitError(RequestError):
+    """A request beyond one of the caps; refused even by lenient parsing."""
 
 
 def _lookup(resources: Mapping[str, Any], name: str) -> Any:
@@ -72,8 +84,8 @@ def container_request(
     resources = container.get("resources") or {}
     try:
         return _request(resources, names, defaults, cname)
-    except RequestError:
-        if strict:
+    except RequestError as e:
+        if strict or isinstance(e, LimitError):
             raise
         return None
 
@@ -87,6 +99,11 @@ def _request(
     nums = _int(raw_gpu, names.gpu, cname)
     if nums <= 0:
         return None
+    if nums > MAX_GPUS_PER_CONTAINER:
+        raise LimitError(
+            f"container {cname} asks for {nums} {names.gpu}; at most {MAX_GPUS_PER_CONTAINER} "
+            "per container are supported: ask for fewer, or split the work over containers"
+        )
 
     mem = 0
     raw_mem = _lookup(resources, names.memory)
@@ -124,7 +141,14 @@ def _requests(
 def pod_request(
     spec: Mapping[str, Any], defaults: ResourceDefaults, *, strict: bool = False
 ) -> PodRequest:
-    return PodRequest(
+    request = PodRequest(
         init=_requests(spec.get("initContainers") or (), defaults, strict),
         app=_requests(spec.get("containers") or (), defaults, strict),
     )
+    count = len(request.init) + len(request.app)
+    if request.wants_gpu and count > MAX_CONTAINERS:
+        raise LimitError(
+            f"pod has {count} containers (init and app together); a GPU pod may have at most "
+            f"{MAX_CONTAINERS}: split it into several pods"
+        )
+    return request

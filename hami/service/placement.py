@@ -14,7 +14,7 @@ from hami.engine import reasons
 from hami.engine.decide import Decision, schedule
 from hami.engine.model import PodRequest
 from hami.engine.policy import Defaults, PodOptions, PolicyError, pod_options
-from hami.engine.requests import ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, pod_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ class Placement:
     def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
         """What the pod asks for and under which policies; None for a pod without GPUs.
 
-        Raises PolicyError for annotations the scheduler cannot follow.
+        Raises PolicyError for annotations the scheduler cannot follow, RequestError (a
+        LimitError) for a request beyond the caps of hami.engine.requests.
         """
         request = pod_request(pod.get("spec") or {}, self.resources)
         if not request.wants_gpu:
@@ -77,7 +78,7 @@ class Placement:
         ref = PodRef.of(pod)
         try:
             asked = self.ask(pod)
-        except PolicyError as e:
+        except (PolicyError, RequestError) as e:
             return FilterOutcome(ref, error=f"pod {ref}: {e}")
         if asked is None:
             return FilterOutcome(ref, node_names=list(node_names), gpu=False)

@@ -3,7 +3,15 @@ from typing import Any
 import pytest
 
 from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest
-from hami.engine.requests import RequestError, ResourceDefaults, container_request, pod_request
+from hami.engine.requests import (
+    MAX_CONTAINERS,
+    MAX_GPUS_PER_CONTAINER,
+    LimitError,
+    RequestError,
+    ResourceDefaults,
+    container_request,
+    pod_request,
+)
 
 DEF = ResourceDefaults()
 
@@ -101,3 +109,19 @@ def test_pod_request_lists_init_containers_first() -> None:
     assert req.app == (None, ContainerRequest(1, 3000))
     assert req.wants_gpu
     assert not pod_request({"containers": [c()]}, DEF).wants_gpu
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_gpu_count_above_the_cap_is_refused_in_both_modes(strict: bool) -> None:
+    assert container_request(c({"nvidia.com/gpu": MAX_GPUS_PER_CONTAINER}), DEF) is not None
+    with pytest.raises(LimitError, match="at most 64 per container"):
+        container_request(c({"nvidia.com/gpu": "2e9"}), DEF, strict=strict)
+
+
+def test_gpu_pods_have_at_most_the_cap_of_containers() -> None:
+    many = [{**c({"nvidia.com/gpu": 1}), "name": f"c{i}"} for i in range(MAX_CONTAINERS)]
+    assert len(pod_request({"containers": many}, DEF).app) == MAX_CONTAINERS
+    with pytest.raises(LimitError, match="at most 64: split it"):
+        pod_request({"containers": many, "initContainers": [c({"nvidia.com/gpu": 1})]}, DEF)
+    plain = [{"name": f"c{i}"} for i in range(MAX_CONTAINERS + 1)]
+    assert not pod_request({"containers": plain}, DEF).wants_gpu  # not ours to limit
