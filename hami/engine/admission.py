@@ -81,7 +81,9 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     if cfg.gpu_core_policy not in ("", "default"):
         _set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
 
-    has_gpu = r.gpu in limits
+    # A count under requests counts too: the cores default below writes limits, and a second
+    # pass must not then take the container for one without a count.
+    has_gpu = _has(resources, r.gpu, ("limits", "requests"))
     if (
         not has_gpu
         and cfg.resources.default_gpu_num > 0
@@ -89,16 +91,13 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     ):
         resources.setdefault("limits", {})[r.gpu] = cfg.resources.default_gpu_num
         has_gpu = True
-    if _has(resources, r.gpu, ("limits", "requests")) and not _has(
-        resources, r.cores, ("limits", "requests")
-    ):
+    if has_gpu and not _has(resources, r.cores, ("limits", "requests")):
         # A container that takes a card's whole memory cannot share its cores either.
         exclusive_memory = pct_value == 100 or (
             pct is None and not _has(resources, r.memory, ("limits", "requests"))
         )
         if exclusive_memory:
             resources.setdefault("limits", {})[r.cores] = "100"
-    has_gpu = has_gpu or _has(resources, r.gpu, ("requests",))
     if not has_gpu and cfg.overwrite_env:
         _set_env(container, "NVIDIA_VISIBLE_DEVICES", "none")
     if created and not resources:
@@ -151,8 +150,10 @@ def admit(
     if not isinstance(spec, dict) or not spec.get("containers"):
         return _deny("pod has no containers")
     meta = pod.get("metadata") or {}
-    if (meta.get("labels") or {}).get(names.WEBHOOK_IGNORE_LABEL) == "ignore":
-        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
+    # The label spares a pod the mutation, never the denials: a pod author sets it, and the
+    # denials protect the scheduler's state and the node (namespaces are an administrator's
+    # switch, and those kube-apiserver never sends us).
+    ignored = (meta.get("labels") or {}).get(names.WEBHOOK_IGNORE_LABEL) == "ignore"
     annotations_in = meta.get("annotations") or {}
     # Checked for every pod, whoever schedules it: the cache counts any pod carrying an
     # allocation, so a forged one could fence off cards it never uses.
@@ -184,7 +185,7 @@ def admit(
     except (RequestError, QuantityError) as e:
         return _deny(str(e))
     if request is None:
-        return Admission(True, out)
+        return Admission(True, dict(pod) if ignored else out)
 
     for c in containers:
         if (c.get("securityContext") or {}).get("privileged") is True:
@@ -192,6 +193,8 @@ def admit(
                 f"container {c.get('name')} is privileged; a privileged container sees every GPU "
                 "on the node, so it cannot be given a GPU share: drop privileged or the GPU request"
             )
+    if ignored:
+        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
     annotations = out["metadata"].get("annotations") or {}
     try:
         pod_options(annotations, cfg.policies)

@@ -650,7 +650,8 @@ class ControlPlane:
                             _not_in("kubernetes.io/metadata.name", "kube-system"),
                         ]
                     },
-                    "objectSelector": {"matchExpressions": [_not_in("hami.io/webhook", "ignore")]},
+                    # No objectSelector, as in the chart: a pod's own ignore label spares it the
+                    # mutation inside the webhook, never the checks.
                 }
             ],
         }

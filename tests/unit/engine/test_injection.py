@@ -256,3 +256,29 @@ def test_kai_pod_without_share_stays_with_kai() -> None:
 def test_ignore_label_leaves_pod_untouched() -> None:
     p = pod(gpu(), labels={"hami.io/webhook": "ignore"})
     assert diff(p, admit(p, GKE).pod) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "denied"),
+    [
+        (gpu(securityContext={"privileged": True}), "is privileged"),
+        ({"name": "c", "resources": {"limits": {"nvidia.com/gpu": 65}}}, "at most 64"),
+        ({"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "lots"}}}, "lots"),
+    ],
+)
+def test_ignore_label_spares_the_mutation_not_the_denials(
+    shape: dict[str, Any], denied: str
+) -> None:
+    a = admit(pod(shape, labels={"hami.io/webhook": "ignore"}), GKE)
+    assert not a.allowed and denied in a.message
+    forged = pod(
+        plain(),
+        labels={"hami.io/webhook": "ignore"},
+        annotations={"hami.io/vgpu-devices-allocated": "GPU-x,NVIDIA,1,0:;"},
+    )
+    assert not admit(forged, GKE).allowed
+
+
+def test_ignore_label_leaves_a_plain_pod_untouched_too() -> None:
+    p = pod(plain(), labels={"hami.io/webhook": "ignore"})
+    assert diff(p, admit(p, AdmissionConfig(overwrite_env=True)).pod) == []
