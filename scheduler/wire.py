@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from hami.engine.shape import ShapeError, check_pod
+
 
 class BadExtenderArgsError(ValueError):
     pass
@@ -49,6 +51,10 @@ def decode_filter(body: bytes) -> FilterArgs:
     pod = _get(doc, "pod")
     if not isinstance(pod, dict):
         raise BadExtenderArgsError("extender args missing pod")
+    try:
+        check_pod(pod, "pod")
+    except ShapeError as e:
+        raise BadExtenderArgsError(f"extender args: {e}") from None
     names = _get(doc, "nodenames")
     if names is None:
         # nodeCacheCapable: false sends whole Node objects; only their names matter here.

@@ -382,3 +382,116 @@ def test_kill_9_during_a_burst_leaves_no_node_blocked(
     print(f"all {len(pods)} pods Ready {time.monotonic() - started:.1f}s after the restart")
     assert time.monotonic() - started < 120
     assert_invariant(control_plane, kube)
+
+
+def test_huge_gpu_counts_are_refused_at_once(
+    control_plane: ControlPlane, kube: Kube, namespace: str
+) -> None:
+    """Two billion cards once looped over every index on the event loop; now a denial."""
+    for count in ("2000000000", "1Ei", "65"):
+        pod = gpu_pod("huge").replace("nvidia.com/gpu: 1", f"nvidia.com/gpu: {count}")
+        message = refused(kube, "create", "-n", namespace, "-f", "-", stdin=pod)
+        assert "per container are supported" in message, message
+    assert (
+        urllib.request.urlopen(
+            f"{control_plane.app_url}/healthz", context=tls_context(control_plane), timeout=5
+        ).status
+        == 200
+    )
+
+
+def test_a_pod_authors_ignore_label_skips_the_mutation_not_the_checks(
+    control_plane: ControlPlane, kube: Kube, namespace: str
+) -> None:
+    labelled = gpu_pod("ignored", labels=", labels: {hami.io/webhook: ignore}")
+    privileged = labelled.replace(
+        "    resources:", "    securityContext: {privileged: true}\n    resources:"
+    )
+    message = refused(kube, "create", "-n", namespace, "-f", "-", stdin=privileged)
+    assert "is privileged" in message, message
+    kube("create", "-n", namespace, "-f", "-", "--dry-run=server", stdin=labelled)
+
+
+# --- fuzzed input ---------------------------------------------------------------------------------
+
+FUZZ_SEED = 20261203
+
+
+async def _post_all(
+    url: str, bodies: Iterator[bytes], ssl_context: ssl.SSLContext | None, deadline: float
+) -> list[tuple[int, bytes]]:
+    """Every body POSTed over a few keep-alive connections; (status, answer) each."""
+    answers: list[tuple[int, bytes]] = []
+    queue = list(bodies)
+    connector = aiohttp.TCPConnector(limit=8, ssl=ssl_context if ssl_context else False)
+    async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
+
+        async def worker() -> None:
+            while queue:
+                body = queue.pop()
+                async with session.post(
+                    url, data=body, headers={"Content-Type": "application/json"}
+                ) as r:
+                    answers.append((r.status, await r.read()))
+
+        async with asyncio.timeout(deadline):
+            await asyncio.gather(*(worker() for _ in range(8)))
+    return answers
+
+
+def test_ten_thousand_fuzzed_reviews_are_each_answered_without_an_internal_error(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    from .fuzz import review_bodies
+
+    nodesim(t4_node("fuzz-review"))
+    started = time.monotonic()
+    answers = asyncio.run(
+        _post_all(
+            f"{control_plane.app_url}/webhook",
+            review_bodies(FUZZ_SEED, 10_000),
+            tls_context(control_plane),
+            deadline=240,
+        )
+    )
+    outcomes: dict[str, int] = {}
+    for status, body in answers:
+        assert status == 200, body[:200]
+        response = json.loads(body)["response"]
+        code = response.get("status", {}).get("code", 200)
+        assert code != 500, response  # an exception inside admission
+        key = "allowed" if response["allowed"] else str(code)
+        outcomes[key] = outcomes.get(key, 0) + 1
+    print(f"{len(answers)} fuzzed reviews in {time.monotonic() - started:.1f}s: {outcomes}")
+    assert len(answers) == 10_000 and outcomes.get("allowed") and outcomes.get("400")
+    kube.apply(gpu_pod("after-review-fuzz"), namespace)
+    kube.wait_ready(namespace, ["after-review-fuzz"])
+    assert_invariant(control_plane, kube)
+
+
+def test_three_thousand_fuzzed_extender_requests_leave_no_trace(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    from .fuzz import bind_bodies, filter_bodies
+
+    nodes = [t4_node("fuzz-a"), t4_node("fuzz-b")]
+    nodesim(*nodes)
+    names = [n.name for n in nodes]
+    started = time.monotonic()
+    answers: list[tuple[int, bytes]] = []
+    for verb, bodies in (
+        ("filter", filter_bodies(FUZZ_SEED, 2_000, names)),
+        ("bind", bind_bodies(FUZZ_SEED, 1_000, names)),
+    ):
+        answers += asyncio.run(
+            _post_all(f"{control_plane.extender_url}/{verb}", bodies, None, deadline=180)
+        )
+    crashed = [b for s, b in answers if s != 200 or b"cannot filter this pod" in b]
+    print(f"{len(answers)} fuzzed extender requests in {time.monotonic() - started:.1f}s")
+    assert len(answers) == 3_000 and crashed == [], crashed[:3]
+    # The fuzzed filters reserved cards for pods that do not exist; they expire within seconds,
+    # and a real pod then lands.
+    assert_invariant(control_plane, kube)
+    kube.apply(gpu_pod("after-extender-fuzz", whole_card=True), namespace)
+    kube.wait_ready(namespace, ["after-extender-fuzz"])
+    assert_invariant(control_plane, kube)

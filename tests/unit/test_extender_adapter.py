@@ -227,19 +227,36 @@ async def test_missing_pod_is_an_error(client: Client, harness: Harness) -> None
             "nodenames must be a list",
             id="item-without-name",
         ),
-        # Decodable, but not a pod the service can read.
+        # Decodable, but not a pod: refused naming the field, before the service runs.
         pytest.param(
-            {"Pod": {"spec": "x"}, "NodeNames": ["node-a"]}, "cannot filter this pod", id="spec-str"
+            {"Pod": {"spec": "x"}, "NodeNames": ["node-a"]},
+            "pod.spec must be an object",
+            id="spec-str",
         ),
         pytest.param(
             {"Pod": {**pod(), "metadata": "x"}, "NodeNames": ["node-a"]},
-            "cannot filter this pod",
+            "pod.metadata must be an object",
             id="metadata-str",
         ),
         pytest.param(
             {"Pod": {"spec": {"containers": "c"}}, "NodeNames": ["node-a"]},
-            "cannot filter this pod",
+            "pod.spec.containers must be a list",
             id="containers-str",
+        ),
+        pytest.param(
+            {"Pod": {**pod(), "metadata": {"uid": 7}}, "NodeNames": ["node-a"]},
+            "pod.metadata.uid must be a string",
+            id="uid-int",
+        ),
+        pytest.param(
+            {"Pod": {"spec": {"containers": [{"name": "c"}], "initContainers": 1}}},
+            "pod.spec.initContainers must be a list",
+            id="init-int",
+        ),
+        pytest.param(
+            {"Pod": {**pod(), "metadata": {"annotations": {"hami.io/gpu-scheduler-policy": 1}}}},
+            "must be a string",
+            id="annotation-int",
         ),
     ],
 )
