@@ -68,8 +68,14 @@ def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
 ) -> None:
     node = t4_node("bind-locked")
     nodesim(node)
-    # Another pod, alive, holds HAMi's node lock: its Allocate is (as far as we know) under way.
-    holder = "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\nspec: {containers: [{name: c, image: busybox}]}\n"
+    # Another pod holds HAMi's node lock, bound to the node and not started yet (it waits for a
+    # ConfigMap nobody creates): its Allocate may still come, so the lock is kept, past the
+    # 15 s after which the lock of an unbound holder nobody binds is taken over.
+    holder = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
+        f"spec: {{nodeName: {node.name}, containers: [{{name: c, image: busybox}}], "
+        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
+    )
     kube.apply(holder, namespace)
     lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
     kube("annotate", *AS_SCHEDULER, "node", node.name, f"hami.io/mutex.lock={lock}")
