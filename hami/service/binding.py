@@ -13,6 +13,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_pod_devices
@@ -128,24 +129,39 @@ class Binder:
         if plan is None:
             log.info("pod already bound to this node", extra=ctx)
             return
-        locked = patched = False
-        try:
-            if any(plan.devices[plan.n_init :]):
-                await self._lock(node, namespace, name)
-                locked = True
-            unix = int(self.now().timestamp())
-            await self.kube.patch_pod_metadata(
-                namespace,
-                name,
-                allocation_annotations(node, plan.devices, unix),
-                allocation_labels(node),
+        # The allocation is written while the node lock is taken (or waited for): both must be
+        # in place before the Binding, neither depends on the other, and the device plugin only
+        # looks for pods bound to its node. A bind then holds the lock for the Binding alone.
+        unix = int(self.now().timestamp())
+        steps: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(
+                self.kube.patch_pod_metadata(
+                    namespace,
+                    name,
+                    allocation_annotations(node, plan.devices, unix),
+                    allocation_labels(node),
+                )
             )
-            patched = True
+        ]
+        if any(plan.devices[plan.n_init :]):
+            steps.append(asyncio.ensure_future(self._lock(node, namespace, name)))
+        # On failure the allocation is undone whether or not its write finished (one cut short
+        # may still have landed), the lock unless taking it failed; neither undo touches what
+        # this bind did not write.
+        locked = False
+        try:
+            try:
+                await asyncio.gather(*steps)
+            finally:
+                for step in steps:
+                    step.cancel()
+                await asyncio.gather(*steps, return_exceptions=True)
+                locked = len(steps) > 1 and (steps[1].cancelled() or not steps[1].exception())
             if self.before_binding is not None:
                 await self.before_binding(namespace, name, uid, plan.devices)
             await self.kube.bind_pod(namespace, name, uid, node)
         except (KubeError, BindError, OSError, asyncio.CancelledError) as e:
-            await self._rollback(namespace, name, uid, node, locked, patched)
+            await self._rollback(namespace, name, uid, node, locked)
             message = f"bind {namespace}/{name} to {node} failed: {e}"
             log.warning("bind failed", extra={**ctx, "error": str(e)})
             self.events.record(ref, "Warning", "BindingFailed", message)
@@ -217,16 +233,13 @@ class Binder:
         finally:
             queue.release()
 
-    async def _rollback(
-        self, namespace: str, name: str, uid: str, node: str, locked: bool, patched: bool
-    ) -> None:
+    async def _rollback(self, namespace: str, name: str, uid: str, node: str, locked: bool) -> None:
         self.cache.forget(uid)
         try:
-            if patched:
-                keys = allocation_annotations(node, (), 0)
-                await self.kube.patch_pod_metadata(
-                    namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
-                )
+            keys = allocation_annotations(node, (), 0)
+            await self.kube.patch_pod_metadata(
+                namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
+            )
             if locked:
                 await release_node(self.kube, node, namespace, name)
         except KubeError as e:

@@ -14,7 +14,9 @@ and follows them on a watch until every one is bound. Two runs side by side:
   profile without calling the extender (it asks only for pods with GPU resources).
 
 Prints pods bound per second, bind failures, filter calls per pod, create-to-bound p50/p99,
-our process's event-loop lag p99 (from its histogram) and its RSS. Bounded: every wait has a
+the p50/p99 of each stage (our webhook, filter, bind and event-loop lag from our histograms;
+kube-scheduler's scheduling cycle, which includes our /filter and is serial, and its wait for our
+bind), CPU seconds per component and our RSS. Bounded: every wait has a
 deadline and the run stops after `--timeout` seconds whatever happened.
 """
 
@@ -24,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import ssl
 import statistics
 import sys
 import time
@@ -48,7 +51,7 @@ class Run:
     bound: int
     filters: float
     bind_failures: float
-    loop_lag_p99: float
+    stages: dict[str, tuple[float, float]]  # p50, p99 seconds of each stage's histogram
     rss_mib: float
     created_in: float
     cpu: dict[str, float]
@@ -57,35 +60,91 @@ class Run:
         lat = sorted(self.latencies) or [float("nan")]
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         rate = self.bound / self.seconds if self.seconds else 0.0
+        stages = ", ".join(
+            f"{k} {p50 * 1000:.0f}/{p99 * 1000:.0f}" for k, (p50, p99) in self.stages.items()
+        )
         return (
             f"{self.label:8} {self.bound:>5}/{self.pods} bound in {self.seconds:6.1f}s  "
             f"{rate:7.1f} pods/s  create->bound p50 {statistics.median(lat):6.2f}s "
             f"p99 {p99:6.2f}s  filters/pod {self.filters:5.2f}  bind failures "
-            f"{self.bind_failures:4.0f}  loop lag p99 {self.loop_lag_p99 * 1000:6.1f} ms  "
-            f"RSS {self.rss_mib:6.1f} MiB\n         created in {self.created_in:.1f}s; CPU seconds: "
+            f"{self.bind_failures:4.0f}  RSS {self.rss_mib:6.1f} MiB\n"
+            f"         created in {self.created_in:.1f}s; p50/p99 ms (histogram bounds): {stages}\n"
+            "         CPU seconds: "
             + ", ".join(f"{k} {v:.1f}" for k, v in sorted(self.cpu.items(), key=lambda kv: -kv[1]))
         )
 
 
-def scrape(plane: ControlPlane) -> dict[str, float]:
-    """Counters of our process: filters, failed binds, and the loop-lag p99 from its buckets."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(plane.metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    out = {"filters": 0.0, "bind_failures": 0.0}
-    buckets: list[tuple[float, float]] = []
+Buckets = dict[float, float]  # histogram upper bound -> cumulative count
+
+
+def _fetch(url: str, context: ssl.SSLContext | None = None) -> str:
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    with opener.open(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def _histograms(text: str, wanted: dict[str, tuple[str, dict[str, str]]]) -> dict[str, Buckets]:
+    """Cumulative buckets of the wanted histograms (key -> (family, label filter)), summed over
+    the series that match the filter."""
+    out: dict[str, Buckets] = {key: {} for key in wanted}
     for family in text_string_to_metric_families(text):
+        for key, (name, match) in wanted.items():
+            if family.name != name:
+                continue
+            for s in family.samples:
+                if s.name.endswith("_bucket") and all(
+                    s.labels.get(k) == v for k, v in match.items()
+                ):
+                    le = float(s.labels["le"])
+                    out[key][le] = out[key].get(le, 0.0) + s.value
+    return out
+
+
+def quantile(after: Buckets, before: Buckets, q: float) -> float:
+    """The bucket bound under which a fraction q of the observations between two scrapes fell."""
+    delta = sorted((le, n - before.get(le, 0.0)) for le, n in after.items())
+    total = delta[-1][1] if delta else 0.0
+    return next((le for le, n in delta if total and n >= q * total), float("nan"))
+
+
+OURS: dict[str, tuple[str, dict[str, str]]] = {
+    "filter": ("hami_filter_duration_seconds", {}),
+    "bind": ("hami_bind_duration_seconds", {}),
+    "webhook": ("hami_admission_duration_seconds", {}),
+    "loop_lag": ("hami_event_loop_lag_seconds", {}),
+}
+# kube-scheduler's own view: one scheduling cycle (its filters and our /filter, serial) and the
+# extender's bind as it waited for it.
+KUBE_SCHEDULER: dict[str, tuple[str, dict[str, str]]] = {
+    "cycle": ("scheduler_scheduling_algorithm_duration_seconds", {}),
+    "bind (kube-scheduler)": (
+        "scheduler_framework_extension_point_duration_seconds",
+        {"extension_point": "Bind"},
+    ),
+}
+
+
+def scrape(plane: ControlPlane) -> dict[str, float]:
+    """Counters of our process: filters, failed binds."""
+    out = {"filters": 0.0, "bind_failures": 0.0}
+    for family in text_string_to_metric_families(_fetch(plane.metrics_url)):
         for s in family.samples:
             if s.name == "hami_filter_duration_seconds_count":
                 out["filters"] += s.value
             elif s.name == "hami_bind_duration_seconds_count" and s.labels["result"] == "error":
                 out["bind_failures"] += s.value
-            elif s.name == "hami_event_loop_lag_seconds_bucket":
-                buckets.append((float(s.labels["le"]), s.value))
-    buckets.sort()
-    total = buckets[-1][1] if buckets else 0
-    out["loop_lag_p99"] = next((le for le, n in buckets if total and n >= 0.99 * total), 0.0)
     return out
+
+
+def latencies(plane: ControlPlane) -> dict[str, Buckets]:
+    """Latency histograms of our process and of kube-scheduler, for per-run quantiles."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate
+    scheduler = _fetch(f"https://127.0.0.1:{plane.scheduler_port}/metrics", context)
+    return _histograms(_fetch(plane.metrics_url), OURS) | _histograms(scheduler, KUBE_SCHEDULER)
 
 
 def rss_mib(plane: ControlPlane) -> float:
@@ -147,6 +206,7 @@ async def run_once(
         ns: Any = {"metadata": {"name": namespace}}
         await core.create_namespace(ns)
         before = scrape(plane)
+        hist_before = latencies(plane)
         cpu_before = cpu_seconds(plane)
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
@@ -186,6 +246,7 @@ async def run_once(
         follower.cancel()
         last = max(bound.values(), default=started)
         after = scrape(plane)
+        hist_after = latencies(plane)
         cpu_after = cpu_seconds(plane)
         return Run(
             label=label,
@@ -195,7 +256,11 @@ async def run_once(
             bound=len(bound),
             filters=(after["filters"] - before["filters"]) / pods,
             bind_failures=after["bind_failures"] - before["bind_failures"],
-            loop_lag_p99=after["loop_lag_p99"],
+            stages={
+                k: (quantile(v, hist_before[k], 0.5), quantile(v, hist_before[k], 0.99))
+                for k, v in hist_after.items()
+                if v != hist_before[k]
+            },
             rss_mib=rss_mib(plane),
             created_in=created_in,
             cpu={k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items()},
