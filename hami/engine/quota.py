@@ -13,13 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami.engine.model import PodDevices, Usage
+from hami.engine.model import ContainerRequest, PodDevices, PodRequest, Usage
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import ResourceNames
 from hami.engine.state import pod_usage
 
 # HAMi reads only the limits.* form of the keys (pkg/device/quota.go, managedQuotaName).
 LIMITS_PREFIX = "limits."
+# HAMi's webhook denial for a pod whose request alone is over the namespace's quota.
+EXCEEDING_QUOTA = "exceeding resource quota"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +129,21 @@ class NamespaceQuota:
     def admits(self, devices: PodDevices, n_init: int) -> bool:
         """Whether the pod's allocation so far (possibly partial) keeps the namespace within."""
         return self.fits(allocation_usage(devices, n_init))
+
+
+def requested_usage(request: PodRequest) -> QuotaUsage:
+    """What HAMi's webhook counts before any card is chosen (fitResourceQuota).
+
+    Only explicit MiB and cores count (a percentage or a whole card is 0 until a card is
+    chosen); app containers add up, init containers run one at a time, the larger wins.
+    """
+
+    def ask(r: ContainerRequest | None) -> QuotaUsage:
+        return QuotaUsage() if r is None else QuotaUsage(r.memreq * r.nums, r.coresreq * r.nums)
+
+    apps = [ask(r) for r in request.app]
+    inits = [ask(r) for r in request.init]
+    return QuotaUsage(
+        max(sum(u.memory for u in apps), max((u.memory for u in inits), default=0)),
+        max(sum(u.cores for u in apps), max((u.cores for u in inits), default=0)),
+    )

@@ -194,7 +194,8 @@ async def build(settings: Settings) -> Runtime:
                 resources=resources,
                 policies=policies,
                 injection=injection_config(settings),
-            )
+            ),
+            cache.quotas.quota,
         ),
         metrics=Metrics(
             cache,

@@ -20,6 +20,7 @@ from hami.engine.quota import (
     allocation_usage,
     combined_limits,
     quota_limits,
+    requested_usage,
 )
 from hami.engine.requests import ResourceNames
 from hami.engine.state import build_node
@@ -112,7 +113,7 @@ def cluster(*nodes: tuple[str, tuple[DeviceInfo, ...]]) -> dict[str, NodeState]:
     return {name: build_node(name, devs) for name, devs in nodes}
 
 
-def ask(*app: ContainerRequest, init: tuple[ContainerRequest, ...] = ()) -> PodRequest:
+def ask(*app: ContainerRequest | None, init: tuple[ContainerRequest, ...] = ()) -> PodRequest:
     return PodRequest(init=init, app=app)
 
 
@@ -208,3 +209,26 @@ def test_schedule_checks_the_quota_per_card(
     if decision.devices is not None and q is not None:
         assert q.fits(allocation_usage(decision.devices, 0))
         assert all(x.uuid != "B" for c in decision.devices for x in c), "the 24 GiB card is over"
+
+
+@pytest.mark.parametrize(
+    ("request_", "want"),
+    [
+        (ask(HALF), QuotaUsage()),  # a percentage counts once a card is chosen
+        (ask(WHOLE), QuotaUsage(0, 100)),
+        (ask(ContainerRequest(2, memreq=3000, coresreq=20)), QuotaUsage(6000, 40)),
+        (
+            ask(
+                ContainerRequest(1, memreq=1000),
+                None,
+                ContainerRequest(1, memreq=2000),
+                init=(ContainerRequest(1, memreq=2500, coresreq=50),),
+            ),
+            QuotaUsage(3000, 50),
+        ),
+    ],
+)
+def test_requested_usage_is_what_hamis_webhook_counts(
+    request_: PodRequest, want: QuotaUsage
+) -> None:
+    assert requested_usage(request_) == want
