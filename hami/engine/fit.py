@@ -344,4 +344,4 @@ def fit_pod_uncached(
 
 
 def _quota_gate(quota: "NamespaceQuota", before: PodDevices, n_init: int) -> QuotaGate:
-    return lambda picked: quota.admits((*before, picked), n_init)
+    return quota.gate(before, n_init)

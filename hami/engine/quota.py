@@ -9,11 +9,11 @@ a whole card as its memory. The check runs per candidate card during fitting,
 so a pod that would exceed its quota on a 24 GiB card may still fit a 16 GiB one.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami.engine.model import ContainerRequest, PodDevices, PodRequest, Usage
+from hami.engine.model import ContainerDevice, ContainerRequest, PodDevices, PodRequest, Usage
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import ResourceNames
 from hami.engine.state import pod_usage
@@ -129,6 +129,28 @@ class NamespaceQuota:
     def admits(self, devices: PodDevices, n_init: int) -> bool:
         """Whether the pod's allocation so far (possibly partial) keeps the namespace within."""
         return self.fits(allocation_usage(devices, n_init))
+
+    def gate(
+        self, before: PodDevices, n_init: int
+    ) -> Callable[[tuple[ContainerDevice, ...]], bool]:
+        """admits((*before, picked)) for the next container's cards as picked so far.
+
+        Called for every candidate card, so the containers before are summed once: a card
+        none of them uses adds its own share whether the container is an init or an app
+        one. Only a card shared with an earlier container needs the collapse again.
+        """
+        per_card = pod_usage(before, n_init)
+        base = card_total(per_card)
+
+        def admits(picked: tuple[ContainerDevice, ...]) -> bool:
+            if any(d.uuid in per_card for d in picked):
+                return self.admits((*before, picked), n_init)
+            mem = sum(d.usedmem for d in picked)
+            return self.fits(
+                QuotaUsage(base.memory + mem, base.cores + sum(d.usedcores for d in picked))
+            )
+
+        return admits
 
 
 def requested_usage(request: PodRequest) -> QuotaUsage:

@@ -3,6 +3,8 @@
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hami.engine.decide import schedule
 from hami.engine.model import (
@@ -232,3 +234,29 @@ def test_requested_usage_is_what_hamis_webhook_counts(
     request_: PodRequest, want: QuotaUsage
 ) -> None:
     assert requested_usage(request_) == want
+
+
+device = st.builds(
+    ContainerDevice, st.sampled_from("abcd"), st.integers(0, 9000), st.integers(0, 100)
+)
+containers = st.lists(st.lists(device, max_size=3).map(tuple), max_size=4).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    containers,
+    st.integers(0, 4),
+    st.lists(device, max_size=3, unique_by=lambda x: x.uuid).map(tuple),
+    st.integers(0, 30000),
+    st.integers(0, 300),
+)
+def test_the_gate_counts_as_the_whole_allocation_would(
+    before: tuple[tuple[ContainerDevice, ...], ...],
+    n_init: int,
+    picked: tuple[ContainerDevice, ...],
+    mem: int,
+    cores: int,
+) -> None:
+    q = NamespaceQuota(QuotaLimits(mem, cores), QuotaUsage(1000, 10))
+    n_init = min(n_init, len(before) + 1)
+    assert q.gate(before, n_init)(picked) == q.admits((*before, picked), n_init)
