@@ -6,13 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hami.engine import fit
 from hami.engine.decide import schedule
 from hami.engine.model import (
+    PERCENTAGE_UNSET,
     ContainerDevice,
     ContainerRequest,
     DeviceInfo,
     NodeState,
     PodRequest,
+    Usage,
 )
 from hami.engine.policy import pod_options
 from hami.engine.quota import (
@@ -260,3 +263,63 @@ def test_the_gate_counts_as_the_whole_allocation_would(
     q = NamespaceQuota(QuotaLimits(mem, cores), QuotaUsage(1000, 10))
     n_init = min(n_init, len(before) + 1)
     assert q.gate(before, n_init)(picked) == q.admits((*before, picked), n_init)
+
+
+card_state = st.tuples(
+    st.sampled_from((GIB16, GIB24, 10000)),
+    st.integers(0, 3),  # tasks on it
+    st.integers(0, 9000),
+    st.booleans(),  # healthy
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(card_state, min_size=1, max_size=6),
+    st.builds(
+        ContainerRequest,
+        st.integers(1, 3),
+        st.sampled_from((0, 2000, 9000)),
+        st.sampled_from((PERCENTAGE_UNSET, 30, 100)),
+        st.integers(0, 100),
+    ),
+    st.sampled_from(("spread", "binpack", "mutex")),
+    st.integers(0, 30000),
+    st.integers(0, 300),
+)
+def test_the_over_quota_shortcut_answers_as_the_walk(
+    states: list[tuple[int, int, int, bool]],
+    req: ContainerRequest,
+    policy: str,
+    mem: int,
+    cores: int,
+) -> None:
+    infos = [
+        DeviceInfo(f"GPU-{i}", i, 3, devmem, 100, "NVIDIA-A10", 0, health=healthy)
+        for i, (devmem, _, _, healthy) in enumerate(states)
+    ]
+    node = build_node(
+        "n",
+        infos,
+        {
+            f"GPU-{i}": Usage(used, min(usedmem, devmem), 0)
+            for i, (devmem, used, usedmem, _) in enumerate(states)
+        },
+    )
+    opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
+    gate = NamespaceQuota(QuotaLimits(mem, cores), QuotaUsage(500, 5)).gate((), 0)
+    cores_asked = min(req.coresreq, 100)
+    key = fit._sort_key(opts.gpu_policy, opts.numa_bind)
+    walked = fit._walk(
+        node.cards,
+        fit.card_scores(node.cards, opts.weights),
+        req,
+        cores_asked,
+        opts,
+        frozenset(),
+        key,
+        None,
+        gate,
+    )
+    if req.nums <= len(node.cards):
+        assert fit.fit_container(node.cards, req, opts, frozenset(), None, gate) == walked
