@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from hami.cache.quota import QuotaBook
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -21,6 +22,7 @@ from hami.engine.inventory import (
     pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
+from hami.engine.quota import card_total
 from hami.engine.requests import RequestError, ResourceDefaults, pod_request
 from hami.engine.state import build_node, pod_usage
 from hami.engine.vetting import Vetted, vet_allocation
@@ -53,6 +55,7 @@ class ClusterCache:
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
         on_release: Released | None = None,
+        quotas: QuotaBook | None = None,
     ) -> None:
         self._clock = clock
         self._ttl = reservation_ttl
@@ -64,6 +67,8 @@ class ClusterCache:
         self._resources = resources
         self._on_distrust = on_distrust
         self._on_release = on_release
+        # Namespace GPU quotas; usage is counted in _account beside the cards'.
+        self.quotas = quotas or QuotaBook(resources.names, resources.memory_factor)
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
         self._inventory: dict[str, NodeInventory] = {}
@@ -119,7 +124,11 @@ class ClusterCache:
 
     # --- usage bookkeeping ------------------------------------------------
 
-    def _account(self, node: str, usage: Mapping[str, Usage], sign: int) -> None:
+    def _account(self, node: str, namespace: str, usage: Mapping[str, Usage], sign: int) -> None:
+        if sign > 0:
+            self.quotas.add(namespace, card_total(usage))
+        else:
+            self.quotas.remove(namespace, card_total(usage))
         per_card = self._usage.setdefault(node, {})
         for uuid, u in usage.items():
             total = per_card.get(uuid, Usage()) + u if sign > 0 else per_card.get(uuid, Usage()) - u
@@ -163,7 +172,7 @@ class ClusterCache:
         usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
-        self._account(alloc.node, usage, +1)
+        self._account(alloc.node, alloc.namespace, usage, +1)
 
     def vetted(self, pod: Mapping[str, Any]) -> PodAllocation | None:
         """The pod's allocation as far as it adds up (hami.engine.vetting), or None."""
@@ -217,7 +226,7 @@ class ClusterCache:
         alloc = self._pods.pop(uid, None)
         if alloc is None:
             return None
-        self._account(alloc.node, self._pod_usage.pop(uid), -1)
+        self._account(alloc.node, alloc.namespace, self._pod_usage.pop(uid), -1)
         return alloc.node
 
     def _released(self, node: str | None) -> None:
@@ -239,7 +248,7 @@ class ClusterCache:
         ttl = self._ttl if uid in self._known else self._unknown_ttl
         res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + ttl)
         self._reservations[uid] = res
-        self._account(node, pod_usage(devices, n_init), +1)
+        self._account(node, namespace, pod_usage(devices, n_init), +1)
         return res
 
     def reservation(self, uid: str) -> Reservation | None:
@@ -253,7 +262,7 @@ class ClusterCache:
         res = self._reservations.pop(uid, None)
         if res is None:
             return None
-        self._account(res.node, pod_usage(res.devices, res.n_init), -1)
+        self._account(res.node, res.namespace, pod_usage(res.devices, res.n_init), -1)
         return res.node
 
     def release_unbound(self, uid: str) -> None:

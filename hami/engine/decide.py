@@ -10,6 +10,7 @@ from hami.engine.codec import encode_pod_devices
 from hami.engine.fit import fit_pod
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import PodOptions
+from hami.engine.quota import NamespaceQuota
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ def schedule(
     request: PodRequest,
     options: PodOptions,
     candidates: Iterable[str] | None = None,
+    quota: NamespaceQuota | None = None,
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 
@@ -54,7 +56,8 @@ def schedule(
     sorted order and stopping at the first fit gives the same answer without
     fitting nodes that could never win. A node whose summary shows that the pod
     cannot fit is turned down with the reason fitting it would give, without
-    walking its cards.
+    walking its cards. With a namespace quota every node is fitted card by card,
+    since the quota is checked before each card's room, as HAMi checks it.
     """
     names = list(cluster) if candidates is None else list(candidates)
     failed: dict[str, str] = {}
@@ -66,14 +69,14 @@ def schedule(
         else:
             known.append(node)
     scores: list[CardScores] = []
-    key = hash((request, options))
-    turned_down = summary_check(request, options)
+    key = hash((request, options, quota))
+    turned_down = summary_check(request, options) if quota is None else None
     for node in node_order(known, options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:
             failed[node.name] = reason
             continue
-        fit = fit_pod(node, request, options, key)
+        fit = fit_pod(node, request, options, key, quota)
         scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), node.score)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from hami.engine import reasons as r
 from hami.engine.model import (
@@ -18,11 +19,15 @@ from hami.engine.model import (
     ContainerRequest,
     DeviceInfo,
     NodeState,
+    PodDevices,
     PodRequest,
     Usage,
 )
 from hami.engine.policy import GpuPolicy, PodOptions
 from hami.engine.score import DEFAULT_WEIGHTS, Weights, card_score, make_card
+
+if TYPE_CHECKING:  # quota -> state -> capacity imports this module
+    from hami.engine.quota import NamespaceQuota
 
 SortKey = Callable[[Card, float], tuple[float, ...]]
 
@@ -90,27 +95,45 @@ def _uuid_ok(card: Card, opts: PodOptions) -> bool:
     return uuid not in opts.nouse_uuids
 
 
+def _early_verdict(card: Card, opts: PodOptions, cordoned: frozenset[str]) -> str | None:
+    """HAMi's checks before it looks at the card's NUMA node."""
+    if not card.info.health:
+        return r.CARD_NOT_HEALTH
+    if card.info.id in cordoned:
+        return r.CARD_CORDONED
+    if opts.selects_cards and not type_ok(card, opts):
+        return r.CARD_TYPE_MISMATCH
+    return None
+
+
+def _slot_verdict(card: Card, opts: PodOptions) -> str | None:
+    """HAMi's checks after the NUMA node and before the quota."""
+    if opts.selects_cards and not _uuid_ok(card, opts):
+        return r.CARD_UUID_MISMATCH
+    if card.info.count <= card.usage.used:
+        return r.CARD_TIME_SLICING_EXHAUSTED
+    if opts.gpu_policy.mutex and card.usage.used > 0:
+        return r.EXCLUSIVE_CONFLICT
+    return None
+
+
+def _room_verdict(card: Card, req: ContainerRequest, cores: int) -> str | None:
+    """HAMi's checks after the quota: is there room on the card."""
+    info, u = card.info, card.usage
+    if info.devmem - u.usedmem < req.memory_on(info.devmem):
+        return r.CARD_INSUFFICIENT_MEMORY
+    return core_verdict(info, u, cores)
+
+
 def _verdict(
     card: Card, req: ContainerRequest, cores: int, opts: PodOptions, cordoned: frozenset[str]
 ) -> str | None:
     """Why this card cannot take the container, in HAMi's check order; None if it can."""
-    info, u = card.info, card.usage
-    if not info.health:
-        return r.CARD_NOT_HEALTH
-    if info.id in cordoned:
-        return r.CARD_CORDONED
-    if opts.selects_cards:
-        if not type_ok(card, opts):
-            return r.CARD_TYPE_MISMATCH
-        if not _uuid_ok(card, opts):
-            return r.CARD_UUID_MISMATCH
-    if info.count <= u.used:
-        return r.CARD_TIME_SLICING_EXHAUSTED
-    if opts.gpu_policy.mutex and u.used > 0:
-        return r.EXCLUSIVE_CONFLICT
-    if info.devmem - u.usedmem < req.memory_on(info.devmem):
-        return r.CARD_INSUFFICIENT_MEMORY
-    return core_verdict(info, u, cores)
+    return (
+        _early_verdict(card, opts, cordoned)
+        or _slot_verdict(card, opts)
+        or _room_verdict(card, req, cores)
+    )
 
 
 def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
@@ -131,41 +154,45 @@ def card_scores(cards: Sequence[Card], weights: Weights) -> tuple[float, ...]:
     return tuple(card_score(c.info, c.usage, weights) for c in cards)
 
 
+# Whether a container's cards, as picked so far, keep the pod within its namespace's quota.
+QuotaGate = Callable[[tuple[ContainerDevice, ...]], bool]
+
+
 def fit_container(
     cards: Sequence[Card],
     req: ContainerRequest,
     opts: PodOptions,
     cordoned: frozenset[str],
     links: dict[str, dict[str, int]] | None = None,
+    quota: QuotaGate | None = None,
 ) -> ContainerFit:
     """Pick cards for one container from `cards` (one vendor's cards of one node).
 
     Each card's verdict depends on that card alone, so verdicts are taken in
     one pass and only the passing cards are sorted; a node that cannot fit is
-    rejected without sorting. Only numa-bind needs HAMi's ordered walk, where
-    a change of NUMA node starts the selection over.
+    rejected without sorting. numa-bind and a namespace quota need HAMi's
+    ordered walk instead: a change of NUMA node starts the selection over, and
+    the quota counts the cards already picked.
     """
     scores = card_scores(cards, opts.weights)
     if req.nums > len(cards):
         return ContainerFit(None, r.NODE_INSUFFICIENT_DEVICE, scores)
 
     cores = min(req.coresreq, 100)
+    key = _sort_key(opts.gpu_policy, opts.numa_bind)
+    if quota is not None and not quota((_cheapest(cards, req, cores),)):
+        return _over_quota(cards, scores, opts, cordoned)
+    if opts.numa_bind or quota is not None:
+        return _walk(cards, scores, req, cores, opts, cordoned, key, links, quota)
     verdicts = [_verdict(c, req, cores, opts, cordoned) for c in cards]
     counts: dict[str, int] = {}
     for v in verdicts:
         if v is not None:
             counts[v] = counts.get(v, 0) + 1
-    key = _sort_key(opts.gpu_policy, opts.numa_bind)
-
-    def device(card: Card) -> ContainerDevice:
-        return ContainerDevice(card.info.id, req.memory_on(card.info.devmem), cores)
-
-    if opts.numa_bind:
-        return _fit_numa_bound(cards, scores, verdicts, req, key, counts, device)
     passing = [(c, s) for c, s, v in zip(cards, scores, verdicts, strict=True) if v is None]
     if len(passing) >= req.nums:
         passing.sort(key=lambda cs: key(*cs), reverse=True)
-        picked = [device(c) for c, _ in passing]
+        picked = [_device(c, req, cores) for c, _ in passing]
         if opts.gpu_policy.topology:
             return ContainerFit(_by_topology(picked, req.nums, links or {}), "", scores)
         return ContainerFit(tuple(picked[: req.nums]), "", scores)
@@ -174,31 +201,66 @@ def fit_container(
     return ContainerFit(None, r.card_reasons(counts, len(cards)), scores)
 
 
-def _fit_numa_bound(
+def _device(card: Card, req: ContainerRequest, cores: int) -> ContainerDevice:
+    return ContainerDevice(card.info.id, req.memory_on(card.info.devmem), cores)
+
+
+def _cheapest(cards: Sequence[Card], req: ContainerRequest, cores: int) -> ContainerDevice:
+    """The smallest share the container could take of any one of these cards."""
+    return ContainerDevice("", min(req.memory_on(c.info.devmem) for c in cards), cores)
+
+
+def _over_quota(
+    cards: Sequence[Card], scores: tuple[float, ...], opts: PodOptions, cordoned: frozenset[str]
+) -> ContainerFit:
+    """The walk's answer when even the smallest share is over the quota: no card is ever
+    picked, so each card's reason is its own, in any order, and the quota where it passes
+    the checks before it. Spares a pending pod the walk on every node."""
+    counts: dict[str, int] = {}
+    for card in cards:
+        why = _early_verdict(card, opts, cordoned) or _slot_verdict(card, opts)
+        why = why or r.RESOURCE_QUOTA_NOT_FIT
+        counts[why] = counts.get(why, 0) + 1
+    return ContainerFit(None, r.card_reasons(counts, len(cards)), scores)
+
+
+def _walk(
     cards: Sequence[Card],
     scores: tuple[float, ...],
-    verdicts: Sequence[str | None],
     req: ContainerRequest,
+    cores: int,
+    opts: PodOptions,
+    cordoned: frozenset[str],
     key: SortKey,
-    counts: dict[str, int],
-    device: Callable[[Card], ContainerDevice],
+    links: dict[str, dict[str, int]] | None,
+    quota: QuotaGate | None,
 ) -> ContainerFit:
-    ordered = sorted(
-        zip(cards, scores, verdicts, strict=True), key=lambda t: key(t[0], t[1]), reverse=True
-    )
+    """HAMi's walk over the cards in preference order, its checks in its order per card."""
+    ordered = sorted(zip(cards, scores, strict=True), key=lambda cs: key(*cs), reverse=True)
+    # HAMi's topology-aware choice collects every passing card; numa-bind takes the first ones.
+    collect_all = opts.gpu_policy.topology and not opts.numa_bind
+    counts: dict[str, int] = {}
     picked: list[ContainerDevice] = []
     prev_numa: int | None = None
-    for card, _, verdict in ordered:
-        if verdict in (r.CARD_NOT_HEALTH, r.CARD_CORDONED, r.CARD_TYPE_MISMATCH):
-            continue  # HAMi skips these before it looks at the NUMA node
-        if prev_numa != card.info.numa:
+    for card, _ in ordered:
+        why = _early_verdict(card, opts, cordoned)
+        if why is None and opts.numa_bind and prev_numa != card.info.numa:
             if picked:
                 counts[r.NUMA_NOT_FIT] = counts.get(r.NUMA_NOT_FIT, 0) + len(picked)
             picked, prev_numa = [], card.info.numa
-        if verdict is None:
-            picked.append(device(card))
-            if len(picked) == req.nums:
-                return ContainerFit(tuple(picked), "", scores)
+        why = why or _slot_verdict(card, opts)
+        device = _device(card, req, cores)
+        if why is None and quota is not None and not quota((*picked, device)):
+            why = r.RESOURCE_QUOTA_NOT_FIT
+        why = why or _room_verdict(card, req, cores)
+        if why is not None:
+            counts[why] = counts.get(why, 0) + 1
+            continue
+        picked.append(device)
+        if len(picked) == req.nums and not collect_all:
+            return ContainerFit(tuple(picked), "", scores)
+    if collect_all and len(picked) >= req.nums:
+        return ContainerFit(_by_topology(picked, req.nums, links or {}), "", scores)
     if picked:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
     return ContainerFit(None, r.card_reasons(counts, len(cards)), scores)
@@ -247,31 +309,38 @@ MEMO_SIZE = 32
 
 
 def fit_pod(
-    node: NodeState, request: PodRequest, opts: PodOptions, key: int | None = None
+    node: NodeState,
+    request: PodRequest,
+    opts: PodOptions,
+    key: int | None = None,
+    quota: "NamespaceQuota | None" = None,
 ) -> NodeFit:
-    """fit_pod_uncached, remembered on the node state for the pod's (request, options).
+    """fit_pod_uncached, remembered on the node state for the pod's (request, options, quota).
 
-    `key` is hash((request, opts)), computed once per decision by a caller that fits
+    `key` is hash((request, opts, quota)), computed once per decision by a caller that fits
     many nodes, instead of once per node.
     """
-    key = hash((request, opts)) if key is None else key
+    key = hash((request, opts, quota)) if key is None else key
     hit = node.memo.get(key)
-    if isinstance(hit, tuple) and hit[0] == request and hit[1] == opts:
-        fit: NodeFit = hit[2]
+    if isinstance(hit, tuple) and hit[0] == (request, opts, quota):
+        fit: NodeFit = hit[1]
         return fit
-    fit = fit_pod_uncached(node, request, opts)
+    fit = fit_pod_uncached(node, request, opts, quota)
     if len(node.memo) >= MEMO_SIZE:
         node.memo.clear()
-    node.memo[key] = (request, opts, fit)
+    node.memo[key] = ((request, opts, quota), fit)
     return fit
 
 
-def fit_pod_uncached(node: NodeState, request: PodRequest, opts: PodOptions) -> NodeFit:
+def fit_pod_uncached(
+    node: NodeState, request: PodRequest, opts: PodOptions, quota: "NamespaceQuota | None" = None
+) -> NodeFit:
     """Fit every container of the pod onto the node, or say why not.
 
     Init containers run before the app containers and one at a time, so each
     is fitted against the node as it is; app containers run together, so each
-    one sees the cards the previous ones took.
+    one sees the cards the previous ones took. With a namespace quota, every
+    card is checked against it with the cards of the containers before it.
     """
     cards = list(node.cards)
     links = {k: dict(v) for k, v in node.links.items()} if opts.gpu_policy.topology else None
@@ -282,9 +351,10 @@ def fit_pod_uncached(node: NodeState, request: PodRequest, opts: PodOptions) -> 
         if req is None:
             out.append(())
             continue
+        gate = None if quota is None else _quota_gate(quota, tuple(out), n_init)
         # Init containers come first and take nothing from each other: each sees the node as
         # it is. App containers run together: each sees what the ones before it took.
-        fit = fit_container(cards, req, opts, node.cordoned, links)
+        fit = fit_container(cards, req, opts, node.cordoned, links, gate)
         scores.append((index, fit.scores))
         if fit.devices is None:
             return NodeFit(node.name, None, fit.reason, tuple(scores))
@@ -292,3 +362,7 @@ def fit_pod_uncached(node: NodeState, request: PodRequest, opts: PodOptions) -> 
         if index >= n_init:
             cards = _add(cards, fit.devices)
     return NodeFit(node.name, tuple(out), "", tuple(scores))
+
+
+def _quota_gate(quota: "NamespaceQuota", before: PodDevices, n_init: int) -> QuotaGate:
+    return quota.gate(before, n_init)

@@ -28,7 +28,7 @@ from hami.kube.session import use_own_session
 
 log = logging.getLogger(__name__)
 
-Resource = Literal["pods", "nodes"]
+Resource = Literal["pods", "nodes", "resourcequotas"]
 Obj = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -254,6 +254,8 @@ class Kube:
     def _lister(self, resource: Resource) -> Callable[..., Awaitable[Any]]:
         if resource == "pods":
             return self.core.list_pod_for_all_namespaces
+        if resource == "resourcequotas":
+            return self.core.list_resource_quota_for_all_namespaces
         return self.core.list_node
 
     async def list_pages(

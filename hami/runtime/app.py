@@ -21,6 +21,7 @@ import scheduler.routes
 import webhook.routes
 from certs.bootstrap import BootstrapConfig, BootstrapError, CertBootstrap, service_hosts
 from certs.tls import ReloadingServerContext
+from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
@@ -134,12 +135,15 @@ async def build(settings: Settings) -> Runtime:
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
     locks = LockWatch()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
+    requeue = requeuer.released if settings.requeue_rate > 0 else None
     cache = ClusterCache(
         clock=time.monotonic,
         reservation_ttl=settings.reservation_ttl_seconds,
         resources=resources,
         on_distrust=_log_distrust,
-        on_release=requeuer.released if settings.requeue_rate > 0 else None,
+        on_release=requeue,
+        # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
+        quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),
     )
     informers = (
         Informer(
@@ -160,6 +164,7 @@ async def build(settings: Settings) -> Runtime:
                 _both(cache.delete_pod, requeuer.gone),
             ),
         ),
+        Informer(kube, "resourcequotas", cache.quotas),
     )
     runtime = Runtime(
         settings=settings,
@@ -189,7 +194,8 @@ async def build(settings: Settings) -> Runtime:
                 resources=resources,
                 policies=policies,
                 injection=injection_config(settings),
-            )
+            ),
+            cache.quotas.quota,
         ),
         metrics=Metrics(
             cache,
@@ -320,6 +326,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
         for name, coro in (
             ("nodes", rt.informers[0].run(stop)),
             ("pods", rt.informers[1].run(stop)),
+            ("resourcequotas", rt.informers[2].run(stop)),
             ("leadership", rt.leadership.run(stop)),
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),

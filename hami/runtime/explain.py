@@ -23,10 +23,12 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             raise ValueError(f"pod {namespace}/{name} not found")
         nodes, _ = await kube.list_objects("nodes")
         pods, _ = await kube.list_objects("pods")
+        quotas, _ = await kube.list_objects("resourcequotas")
     finally:
         await kube.close()
     cache = ClusterCache(clock=time.monotonic)
     cache.replace_nodes(nodes)
+    cache.quotas.replace(quotas)
     cache.replace_pods(pods)
     return explain(cache, pod, policies, verbose=args.verbose)
 

@@ -35,6 +35,7 @@ LABELS = {
     "device": ("device_uuid", "deviceuuid"),
 }
 CARD = ("node", "uuid", "index", "type")
+QUOTA_USED_HELP = "GPU memory (MiB) or cores the namespace's pods hold, counted against its quota"
 CONTAINER = ("namespace", "pod_node", "pod", "container", "device")
 
 
@@ -167,6 +168,8 @@ class ClusterCollector(Collector):
             yield family
         if not self.per_pod:
             return
+        # The quota series name namespaces, so they go with the per-container ones.
+        yield from self._quotas()
         for series in CONTAINER_SERIES:
             family, keys = self._family(series)
             dvalue = cast(Callable[[ContainerDevice], float], series.value)
@@ -182,6 +185,36 @@ class ClusterCollector(Collector):
                         }
                         family.add_metric([*(known[k] for k in keys), ZONE], dvalue(d))
             yield family
+
+    def _quotas(self) -> Iterable[Metric]:
+        """HAMi's quota series: per namespace and resource (`quota_name`), what its pods hold
+        (memory in MiB) and, where a ResourceQuota sets one, the limit as written."""
+        lines = list(self.cache.quotas.lines())
+        if self.legacy:
+            used = GaugeMetricFamily(
+                "QuotaUsed",
+                QUOTA_USED_HELP,
+                labels=["quotanamespace", "quotaName", "limit", "zone"],
+            )
+        else:
+            used = GaugeMetricFamily(
+                "hami_resource_quota_used",
+                QUOTA_USED_HELP,
+                labels=["namespace", "quota_name", "limit", "zone"],
+            )
+            limit = GaugeMetricFamily(
+                "hami_resource_quota_limit",
+                "GPU ResourceQuota limit of the namespace",
+                labels=["namespace", "quota_name", "zone"],
+            )
+            for q in lines:
+                if q.limit is not None:
+                    limit.add_metric([q.namespace, q.resource, ZONE], q.limit)
+            yield limit
+        for q in lines:
+            # HAMi writes 0 in the limit label where no ResourceQuota limits the resource.
+            used.add_metric([q.namespace, q.resource, str(q.limit or 0), ZONE], q.used)
+        yield used
 
 
 class Metrics:

@@ -1,11 +1,16 @@
 """The admission use case: one AdmissionReview request in, allowed/denied and a JSONPatch out."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hami.engine.admission import Admission, AdmissionConfig, admit
 from hami.engine.jsonpatch import Patch, diff
+from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
+from hami.engine.requests import RequestError, pod_request
+
+# A namespace's GPU quota and what it holds now (the cache's), None where nothing limits it.
+Quotas = Callable[[str], NamespaceQuota | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,13 +22,14 @@ class AdmissionOutcome:
 
 
 class AdmissionService:
-    def __init__(self, config: AdmissionConfig) -> None:
+    def __init__(self, config: AdmissionConfig, quotas: Quotas | None = None) -> None:
         self.config = config
+        self.quotas = quotas
 
     def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
         """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks.
 
-        Pure: dry runs need no special case.
+        Writes nothing: dry runs need no special case.
         """
         kind, operation = request["kind"]["kind"], request["operation"]
         if operation != "CREATE" or kind != "Pod":
@@ -34,4 +40,22 @@ class AdmissionService:
         verdict: Admission = admit(pod, self.config, fallback)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
+        namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace"))
+        if self._over_quota(verdict.pod, namespace):
+            return AdmissionOutcome(False, message=EXCEEDING_QUOTA, code=403)
         return AdmissionOutcome(True, diff(pod, verdict.pod), verdict.message)
+
+    def _over_quota(self, pod: Mapping[str, Any], namespace: str) -> bool:
+        """HAMi's webhook check: the pod's explicit MiB and cores alone exceed what is left.
+
+        Percentages and whole cards count 0 here; filter checks them on each card.
+        """
+        spec = pod.get("spec") or {}
+        quota = None if self.quotas is None else self.quotas(namespace)
+        if quota is None or spec.get("schedulerName") != self.config.scheduler_name:
+            return False  # not limited, or not a pod this scheduler places
+        try:
+            asked = requested_usage(pod_request(spec, self.config.resources))
+        except RequestError:
+            return False  # admit has refused what it cannot read; nothing to count
+        return asked != QuotaUsage() and not quota.fits(asked)

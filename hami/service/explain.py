@@ -7,6 +7,7 @@ of nodes and pods; nothing is reserved or written.
 from collections.abc import Mapping
 from typing import Any
 
+from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.policy import Defaults, PolicyError
@@ -44,9 +45,11 @@ def explain(
         return bound
     options = asked[1]
     candidates = sorted({*cache.view, *cache.unregistered})
-    decision = placement.decide(str(meta.get("uid", "")), *asked, candidates)
+    namespace = str(meta.get("namespace", ""))
+    decision = placement.decide(str(meta.get("uid", "")), *asked, candidates, namespace)
     lines = [
-        f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})"
+        f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})",
+        *quota_lines(cache.quotas, namespace),
     ]
     if decision.node is not None:
         lines.append(f"  it fits now: node {decision.node}, cards {decision.allocation}")
@@ -62,3 +65,15 @@ def explain(
                 for uuid, score in cs.items()
             )
     return lines
+
+
+def quota_lines(quotas: QuotaBook, namespace: str) -> list[str]:
+    """The namespace's GPU quota as it counts against this pod: limit and what is held."""
+    if quotas.quota(namespace) is None:
+        return []
+    held = [
+        f"{q.resource} {q.used} of {q.limit}"
+        for q in quotas.lines()
+        if q.namespace == namespace and q.limit is not None
+    ]
+    return [f"  namespace {namespace} GPU quota (used of limit): {', '.join(held)}"]

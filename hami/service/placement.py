@@ -68,11 +68,18 @@ class Placement:
         return request, pod_options(annotations, self.policies)
 
     def decide(
-        self, uid: str, request: PodRequest, options: PodOptions, node_names: Sequence[str]
+        self,
+        uid: str,
+        request: PodRequest,
+        options: PodOptions,
+        node_names: Sequence[str],
+        namespace: str = "",
     ) -> Decision:
-        """The engine's decision; the pod's own earlier decision does not count against it."""
+        """The engine's decision; the pod's own earlier decision does not count against it
+        (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
-        return schedule(self.cache.view, request, options, node_names)
+        quota = self.cache.quotas.quota(namespace)
+        return schedule(self.cache.view, request, options, node_names, quota)
 
     def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         ref = PodRef.of(pod)
@@ -82,7 +89,7 @@ class Placement:
             return FilterOutcome(ref, error=f"pod {ref}: {e}")
         if asked is None:
             return FilterOutcome(ref, node_names=list(node_names), gpu=False)
-        decision = self.decide(ref.uid, *asked, node_names)
+        decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
         failed = {
             name: (
                 f"{reasons.NODE_UNREGISTERED}: {self.cache.unregistered[name]}"

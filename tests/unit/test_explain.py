@@ -106,3 +106,19 @@ def test_bound_and_non_gpu_pods() -> None:
 
 def test_unknown_policy_is_explained() -> None:
     assert "valid names" in explain(cluster(), pod("fastest"))[0]
+
+
+def test_a_pod_over_its_namespace_quota_is_told_so_per_node() -> None:
+    cache = cluster()
+    cache.quotas.replace(
+        [
+            {
+                "metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
+                "spec": {"hard": {"limits.nvidia.com/gpumem": "1500"}},
+            }
+        ]
+    )
+    lines = explain(cache, pod("binpack"))
+    assert "  namespace ns GPU quota (used of limit): nvidia.com/gpumem 1000 of 1500" in lines
+    assert "  gpu-1: 1/1 ResourceQuotaNotFit" in lines
+    assert not any("it fits now" in line for line in lines)

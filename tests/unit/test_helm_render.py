@@ -308,6 +308,7 @@ def test_helm_rbac_grants_exactly_what_the_process_uses() -> None:
         ("", "pods/binding", (), ("create",)),
         ("", "nodes", (), ("get", "list", "watch", "patch")),
         ("", "events", (), ("create", "patch")),
+        ("", "resourcequotas", (), ("list", "watch")),
         (
             "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
@@ -348,6 +349,7 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
         ("", "pods/binding", (), ("create",)),
         ("", "nodes", (), ("get", "list", "watch", "patch")),
         ("", "events", (), ("create", "patch")),
+        ("", "resourcequotas", (), ("list", "watch")),
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]

@@ -5,6 +5,7 @@ from prometheus_client import generate_latest
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.quota import QuotaUsage
 from hami.runtime.metrics import Metrics
 from hami.service.annotations import allocation_annotations
 
@@ -68,3 +69,36 @@ def test_per_pod_series_can_be_left_out() -> None:
     assert "hami_gpu_memory_allocated_bytes{" in text
     assert 'pod="p"' not in text and 'namespace="ns"' not in text
     assert 'pod="p"' in metrics(legacy=False)
+
+
+def test_quota_series_per_namespace_and_resource() -> None:
+    cache = ClusterCache(clock=lambda: 0.0)
+    cache.quotas.replace(
+        [
+            {
+                "metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
+                "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}},
+            }
+        ]
+    )
+    cache.quotas.add("ns", QuotaUsage(1000, 30))
+    text = generate_latest(Metrics(cache, lambda: 0.0, lambda: 0).registry).decode()
+    assert (
+        'hami_resource_quota_limit{namespace="ns",quota_name="nvidia.com/gpumem",zone="vGPU"} 8000.0'
+        in text
+    )
+    assert 'quota_name="nvidia.com/gpucores"' not in text.split("hami_resource_quota_used")[0]
+    assert (
+        'hami_resource_quota_used{limit="8000",namespace="ns",quota_name="nvidia.com/gpumem",'
+        'zone="vGPU"} 1000.0' in text
+    )
+    assert (
+        'hami_resource_quota_used{limit="0",namespace="ns",quota_name="nvidia.com/gpucores",'
+        'zone="vGPU"} 30.0' in text
+    )
+    legacy = generate_latest(Metrics(cache, lambda: 0.0, lambda: 0, True).registry).decode()
+    assert (
+        'QuotaUsed{limit="8000",quotaName="nvidia.com/gpumem",quotanamespace="ns",zone="vGPU"} 1000.0'
+        in legacy
+    )
+    assert "hami_resource_quota" not in legacy
