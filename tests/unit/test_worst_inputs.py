@@ -57,17 +57,18 @@ def pod(*containers: dict[str, Any], **metadata: Any) -> dict[str, Any]:
     return {"metadata": {"name": "p", **metadata}, "spec": {"containers": list(containers)}}
 
 
-def worst() -> Iterator[tuple[str, bytes]]:
-    yield "2e9 GPUs", review(pod(gpu(2_000_000_000)))
-    yield "1Ei GPUs", review(pod(gpu("1Ei")))
-    yield "5000 containers", review(pod(*({**gpu(), "name": f"c{i}"} for i in range(5000))))
+def worst() -> Iterator[tuple[str, bytes, bool]]:
+    """(what, body, whether it is admitted)."""
+    yield "2e9 GPUs", review(pod(gpu(2_000_000_000))), False
+    yield "1Ei GPUs", review(pod(gpu("1Ei"))), False
+    yield "5000 containers", review(pod(*({**gpu(), "name": f"c{i}"} for i in range(5000)))), False
     many_env = [{"name": f"E{i}", "value": "v" * 20} for i in range(60_000)]
-    yield "3 MiB of env", review(pod(gpu(env=many_env)))
+    yield "3 MiB of env", review(pod(gpu(env=many_env))), True
     # Deeper than orjson encodes, so spliced in as text.
     nested = b'{"a":' * 900 + b'"x"' + b"}" * 900
     body = review(pod(gpu(), annotations={"x": "NESTED"})).replace(b'"NESTED"', nested)
-    yield "nested 900 deep", body
-    yield "a 3 MiB annotation", review(pod(gpu(), annotations={"a": "x" * (3 * 2**20)}))
+    yield "nested 900 deep", body, False
+    yield "a 3 MiB annotation", review(pod(gpu(), annotations={"a": "x" * (3 * 2**20)})), True
 
 
 async def test_worst_inputs_never_block_the_loop(aiohttp_client: AiohttpClient) -> None:
@@ -101,21 +102,24 @@ async def test_worst_inputs_never_block_the_loop(aiohttp_client: AiohttpClient) 
     # would scan everything pytest and hypothesis hold.
     gc.freeze()
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(probe())]
-    worst_by_input: dict[str, float] = {}
-    outcomes: dict[str, tuple[bool, str]] = {}
-    for what, body in bodies:
+    # Per input, the longest stall of each of three sends, and of those the shortest: work that
+    # blocks the loop does so every time, while the machine's own hiccups (other processes on a
+    # busy CI host) rarely hit all three.
+    stall: dict[str, float] = {}
+    for what, body, admitted in bodies:
+        stalls = []
         for _ in range(3):
             mark = len(late)
             async with client.post("/webhook", data=io.BytesIO(body)) as r:
                 assert r.status == 200, what
                 answer = orjson.loads(await r.read())["response"]
-            outcomes[what] = (answer["allowed"], answer.get("status", {}).get("message", ""))
-            worst_by_input[what] = max([worst_by_input.get(what, 0.0), *late[mark:]])
+            assert answer["allowed"] is admitted, (what, answer)
+            stalls.append(max(late[mark:], default=0.0))
+        stall[what] = min(stalls)
     stop.set()
     await asyncio.gather(*tasks)
     gc.unfreeze()
-    report = ", ".join(f"{w}: {s * 1000:.1f} ms" for w, s in worst_by_input.items())
-    print(f"longest stall per input: {report}; /healthz answered {len(answered)} times")
-    print(outcomes)
+    report = ", ".join(f"{w}: {s * 1000:.1f} ms" for w, s in stall.items())
+    print(f"stall per input: {report}; /healthz answered {len(answered)} times")
     assert set(answered) == {200}
-    assert max(worst_by_input.values()) < BLOCK_LIMIT, report
+    assert max(stall.values()) < BLOCK_LIMIT, report
