@@ -242,11 +242,21 @@ class ClusterCache:
     # --- reservations -------------------------------------------------------
 
     def reserve(
-        self, uid: str, namespace: str, name: str, node: str, devices: PodDevices, n_init: int
+        self,
+        uid: str,
+        namespace: str,
+        name: str,
+        node: str,
+        devices: PodDevices,
+        n_init: int,
+        until: float | None = None,
     ) -> Reservation:
+        """Count the devices as the pod's until its allocation arrives, its TTL runs out, or
+        `until` (a preemption's hold of freed cards) passes."""
         self._drop_reservation(uid)
         ttl = self._ttl if uid in self._known else self._unknown_ttl
-        res = Reservation(uid, namespace, name, node, devices, n_init, self._clock() + ttl)
+        expires = self._clock() + ttl if until is None else until
+        res = Reservation(uid, namespace, name, node, devices, n_init, expires)
         self._reservations[uid] = res
         self._account(node, namespace, pod_usage(devices, n_init), +1)
         return res

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hami.engine.fit import fit_pod
-from hami.engine.model import NodeState, PodRequest, Usage
+from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
 from hami.engine.state import build_node
 
@@ -48,6 +48,7 @@ class Preemption:
     node: str
     victims: tuple[Victim, ...]
     pdb_violations: int
+    devices: PodDevices  # where the preemptor fits once the victims are gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class Preemptor:
     policy: str = "PreemptLowerPriority"  # or "Never" (spec.preemptionPolicy)
 
 
-def _without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
+def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
     usage = {c.info.id: c.usage for c in node.cards}
     for victim in gone:
         for uuid, u in victim.usage.items():
@@ -67,27 +68,26 @@ def _without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
     return build_node(node.name, (c.info for c in node.cards), usage, node.cordoned, node.links)
 
 
-def _fits(node: NodeState, pod: Preemptor) -> bool:
-    return (
-        fit_pod(node, pod.request, pod.options, hash((pod.request, pod.options))).devices
-        is not None
-    )
+def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
+    return fit_pod(node, pod.request, pod.options, hash((pod.request, pod.options))).devices
 
 
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:
     """The victims kube-scheduler's rules pick on one node, or None if evicting cannot help."""
     lower = [v for v in running if v.priority < pod.priority]
-    if not lower or not _fits(_without(node, lower), pod):
+    devices = _fit(without(node, lower), pod) if lower else None
+    if devices is None:
         return None
     # Reprieve order: PDB-protected pods first, then higher priority, then the older one.
     order = sorted(lower, key=lambda v: (not v.violates_pdb, -v.priority, v.start, v.uid))
     evicted = list(order)
     for candidate in order:
         trial = [v for v in evicted if v is not candidate]
-        if _fits(_without(node, trial), pod):
-            evicted = trial
+        fit = _fit(without(node, trial), pod)
+        if fit is not None:
+            evicted, devices = trial, fit
     chosen = tuple(sorted(evicted, key=lambda v: (-v.priority, v.start, v.uid)))
-    return Preemption(node.name, chosen, sum(v.violates_pdb for v in chosen))
+    return Preemption(node.name, chosen, sum(v.violates_pdb for v in chosen), devices)
 
 
 def _rank(p: Preemption, position: int) -> tuple[float, ...]:

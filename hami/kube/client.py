@@ -21,6 +21,7 @@ from kubernetes_asyncio.client import (
     Configuration,
     CoordinationV1Api,
     CoreV1Api,
+    PolicyV1Api,
 )
 
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable, from_response
@@ -32,6 +33,7 @@ Resource = Literal["pods", "nodes", "resourcequotas"]
 Obj = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "hami-scheduler/0.1 (python)"
 # etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
@@ -70,6 +72,7 @@ class Kube:
         self.api = api
         self.core = CoreV1Api(api)
         self.coordination = CoordinationV1Api(api)
+        self.policy = PolicyV1Api(api)
         self.timeout = timeout
         # A page of a list is read from etcd and can be hundreds of objects: far slower than
         # a point read on a busy server.
@@ -147,14 +150,51 @@ class Kube:
             metadata["labels"] = dict(labels)
         # The library would pick strategic-merge-patch for a dict body; HAMi's
         # device plugin and our own tests assume plain merge-patch semantics.
+        return await self._patch_pod(namespace, name, {"metadata": metadata}, MERGE_PATCH)
+
+    async def patch_pod_status(self, namespace: str, name: str, status: Obj) -> Obj:
+        """Strategic merge patch of the status subresource: conditions merge by type, as
+        kube-scheduler writes them."""
+        return await self._patch_pod(
+            namespace, name, {"status": status}, STRATEGIC_MERGE_PATCH, status=True
+        )
+
+    async def _patch_pod(
+        self, namespace: str, name: str, body: Obj, content_type: str, status: bool = False
+    ) -> Obj:
         return await self._call(
-            f"patch pod {namespace}/{name}",
-            self.core.patch_namespaced_pod,
+            f"patch pod {namespace}/{name}" + (" status" if status else ""),
+            self.core.patch_namespaced_pod_status if status else self.core.patch_namespaced_pod,
             name,
             namespace,
-            {"metadata": metadata},
-            _content_type=MERGE_PATCH,
+            body,
+            _content_type=content_type,
         )
+
+    async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
+        """POST a policy/v1 Eviction for this very pod (uid precondition); the API server
+        refuses with 429 while a PodDisruptionBudget forbids it."""
+        await self._call(
+            f"evict pod {namespace}/{name}",
+            self.core.create_namespaced_pod_eviction,
+            name,
+            namespace,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+                "deleteOptions": {"preconditions": {"uid": uid}},
+            },
+        )
+
+    async def list_pod_disruption_budgets(self) -> list[Obj]:
+        listing = await self._call(
+            "list poddisruptionbudgets",
+            self.policy.list_pod_disruption_budget_for_all_namespaces,
+            request_timeout=self.list_timeout,
+        )
+        items: list[Obj] = listing.get("items") or []
+        return items
 
     async def patch_node_annotations(
         self, name: str, annotations: Mapping[str, str | None], resource_version: str

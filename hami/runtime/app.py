@@ -39,6 +39,8 @@ from hami.service.binding import Binder
 from hami.service.limits import LimitsWriter
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import Placement
+from hami.service.preempting import Preempter, PreemptingPlacement
+from hami.service.preemption import PodFacts
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
@@ -145,6 +147,37 @@ async def build(settings: Settings) -> Runtime:
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
         quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),
     )
+    metrics = Metrics(
+        cache,
+        lambda: _staleness(informers),
+        lambda: events.dropped,
+        settings.legacy_metrics,
+        settings.metrics_pod_labels,
+    )
+    pod_sink = _Sink(
+        cache.replace_pods,
+        _both(cache.upsert_pod, requeuer.seen),
+        _both(cache.delete_pod, requeuer.gone),
+    )
+    placement = Placement(cache, policies, resources)
+    if settings.preemption:
+        facts = PodFacts()
+        preempter = Preempter(
+            kube,
+            cache,
+            facts,
+            events,
+            scheduler_name=settings.scheduler_name,
+            hold_seconds=settings.preemption_hold_seconds,
+            observe=metrics.preemption_observer(),
+            nudge=requeuer.released,
+        )
+        placement = PreemptingPlacement(preempter, cache, policies, resources)
+        pod_sink = _Sink(
+            _both(pod_sink.replace, facts.replace),
+            _both(pod_sink.upsert, facts.upsert),
+            _both(_both(pod_sink.delete, facts.delete), preempter.gone),
+        )
     informers = (
         Informer(
             kube,
@@ -155,15 +188,7 @@ async def build(settings: Settings) -> Runtime:
                 _both(cache.delete_node, locks.gone),
             ),
         ),
-        Informer(
-            kube,
-            "pods",
-            _Sink(
-                cache.replace_pods,
-                _both(cache.upsert_pod, requeuer.seen),
-                _both(cache.delete_pod, requeuer.gone),
-            ),
-        ),
+        Informer(kube, "pods", pod_sink),
         Informer(kube, "resourcequotas", cache.quotas),
     )
     runtime = Runtime(
@@ -174,7 +199,7 @@ async def build(settings: Settings) -> Runtime:
         leadership=leadership,
         events=events,
         requeuer=requeuer,
-        placement=Placement(cache, policies, resources),
+        placement=placement,
         binder=Binder(
             kube,
             cache,
@@ -197,13 +222,7 @@ async def build(settings: Settings) -> Runtime:
             ),
             cache.quotas.quota,
         ),
-        metrics=Metrics(
-            cache,
-            lambda: _staleness(informers),
-            lambda: events.dropped,
-            settings.legacy_metrics,
-            settings.metrics_pod_labels,
-        ),
+        metrics=metrics,
         tls=ReloadingServerContext(cert_file, key_file),
         certs=certs,
     )

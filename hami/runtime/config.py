@@ -49,6 +49,8 @@ class Settings:
     node_lock_wait_seconds: float = 10.0
     reservation_ttl_seconds: float = 120.0
     requeue_rate: float = 100.0
+    preemption: bool = False
+    preemption_hold_seconds: float = 60.0
     events_per_second: float = 50.0
     kube_timeout_seconds: float = 10.0
     leader_elect: bool = False
@@ -110,6 +112,14 @@ _HELP = {
     "requeue_rate": (
         "pods a second at most that are touched (annotation hami.io/requeue) so kube-scheduler "
         "retries them once capacity they were refused for frees up (0: never)"
+    ),
+    "preemption": (
+        "let a GPU pod that fits nowhere evict lower-priority GPU pods (Eviction API, so "
+        "PodDisruptionBudgets hold) and take their cards; off: HAMi's behaviour"
+    ),
+    "preemption_hold_seconds": (
+        "how long the cards a preemption frees stay held for the preemptor beyond the "
+        "victims' termination grace period"
     ),
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
@@ -245,6 +255,8 @@ def validate(s: Settings) -> None:
         raise ConfigError("--events-per-second must not be negative")
     if s.requeue_rate < 0:
         raise ConfigError("--requeue-rate must not be negative")
+    if s.preemption_hold_seconds <= 0:
+        raise ConfigError("--preemption-hold-seconds must be positive")
     if s.read_timeout_seconds <= 0:
         raise ConfigError("--read-timeout-seconds must be positive")
     for name in ("default_memory", "default_cores", "default_gpu_num"):

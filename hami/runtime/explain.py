@@ -4,12 +4,14 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 from hami.kube.client import Kube, connect
 from hami.kube.errors import KubeError
 from hami.service.explain import explain
+from hami.service.preemption import preemption_lines
 
 
 async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
@@ -24,13 +26,18 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
         nodes, _ = await kube.list_objects("nodes")
         pods, _ = await kube.list_objects("pods")
         quotas, _ = await kube.list_objects("resourcequotas")
+        try:
+            budgets: list[dict[str, Any]] | None = await kube.list_pod_disruption_budgets()
+        except KubeError:
+            budgets = None  # preemption is explained without them, and says so
     finally:
         await kube.close()
     cache = ClusterCache(clock=time.monotonic)
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
-    return explain(cache, pod, policies, verbose=args.verbose)
+    lines = explain(cache, pod, policies, verbose=args.verbose)
+    return lines + preemption_lines(cache, pods, budgets, pod, policies)
 
 
 def explain_pod(args: argparse.Namespace) -> int:

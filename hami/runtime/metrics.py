@@ -267,12 +267,22 @@ class Metrics:
             "Filter decisions never followed by a bind",
             registry=r,
         )
+        self.preemptions = Counter(
+            "hami_preemptions_total",
+            "GPU preemption plans (--preemption) by outcome: attempted, done (every victim "
+            "evicted) or refused (reason: disruption-budget or error)",
+            ["outcome", "reason"],
+            registry=r,
+        )
         dropped = Gauge(
             "hami_events_dropped",
             "Kubernetes Events dropped since start because the queue was full",
             registry=r,
         )
         dropped.set_function(lambda: float(events_dropped()))
+
+    def preemption_observer(self) -> Callable[[str, str], None]:
+        return lambda outcome, reason: self.preemptions.labels(outcome, reason).inc()
 
     @staticmethod
     def observer(histogram: Histogram) -> Callable[[str, float], None]:

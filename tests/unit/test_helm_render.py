@@ -355,6 +355,17 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
 
 
+def test_helm_preemption_adds_the_eviction_status_and_budget_rules() -> None:
+    docs = render("scheduler.preemption.enabled=true", "scheduler.preemption.holdSeconds=90")
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[5:8] == [
+        ("", "pods/eviction", (), ("create",)),
+        ("", "pods/status", (), ("patch",)),
+        ("policy", "poddisruptionbudgets", (), ("list",)),
+    ]
+    settings = settings_from(container(docs, "hami"))
+    assert (settings.preemption, settings.preemption_hold_seconds) == (True, 90.0)
+
+
 def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
     config = scheduler_config(render())
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
@@ -452,6 +463,8 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--node-lock-expiry-seconds=300",
         "--node-lock-wait-seconds=10",
         "--legacy-metrics=false",
+        "--preemption=false",
+        "--preemption-hold-seconds=60",
         "--leader-elect=true",
         "--leader-elect-resource-name=hami-scheduler",
         f"--leader-elect-resource-namespace={NAMESPACE}",

@@ -1,0 +1,218 @@
+"""GPU-aware preemption: which lower-priority GPU pods a pending GPU pod would evict, and where.
+
+kube-scheduler cannot do this itself: its preemption dry run runs only the
+in-tree filters, which do not see card slices, so it never finds a victim
+(kubernetes #139270). The decision is hami.engine.preempt's; this module feeds
+it what the cache does not keep (each placed pod's priority, start, labels and
+grace period) and the PodDisruptionBudgets, and explains the result.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.inventory import is_terminal
+from hami.engine.model import PodRequest
+from hami.engine.pdb import Budget, Candidate, parse_budget, violations
+from hami.engine.policy import Defaults, PodOptions, PolicyError
+from hami.engine.preempt import Preemption, Preemptor, Victim, preempt, without
+from hami.engine.requests import RequestError, ResourceDefaults
+from hami.engine.state import pod_usage
+from hami.service.placement import Placement
+
+NEVER = "Never"
+DEFAULT_GRACE = 30.0  # seconds: the API server's default terminationGracePeriodSeconds
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What preemption needs to know of a placed pod beyond the cards it holds."""
+
+    priority: int
+    start: float  # seconds since the epoch
+    labels: Mapping[str, str]
+    grace: float  # terminationGracePeriodSeconds
+    terminating: bool  # deletionTimestamp set: it leaves anyway and is no victim
+
+
+def _seconds(stamp: object) -> float | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def priority_of(pod: Mapping[str, Any]) -> int:
+    value = (pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def preemptor_of(pod: Mapping[str, Any], request: PodRequest, options: PodOptions) -> Preemptor:
+    policy = (pod.get("spec") or {}).get("preemptionPolicy")
+    return Preemptor(
+        request, options, priority_of(pod), NEVER if policy == NEVER else "PreemptLowerPriority"
+    )
+
+
+def facts_of(pod: Mapping[str, Any]) -> Facts:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    grace = spec.get("terminationGracePeriodSeconds")
+    # kube-scheduler takes status.startTime; a pod bound but not started counts as just started.
+    start = _seconds((pod.get("status") or {}).get("startTime"))
+    labels = meta.get("labels")
+    return Facts(
+        priority_of(pod),
+        start if start is not None else float("inf"),
+        {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        float(grace)
+        if isinstance(grace, int | float) and not isinstance(grace, bool)
+        else DEFAULT_GRACE,
+        bool(meta.get("deletionTimestamp")),
+    )
+
+
+class PodFacts:
+    """uid -> Facts of every live pod placed on a node; fed by the pod informer."""
+
+    def __init__(self) -> None:
+        self._facts: dict[str, Facts] = {}
+
+    def replace(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        self._facts.clear()
+        for pod in pods:
+            self.upsert(pod)
+
+    def upsert(self, pod: Mapping[str, Any]) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        if not (pod.get("spec") or {}).get("nodeName") or is_terminal(pod):
+            self._facts.pop(uid, None)
+            return
+        self._facts[uid] = facts_of(pod)
+
+    def delete(self, pod: Mapping[str, Any]) -> None:
+        self._facts.pop(str((pod.get("metadata") or {}).get("uid", "")), None)
+
+    def get(self, uid: str) -> Facts | None:
+        return self._facts.get(uid)
+
+
+def plan(
+    cache: ClusterCache,
+    facts: PodFacts,
+    pod: Preemptor,
+    uid: str,
+    candidates: Sequence[str],
+    budgets: Sequence[Budget] = (),
+    doomed: frozenset[str] = frozenset(),
+) -> Preemption | None:
+    """The node and victims for a pod that fits nowhere, or None.
+
+    `doomed` are victims of plans under way: their cards are already promised to
+    another preemptor's hold, which the cache counts, so they count as gone and are
+    no one's victims again. A terminating pod leaves by itself and is no victim.
+    """
+    if pod.policy == NEVER:
+        return None
+    wanted = set(candidates)
+    gone: dict[str, list[Victim]] = {}
+    lower: dict[str, list[tuple[Victim, Facts]]] = {}
+    for alloc in cache.pods():
+        if alloc.node not in wanted or alloc.uid == uid:
+            continue
+        f = facts.get(alloc.uid)
+        usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
+        if f is None:
+            continue  # not on a node yet: bound pods only are victims, as in kube-scheduler
+        victim = Victim(alloc.uid, alloc.namespace, alloc.name, f.priority, f.start, usage)
+        if alloc.uid in doomed:
+            gone.setdefault(alloc.node, []).append(victim)
+        elif f.priority < pod.priority and not f.terminating:
+            lower.setdefault(alloc.node, []).append((victim, f))
+    if not lower:
+        return None
+    cluster = {
+        name: without(cache.view[name], gone.get(name, ())) for name in lower if name in cache.view
+    }
+    running = {name: _with_budgets(pods, budgets) for name, pods in lower.items()}
+    return preempt(cluster, running, pod, [n for n in candidates if n in cluster])
+
+
+def _with_budgets(pods: list[tuple[Victim, Facts]], budgets: Sequence[Budget]) -> list[Victim]:
+    # kube-scheduler counts budgets over the node's potential victims, most important first.
+    ordered = sorted(pods, key=lambda p: (-p[0].priority, p[0].start, p[0].uid))
+    if not budgets:
+        return [v for v, _ in ordered]
+    broken = violations(
+        [Candidate(v.uid, v.namespace, v.name, f.labels) for v, f in ordered], budgets
+    )
+    return [
+        Victim(v.uid, v.namespace, v.name, v.priority, v.start, v.usage, v.uid in broken)
+        for v, _ in ordered
+    ]
+
+
+def describe(plan: Preemption | None, pod: Preemptor) -> list[str]:
+    """`hami explain`'s lines on preemption: the victims and why these."""
+    if pod.policy == NEVER:
+        return ["  preemption: never (preemptionPolicy: Never)"]
+    if plan is None:
+        return [
+            f"  preemption: none helps: no GPU pod of priority below {pod.priority} "
+            "frees enough of a card on any node"
+        ]
+    top = max(v.priority for v in plan.victims)
+    lines = [
+        f"  preemption (hami serve --preemption): evict {len(plan.victims)} pod(s) on node "
+        f"{plan.node}; it then fits on cards "
+        + ", ".join(sorted({d.uuid for c in plan.devices for d in c}))
+    ]
+    for v in plan.victims:
+        took = ", ".join(f"{u.usedmem} MiB of {uuid}" for uuid, u in sorted(v.usage.items()))
+        pdb = ", its PodDisruptionBudget forbids it (eviction will be refused)"
+        lines.append(
+            f"    {v.namespace}/{v.name}: priority {v.priority} < {pod.priority}, holds {took}"
+            + (pdb if v.violates_pdb else "")
+        )
+    lines.append(
+        f"    why: no smaller set of lower-priority pods makes room there; node chosen by "
+        f"kube-scheduler's order: {plan.pdb_violations} PDB violation(s), highest victim "
+        f"priority {top}, {len(plan.victims)} victim(s)"
+    )
+    return lines
+
+
+def preemption_lines(
+    cache: ClusterCache,
+    pods: Iterable[Mapping[str, Any]],
+    budgets: Sequence[Mapping[str, Any]] | None,
+    pod: Mapping[str, Any],
+    policies: Defaults = Defaults(),
+    resources: ResourceDefaults = ResourceDefaults(),
+) -> list[str]:
+    """For `hami explain`: what preemption would do for a pending GPU pod that fits nowhere."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return []
+    placement = Placement(cache, policies, resources)
+    try:
+        asked = placement.ask(pod)
+    except (PolicyError, RequestError):
+        return []
+    uid = str((pod.get("metadata") or {}).get("uid", ""))
+    candidates = sorted(cache.view)
+    if asked is None or placement.decide(uid, *asked, candidates).node is not None:
+        return []
+    facts = PodFacts()
+    facts.replace(pods)
+    parsed = [b for b in map(parse_budget, budgets or ()) if b is not None]
+    preemptor = preemptor_of(pod, *asked)
+    lines = describe(plan(cache, facts, preemptor, uid, candidates, parsed), preemptor)
+    if budgets is None:
+        lines.append(
+            "    (PodDisruptionBudgets could not be read: their violations are not counted)"
+        )
+    return lines

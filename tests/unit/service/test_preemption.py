@@ -1,0 +1,125 @@
+"""What the preemption service feeds the engine: priorities, starts, budgets, plans under way."""
+
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
+from hami.engine.pdb import parse_budget
+from hami.engine.policy import pod_options
+from hami.engine.preempt import Preemptor
+from hami.service.annotations import allocation_annotations
+from hami.service.preemption import PodFacts, describe, plan, preemptor_of
+
+DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
+
+
+def node() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "n",
+            "annotations": {"hami.io/node-nvidia-register": encode_node_devices(DEVS)},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": "20"}},
+    }
+
+
+def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "labels": {"tier": "low"},
+            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+            **meta,
+        },
+        "spec": {
+            "nodeName": "n",
+            "priority": priority,
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{start:02d}Z"},
+    }
+
+
+def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
+    cache = ClusterCache(lambda: 0.0)
+    cache.replace_nodes([node()])
+    cache.replace_pods(pods)
+    facts = PodFacts()
+    facts.replace(pods)
+    return cache, facts
+
+
+def wants(mem: int, priority: int = 1000) -> Preemptor:
+    request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
+    return Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": "binpack"}), priority)
+
+
+LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
+
+
+def victims(cache: ClusterCache, facts: PodFacts, **kw: Any) -> list[str] | None:
+    chosen = plan(cache, facts, wants(11000), "me", ["n"], **kw)
+    return None if chosen is None else [v.name for v in chosen.victims]
+
+
+def test_the_pod_that_started_last_is_the_victim_and_the_plan_says_where_it_fits() -> None:
+    cache, facts = setup(*LOW)
+    chosen = plan(cache, facts, wants(11000), "me", ["n"])
+    assert chosen is not None
+    assert [v.name for v in chosen.victims] == ["b"]
+    assert [d.uuid for c in chosen.devices for d in c] == ["GPU-1"]
+    lines = describe(chosen, wants(11000))
+    assert "ns/b: priority 1 < 1000, holds 8000 MiB of GPU-1" in "\n".join(lines)
+
+
+def test_equal_priority_terminating_and_never_give_no_plan() -> None:
+    cache, facts = setup(*LOW)
+    assert plan(cache, facts, wants(11000, priority=1), "me", ["n"]) is None
+    never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never")
+    assert plan(cache, facts, never, "me", ["n"]) is None
+    assert describe(None, never) == ["  preemption: never (preemptionPolicy: Never)"]
+    gone = pod("b", "GPU-1", 8000, 1, 2, deletionTimestamp="2026-01-01T00:01:00Z")
+    cache, facts = setup(LOW[0], gone)
+    # b leaves by itself, so a is the only victim there is.
+    assert victims(cache, facts) == ["a"]
+
+
+def test_a_victim_of_a_plan_under_way_is_nobodys_victim_again() -> None:
+    cache, facts = setup(*LOW)
+    first = plan(cache, facts, wants(11000), "first", ["n"])
+    assert first is not None
+    cache.reserve("first", "ns", "first", "n", first.devices, 0, until=60.0)
+    assert victims(cache, facts, doomed=frozenset({"b"})) == ["a"]
+
+
+def test_a_budget_makes_kube_schedulers_order_spare_its_pods() -> None:
+    budget = parse_budget(
+        {
+            "metadata": {"namespace": "ns", "name": "keep-b"},
+            "spec": {"selector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
+            "status": {"disruptionsAllowed": 1},
+        }
+    )
+    assert budget is not None
+    cache, facts = setup(*LOW)
+    chosen = plan(cache, facts, wants(11000), "me", ["n"], budgets=[budget])
+    # a (more important: started first) spends the allowance; b would break the budget, so b
+    # is reprieved first and a is evicted instead.
+    assert chosen is not None and [v.name for v in chosen.victims] == ["a"]
+    assert chosen.pdb_violations == 0
+
+
+def test_the_preemptor_is_read_from_the_pod() -> None:
+    spec = {"priority": 7, "preemptionPolicy": "Never"}
+    p = preemptor_of({"spec": spec}, wants(1).request, wants(1).options)
+    assert (p.priority, p.policy) == (7, "Never")
+    p = preemptor_of({"spec": {}}, wants(1).request, wants(1).options)
+    assert (p.priority, p.policy) == (0, "PreemptLowerPriority")
