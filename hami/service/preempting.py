@@ -75,6 +75,7 @@ class Preempter:
         self.clock = clock
         self._holds: dict[str, Hold] = {}
         self._busy: set[str] = set()  # preemptors whose plan is being made
+        self._deleted: set[str] = set()  # of those, the ones deleted meanwhile
         self._refused: dict[str, tuple[float, str, str]] = {}  # uid -> (until, node, why)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -82,6 +83,7 @@ class Preempter:
 
     def placed(self, uid: str) -> None:
         self._holds.pop(uid, None)  # a hold, if any, has done its job
+        self._refused.pop(uid, None)
 
     def after_filter(
         self,
@@ -139,6 +141,8 @@ class Preempter:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._holds.pop(uid, None)
         self._refused.pop(uid, None)
+        if uid in self._busy:
+            self._deleted.add(uid)  # its plan, under way, must not evict for nobody
 
     # --- the plan ---------------------------------------------------------------------------
 
@@ -163,11 +167,13 @@ class Preempter:
                 return
             # No await from here to the hold: no other filter or plan sees the cards in between.
             chosen = plan(self.cache, self.facts, pod, ref.uid, candidates, budgets, self._doomed())
-            if chosen is None or self.cache.allocation(ref.uid) is not None:
+            placed = self.cache.reservation(ref.uid) or self.cache.allocation(ref.uid)
+            if chosen is None or placed is not None or ref.uid in self._deleted:
                 return
             hold = self._hold(ref, chosen, n_init)
         finally:
             self._busy.discard(ref.uid)
+            self._deleted.discard(ref.uid)
         await self._carry_out(ref, chosen, hold)
 
     def _hold(self, ref: PodRef, chosen: Preemption, n_init: int) -> Hold:

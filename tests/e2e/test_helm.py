@@ -218,11 +218,38 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
     tmp_path: Path,
     preset: str,
 ) -> None:
-    release = release_name("hami-place")
-    docs = render(*([f"preset={preset}"] if preset else []), namespace=namespace, release=release)
+    with chart_scheduler(
+        control_plane, kube, namespace, tmp_path, *([f"preset={preset}"] if preset else [])
+    ) as args:
+        assert f"--leader-elect-resource-namespace={namespace}" in args
+        node = t4_node("chart-node")
+        nodesim(node)
+        kube.apply(json.dumps(variant(GPU_POD, metadata={"name": "placed"})), namespace)
+        kube.wait_ready(namespace, ["placed"])
+        pod = kube.pod(namespace, "placed")
+        assert pod["spec"]["schedulerName"] == SCHEDULER_NAME
+        assert pod["spec"]["nodeName"] == node.name
+        allocated = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
+        assert re.fullmatch(r"GPU-chart-node-\d,NVIDIA,1000,\d+:;", allocated), allocated
+        assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
+        # HAMI_DRIVER_PROFILE=gke reached the webhook: the driver's lib64 is mounted.
+        host_paths = {v.get("hostPath", {}).get("path") for v in pod["spec"].get("volumes", [])}
+        assert ("/home/kubernetes/bin/nvidia/lib64" in host_paths) == (preset == "gke")
+        log = control_plane.app_log.read_text()
+        assert '"became leader"' in log or "became leader" in log
+
+
+@contextlib.contextmanager
+def chart_scheduler(
+    control_plane: ControlPlane, kube: Kube, namespace: str, folder: Path, *values: str
+) -> Iterator[list[str]]:
+    """hami serve restarted with the args and environment the chart renders for `values`, as
+    the chart's ServiceAccount under the chart's RBAC, following the Lease the chart's
+    kube-scheduler container would hold; yields its args and restores the default after."""
+    release = release_name("hami-chart")
+    docs = render(*values, namespace=namespace, release=release)
     hami = container(docs, "hami")
     pod_name = f"{release}-scheduler-6b7c9-x2x4q"
-    # The chart's kube-scheduler container would hold this Lease; hami serve follows it.
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
@@ -236,33 +263,17 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
         },
     }
     kube.apply(json.dumps(lease), namespace)
-
     # The harness's admission policy is the one of a release in hami-system; this scheduler is
     # another release's ServiceAccount.
     account = f"system:serviceaccount:{namespace}:{release}-scheduler"
-    with chart_rbac(kube, docs, tmp_path), control_plane.trusting(account):
+    with chart_rbac(kube, docs, folder), control_plane.trusting(account):
         kubeconfig = service_account_kubeconfig(
-            control_plane, namespace, f"{release}-scheduler", tmp_path / "sa.kubeconfig"
+            control_plane, namespace, f"{release}-scheduler", folder / "sa.kubeconfig"
         )
         args = harness_args(hami["args"], kubeconfig, drop=BOOTSTRAP_FLAGS)
-        assert f"--leader-elect-resource-namespace={namespace}" in args
         try:
             control_plane.restart_app(args, harness_env(hami, pod_name, namespace))
-            node = t4_node("chart-node")
-            nodesim(node)
-            kube.apply(json.dumps(variant(GPU_POD, metadata={"name": "placed"})), namespace)
-            kube.wait_ready(namespace, ["placed"])
-            pod = kube.pod(namespace, "placed")
-            assert pod["spec"]["schedulerName"] == SCHEDULER_NAME
-            assert pod["spec"]["nodeName"] == node.name
-            allocated = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
-            assert re.fullmatch(r"GPU-chart-node-\d,NVIDIA,1000,\d+:;", allocated), allocated
-            assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
-            # HAMI_DRIVER_PROFILE=gke reached the webhook: the driver's lib64 is mounted.
-            host_paths = {v.get("hostPath", {}).get("path") for v in pod["spec"].get("volumes", [])}
-            assert ("/home/kubernetes/bin/nvidia/lib64" in host_paths) == (preset == "gke")
-            log = control_plane.app_log.read_text()
-            assert '"became leader"' in log or "became leader" in log
+            yield args
         finally:
             control_plane.restart_app((), {})
 

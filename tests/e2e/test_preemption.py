@@ -15,12 +15,14 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
+from .test_helm import chart_scheduler
 from .test_lab14 import NODE, UUIDS
 
 pytestmark = pytest.mark.e2e
@@ -330,3 +332,36 @@ def test_a_victim_that_outlives_the_hold_keeps_its_card_and_nothing_more_is_pree
     let_go(kube, ns, "low-3")
     wait_bound(kube, ns, "hi")
     assert card_of(kube, ns, "hi") == UUIDS[3]
+
+
+def test_the_charts_service_account_may_carry_out_a_preemption(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    tmp_path: Path,
+) -> None:
+    """hami serve as the chart renders it with preemption on, under the chart's RBAC: the
+    budget list, the eviction, the victim's and the preemptor's status writes are allowed."""
+    ns = namespace
+    kube.apply(PRIORITY_CLASSES)
+    with chart_scheduler(
+        control_plane, kube, ns, tmp_path, "scheduler.preemption.enabled=true"
+    ) as args:
+        assert "--preemption=true" in args
+        nodesim(t4_node("chart-preempt", ["GPU-chart-preempt-0"]))
+        try:
+            kube.apply(gpu_pod("low", 8000, "low"), ns)
+            kube.wait_ready(ns, ["low"])
+            kube.apply(gpu_pod("hi", 11000, "high"), ns)
+            wait_for(evicted(kube, ns, "low"), timeout=60, what=kube.describe_pod(ns, "hi"))
+            wait_for(
+                lambda: kube.pod(ns, "hi")["status"].get("nominatedNodeName") == "chart-preempt",
+                timeout=30,
+                what="hi's nominatedNodeName",
+            )
+            drop_finalizer(kube, ns, "pod/low")
+            wait_bound(kube, ns, "hi")
+            assert "Forbidden" not in control_plane.app_log.read_text()
+        finally:
+            drop_finalizer(kube, ns, "pod/low")
