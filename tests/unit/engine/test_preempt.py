@@ -138,5 +138,8 @@ def test_victims_are_lower_priority_sufficient_and_irreducible(
     assert all(v.priority < priority for v in plan.victims)
     kept = [v for v in running if v not in plan.victims]
     assert fits(kept), "the preemptor fits once its victims are gone"
+    # The cards the hold reserves are the very ones the pod is then given.
+    after = fit_pod(loaded(base, kept), pod.request, pod.options, 0).devices
+    assert plan.devices == after
     for spared in plan.victims:
         assert not fits([*kept, spared]), f"{spared.name} could have been spared"
