@@ -21,7 +21,7 @@ Pure: the caller supplies the node states, each running pod's usage and
 facts (priority, start time, whether a PDB forbids evicting it).
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from hami.engine.fit import fit_pod
@@ -99,6 +99,39 @@ def _rank(p: Preemption, position: int) -> tuple[float, ...]:
     return (p.pdb_violations, top, total, len(p.victims), -earliest_top_start, position)
 
 
+def enough(nodes: int, percentage: int = 10, absolute: int = 100) -> int:
+    """How many candidate nodes kube-scheduler dry-runs before it chooses (calcNumCandidates,
+    DefaultPreemption's minCandidateNodesPercentage and minCandidateNodesAbsolute)."""
+    return min(nodes, max(nodes * percentage // 100, absolute))
+
+
+def choose(plans: Sequence[Preemption]) -> Preemption | None:
+    """The plan kube-scheduler's node order prefers; ties go to the earliest in `plans`."""
+    ranked = [(_rank(p, position), p) for position, p in enumerate(plans)]
+    return min(ranked, key=lambda r: r[0])[1] if ranked else None
+
+
+def dry_runs(
+    candidates: Sequence[str],
+    node_of: Callable[[str], tuple[NodeState, Sequence[Victim]] | None],
+    pod: Preemptor,
+    nodes: int | None = None,
+) -> Iterator[Preemption | None]:
+    """Each candidate's plan in turn (None where evicting cannot help), until `enough` of
+    them (out of `nodes`, by default the candidates) have one, as kube-scheduler stops (it
+    starts at a random node; this starts at the first, so identical states give identical
+    plans). `node_of` gives a node's state and running pods, built only when it is reached."""
+    wanted = enough(len(candidates) if nodes is None else nodes)
+    found = 0
+    for name in candidates:
+        node = node_of(name)
+        plan = None if node is None else victims_on(node[0], node[1], pod)
+        yield plan
+        found += plan is not None
+        if found >= wanted:
+            return
+
+
 def preempt(
     cluster: Mapping[str, NodeState],
     running: Mapping[str, Sequence[Victim]],
@@ -108,14 +141,8 @@ def preempt(
     """The node and victims for a pod that fits nowhere as things stand, or None."""
     if pod.policy == "Never":
         return None
-    plans = []
-    for position, name in enumerate(candidates):
-        node = cluster.get(name)
-        if node is None:
-            continue
-        plan = victims_on(node, running.get(name, ()), pod)
-        if plan is not None:
-            plans.append((_rank(plan, position), plan))
-    if not plans:
-        return None
-    return min(plans, key=lambda ranked: ranked[0])[1]
+
+    def node_of(name: str) -> tuple[NodeState, Sequence[Victim]] | None:
+        return (cluster[name], running.get(name, ())) if name in cluster else None
+
+    return choose([p for p in dry_runs(candidates, node_of, pod) if p is not None])

@@ -23,20 +23,21 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.model import PodDevices, PodRequest
-from hami.engine.pdb import parse_budget
+from hami.engine.pdb import Budget, parse_budget
 from hami.engine.policy import PodOptions
-from hami.engine.preempt import Preemption, Preemptor, Victim
+from hami.engine.preempt import Preemption, Preemptor, Victim, choose
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError, NotFound
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, Placement, PodRef
-from hami.service.preemption import PodFacts, plan, preemptor_of
+from hami.service.preemption import PodFacts, field, preemptor_of
 
 log = logging.getLogger(__name__)
 
 # (outcome, reason): outcome is attempted, done or refused; reason says why a plan was refused.
 Observe = Callable[[str, str], None]
 RETRY_SECONDS = 10.0  # a refused or failed plan is not tried again for this long
+NODES_PER_TURN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +155,7 @@ class Preempter:
         self, ref: PodRef, pod: Preemptor, n_init: int, candidates: tuple[str, ...]
     ) -> None:
         try:
-            if plan(self.cache, self.facts, pod, ref.uid, candidates, (), self._doomed()) is None:
+            if await self._plan(pod, ref.uid, candidates, ()) is None:
                 return  # nothing helps, whatever the budgets say: no API call
             try:
                 budgets = [
@@ -165,8 +166,16 @@ class Preempter:
             except KubeError as e:
                 self._refuse(ref, "", "error", f"cannot read PodDisruptionBudgets: {e}")
                 return
-            # No await from here to the hold: no other filter or plan sees the cards in between.
-            chosen = plan(self.cache, self.facts, pod, ref.uid, candidates, budgets, self._doomed())
+            best = await self._plan(pod, ref.uid, candidates, budgets)
+            # The state may have moved while the loop served others: the chosen node is planned
+            # again, and from here to the hold nothing awaits, so no filter or plan sees the
+            # cards in between.
+            if best is None:
+                return
+            again = field(
+                self.cache, self.facts, pod, ref.uid, [best.node], budgets, self._doomed()
+            )
+            chosen = None if again is None else again.plan()
             placed = self.cache.reservation(ref.uid) or self.cache.allocation(ref.uid)
             if chosen is None or placed is not None or ref.uid in self._deleted:
                 return
@@ -175,6 +184,22 @@ class Preempter:
             self._busy.discard(ref.uid)
             self._deleted.discard(ref.uid)
         await self._carry_out(ref, chosen, hold)
+
+    async def _plan(
+        self, pod: Preemptor, uid: str, candidates: Sequence[str], budgets: Sequence[Budget]
+    ) -> Preemption | None:
+        """hami.service.preemption.plan, handing the loop back every few nodes: a dry run costs
+        about a millisecond a node, and filters must not wait for a hundred of them."""
+        f = field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed())
+        if f is None:
+            return None
+        plans: list[Preemption] = []
+        for k, found in enumerate(f.dry_runs()):
+            if found is not None:
+                plans.append(found)
+            if k % NODES_PER_TURN == NODES_PER_TURN - 1:
+                await asyncio.sleep(0)
+        return choose(plans)
 
     def _hold(self, ref: PodRef, chosen: Preemption, n_init: int) -> Hold:
         graces = [f.grace for v in chosen.victims if (f := self.facts.get(v.uid)) is not None]

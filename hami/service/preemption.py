@@ -7,17 +7,18 @@ it what the cache does not keep (each placed pod's priority, start, labels and
 grace period) and the PodDisruptionBudgets, and explains the result.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.inventory import is_terminal
-from hami.engine.model import PodRequest
+from hami.engine.inventory import PodAllocation, is_terminal
+from hami.engine.model import NodeState, PodRequest
 from hami.engine.pdb import Budget, Candidate, parse_budget, violations
 from hami.engine.policy import Defaults, PodOptions, PolicyError
-from hami.engine.preempt import Preemption, Preemptor, Victim, preempt, without
+from hami.engine.preempt import Preemption, Preemptor, Victim, choose, dry_runs, without
 from hami.engine.requests import RequestError, ResourceDefaults
 from hami.engine.state import pod_usage
 from hami.service.placement import Placement
@@ -81,27 +82,73 @@ class PodFacts:
 
     def __init__(self) -> None:
         self._facts: dict[str, Facts] = {}
+        # How many placed pods have each priority: a pod no placed pod is below of (most
+        # pending pods, in a cluster without priorities) is answered without a scan.
+        self._priorities: Counter[int] = Counter()
 
     def replace(self, pods: Iterable[Mapping[str, Any]]) -> None:
         self._facts.clear()
+        self._priorities.clear()
         for pod in pods:
             self.upsert(pod)
 
     def upsert(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        if not (pod.get("spec") or {}).get("nodeName") or is_terminal(pod):
-            self._facts.pop(uid, None)
-            return
-        self._facts[uid] = facts_of(pod)
+        self._drop(uid)
+        if (pod.get("spec") or {}).get("nodeName") and not is_terminal(pod):
+            f = self._facts[uid] = facts_of(pod)
+            self._priorities[f.priority] += 1
 
     def delete(self, pod: Mapping[str, Any]) -> None:
-        self._facts.pop(str((pod.get("metadata") or {}).get("uid", "")), None)
+        self._drop(str((pod.get("metadata") or {}).get("uid", "")))
+
+    def _drop(self, uid: str) -> None:
+        f = self._facts.pop(uid, None)
+        if f is not None:
+            self._priorities[f.priority] -= 1
+            if not self._priorities[f.priority]:
+                del self._priorities[f.priority]
 
     def get(self, uid: str) -> Facts | None:
         return self._facts.get(uid)
 
+    def any_below(self, priority: int) -> bool:
+        return any(p < priority for p in self._priorities)
 
-def plan(
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """What a plan is made over: the candidate nodes with victims, in the order given; a
+    node's state and victims are built only when the dry run reaches it."""
+
+    names: list[str]
+    view: Mapping[str, NodeState]
+    gone: Mapping[str, list[PodAllocation]]
+    lower: Mapping[str, list[tuple[PodAllocation, Facts]]]
+    budgets: Sequence[Budget]
+    facts: PodFacts
+    pod: Preemptor
+    nodes: int  # how many nodes kube-scheduler passed (hami.engine.preempt.enough)
+
+    def dry_runs(self) -> Iterator[Preemption | None]:
+        return dry_runs(self.names, self.node, self.pod, self.nodes)
+
+    def plan(self) -> Preemption | None:
+        """The node and victims for the pod, or None."""
+        return choose([p for p in self.dry_runs() if p is not None])
+
+    def node(self, name: str) -> tuple[NodeState, Sequence[Victim]]:
+        gone = [_victim(a, f) for a in self.gone.get(name, ()) if (f := self.facts.get(a.uid))]
+        lower = [(_victim(a, f), f) for a, f in self.lower[name]]
+        return without(self.view[name], gone), _with_budgets(lower, self.budgets)
+
+
+def _victim(alloc: PodAllocation, f: Facts) -> Victim:
+    usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
+    return Victim(alloc.uid, alloc.namespace, alloc.name, f.priority, f.start, usage)
+
+
+def field(
     cache: ClusterCache,
     facts: PodFacts,
     pod: Preemptor,
@@ -109,37 +156,32 @@ def plan(
     candidates: Sequence[str],
     budgets: Sequence[Budget] = (),
     doomed: frozenset[str] = frozenset(),
-) -> Preemption | None:
-    """The node and victims for a pod that fits nowhere, or None.
+) -> Field | None:
+    """The candidates as the engine needs them, or None when no node has a victim.
 
     `doomed` are victims of plans under way: their cards are already promised to
     another preemptor's hold, which the cache counts, so they count as gone and are
     no one's victims again. A terminating pod leaves by itself and is no victim.
     """
-    if pod.policy == NEVER:
+    if pod.policy == NEVER or not facts.any_below(pod.priority):
         return None
     wanted = set(candidates)
-    gone: dict[str, list[Victim]] = {}
-    lower: dict[str, list[tuple[Victim, Facts]]] = {}
+    gone: dict[str, list[PodAllocation]] = {}
+    lower: dict[str, list[tuple[PodAllocation, Facts]]] = {}
     for alloc in cache.pods():
         if alloc.node not in wanted or alloc.uid == uid:
             continue
         f = facts.get(alloc.uid)
-        usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
         if f is None:
             continue  # not on a node yet: bound pods only are victims, as in kube-scheduler
-        victim = Victim(alloc.uid, alloc.namespace, alloc.name, f.priority, f.start, usage)
         if alloc.uid in doomed:
-            gone.setdefault(alloc.node, []).append(victim)
+            gone.setdefault(alloc.node, []).append(alloc)
         elif f.priority < pod.priority and not f.terminating:
-            lower.setdefault(alloc.node, []).append((victim, f))
-    if not lower:
+            lower.setdefault(alloc.node, []).append((alloc, f))
+    names = [n for n in candidates if n in lower and n in cache.view]
+    if not names:
         return None
-    cluster = {
-        name: without(cache.view[name], gone.get(name, ())) for name in lower if name in cache.view
-    }
-    running = {name: _with_budgets(pods, budgets) for name, pods in lower.items()}
-    return preempt(cluster, running, pod, [n for n in candidates if n in cluster])
+    return Field(names, cache.view, gone, lower, budgets, facts, pod, len(candidates))
 
 
 def _with_budgets(pods: list[tuple[Victim, Facts]], budgets: Sequence[Budget]) -> list[Victim]:
@@ -210,7 +252,8 @@ def preemption_lines(
     facts.replace(pods)
     parsed = [b for b in map(parse_budget, budgets or ()) if b is not None]
     preemptor = preemptor_of(pod, *asked)
-    lines = describe(plan(cache, facts, preemptor, uid, candidates, parsed), preemptor)
+    f = field(cache, facts, preemptor, uid, candidates, parsed)
+    lines = describe(None if f is None else f.plan(), preemptor)
     if budgets is None:
         lines.append(
             "    (PodDisruptionBudgets could not be read: their violations are not counted)"

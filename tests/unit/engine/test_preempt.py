@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hami.engine.fit import fit_pod
 from hami.engine.model import ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import pod_options
-from hami.engine.preempt import Preemptor, Victim, preempt, victims_on
+from hami.engine.preempt import Preemptor, Victim, dry_runs, enough, preempt, victims_on
 from hami.engine.state import build_node
 
 T4 = 15360
@@ -143,3 +143,26 @@ def test_victims_are_lower_priority_sufficient_and_irreducible(
     assert plan.devices == after
     for spared in plan.victims:
         assert not fits([*kept, spared]), f"{spared.name} could have been spared"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "dry_run"),
+    [(0, 0), (5, 5), (100, 100), (500, 100), (1000, 100), (1500, 150), (5000, 500)],
+)
+def test_as_many_candidates_as_kube_scheduler_dry_runs(nodes: int, dry_run: int) -> None:
+    # calcNumCandidates: 10 % of the nodes, at least 100, at most all of them.
+    assert enough(nodes) == dry_run
+
+
+def test_dry_runs_stop_once_enough_nodes_are_candidates_and_build_no_node_beyond() -> None:
+    names = [f"n{i}" for i in range(150)]
+    reached: list[str] = []
+
+    def node_of(name: str) -> tuple[NodeState, Sequence[Victim]]:
+        reached.append(name)
+        v = victim(f"{name}-low", f"{name}-0", 8000, 1)
+        return loaded(node(name, cards=1), [v]), [v]
+
+    plans = list(dry_runs(names, node_of, wants(15360)))
+    assert len(plans) == 100 and all(p is not None for p in plans)
+    assert reached == names[:100]

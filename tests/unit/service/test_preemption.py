@@ -7,9 +7,9 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
-from hami.engine.preempt import Preemptor
+from hami.engine.preempt import Preemption, Preemptor
 from hami.service.annotations import allocation_annotations
-from hami.service.preemption import PodFacts, describe, plan, preemptor_of
+from hami.service.preemption import PodFacts, describe, field, preemptor_of
 
 DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
 
@@ -48,6 +48,11 @@ def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -
     }
 
 
+def plan_of(*args: Any, **kw: Any) -> Preemption | None:
+    f = field(*args, **kw)
+    return None if f is None else f.plan()
+
+
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
     cache = ClusterCache(lambda: 0.0)
     cache.replace_nodes([node()])
@@ -66,13 +71,13 @@ LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
 
 
 def victims(cache: ClusterCache, facts: PodFacts, **kw: Any) -> list[str] | None:
-    chosen = plan(cache, facts, wants(11000), "me", ["n"], **kw)
+    chosen = plan_of(cache, facts, wants(11000), "me", ["n"], **kw)
     return None if chosen is None else [v.name for v in chosen.victims]
 
 
 def test_the_pod_that_started_last_is_the_victim_and_the_plan_says_where_it_fits() -> None:
     cache, facts = setup(*LOW)
-    chosen = plan(cache, facts, wants(11000), "me", ["n"])
+    chosen = plan_of(cache, facts, wants(11000), "me", ["n"])
     assert chosen is not None
     assert [v.name for v in chosen.victims] == ["b"]
     assert [d.uuid for c in chosen.devices for d in c] == ["GPU-1"]
@@ -82,9 +87,9 @@ def test_the_pod_that_started_last_is_the_victim_and_the_plan_says_where_it_fits
 
 def test_equal_priority_terminating_and_never_give_no_plan() -> None:
     cache, facts = setup(*LOW)
-    assert plan(cache, facts, wants(11000, priority=1), "me", ["n"]) is None
+    assert plan_of(cache, facts, wants(11000, priority=1), "me", ["n"]) is None
     never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never")
-    assert plan(cache, facts, never, "me", ["n"]) is None
+    assert plan_of(cache, facts, never, "me", ["n"]) is None
     assert describe(None, never) == ["  preemption: never (preemptionPolicy: Never)"]
     gone = pod("b", "GPU-1", 8000, 1, 2, deletionTimestamp="2026-01-01T00:01:00Z")
     cache, facts = setup(LOW[0], gone)
@@ -94,7 +99,7 @@ def test_equal_priority_terminating_and_never_give_no_plan() -> None:
 
 def test_a_victim_of_a_plan_under_way_is_nobodys_victim_again() -> None:
     cache, facts = setup(*LOW)
-    first = plan(cache, facts, wants(11000), "first", ["n"])
+    first = plan_of(cache, facts, wants(11000), "first", ["n"])
     assert first is not None
     cache.reserve("first", "ns", "first", "n", first.devices, 0, until=60.0)
     assert victims(cache, facts, doomed=frozenset({"b"})) == ["a"]
@@ -110,7 +115,7 @@ def test_a_budget_makes_kube_schedulers_order_spare_its_pods() -> None:
     )
     assert budget is not None
     cache, facts = setup(*LOW)
-    chosen = plan(cache, facts, wants(11000), "me", ["n"], budgets=[budget])
+    chosen = plan_of(cache, facts, wants(11000), "me", ["n"], budgets=[budget])
     # a (more important: started first) spends the allowance; b would break the budget, so b
     # is reprieved first and a is evicted instead.
     assert chosen is not None and [v.name for v in chosen.victims] == ["a"]
@@ -123,3 +128,20 @@ def test_the_preemptor_is_read_from_the_pod() -> None:
     assert (p.priority, p.policy) == (7, "Never")
     p = preemptor_of({"spec": {}}, wants(1).request, wants(1).options)
     assert (p.priority, p.policy) == (0, "PreemptLowerPriority")
+
+
+def test_facts_follow_pod_events_and_know_which_priorities_are_placed() -> None:
+    facts = PodFacts()
+    facts.replace(LOW)
+    assert facts.any_below(2) and not facts.any_below(1)
+    facts.upsert({**LOW[0], "status": {"phase": "Succeeded"}})
+    facts.delete(LOW[1])
+    assert facts.get("a") is None and facts.get("b") is None
+    assert not facts.any_below(1000)
+    pending = {**LOW[0], "spec": {**LOW[0]["spec"], "nodeName": ""}}
+    facts.upsert(pending)
+    assert facts.get("a") is None  # not placed: no victim
+    facts.upsert(LOW[0])
+    f = facts.get("a")
+    assert f is not None and (f.priority, f.grace, f.terminating) == (1, 30.0, False)
+    assert f.start == 1767225601.0  # 2026-01-01T00:00:01Z
