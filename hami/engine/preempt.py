@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from hami.engine.fit import fit_pod
 from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
+from hami.engine.quota import NamespaceQuota
 from hami.engine.state import build_node
 
 
@@ -57,6 +58,9 @@ class Preemptor:
     options: PodOptions
     priority: int
     policy: str = "PreemptLowerPriority"  # or "Never" (spec.preemptionPolicy)
+    # Its namespace's GPU quota as it stands: victims in that namespace are not counted as
+    # giving quota back, so a plan never relies on it (a pod over quota preempts nobody).
+    quota: NamespaceQuota | None = None
 
 
 def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
@@ -69,7 +73,8 @@ def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
 
 
 def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
-    return fit_pod(node, pod.request, pod.options, hash((pod.request, pod.options))).devices
+    key = hash((pod.request, pod.options, pod.quota))
+    return fit_pod(node, pod.request, pod.options, key, pod.quota).devices
 
 
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:

@@ -154,6 +154,7 @@ class Preempter:
     async def _attempt(
         self, ref: PodRef, pod: Preemptor, n_init: int, candidates: tuple[str, ...]
     ) -> None:
+        pod = replace(pod, quota=self.cache.quotas.quota(ref.namespace))
         try:
             if await self._plan(pod, ref.uid, candidates, ()) is None:
                 return  # nothing helps, whatever the budgets say: no API call

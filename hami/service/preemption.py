@@ -9,7 +9,7 @@ grace period) and the PodDisruptionBudgets, and explains the result.
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from hami.engine.policy import Defaults, PodOptions, PolicyError
 from hami.engine.preempt import Preemption, Preemptor, Victim, choose, dry_runs, without
 from hami.engine.requests import RequestError, ResourceDefaults
 from hami.engine.state import pod_usage
-from hami.service.placement import Placement
+from hami.service.placement import Placement, PodRef
 
 NEVER = "Never"
 DEFAULT_GRACE = 30.0  # seconds: the API server's default terminationGracePeriodSeconds
@@ -244,15 +244,15 @@ def preemption_lines(
         asked = placement.ask(pod)
     except (PolicyError, RequestError):
         return []
-    uid = str((pod.get("metadata") or {}).get("uid", ""))
+    ref = PodRef.of(pod)
     candidates = sorted(cache.view)
-    if asked is None or placement.decide(uid, *asked, candidates).node is not None:
+    if asked is None or placement.decide(ref.uid, *asked, candidates, ref.namespace).node:
         return []
     facts = PodFacts()
     facts.replace(pods)
     parsed = [b for b in map(parse_budget, budgets or ()) if b is not None]
-    preemptor = preemptor_of(pod, *asked)
-    f = field(cache, facts, preemptor, uid, candidates, parsed)
+    preemptor = replace(preemptor_of(pod, *asked), quota=cache.quotas.quota(ref.namespace))
+    f = field(cache, facts, preemptor, ref.uid, candidates, parsed)
     lines = describe(None if f is None else f.plan(), preemptor)
     if budgets is None:
         lines.append(

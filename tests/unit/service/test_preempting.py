@@ -160,3 +160,20 @@ def test_placed_pods_and_pods_without_gpus_pass_untouched() -> None:
     assert placement.filter(plain, ["n"]) == FilterOutcome(
         PodRef("ns", "p", "p"), node_names=["n"], gpu=False
     )
+
+
+def test_a_pod_over_its_namespace_quota_preempts_nobody() -> None:
+    async def run() -> None:
+        kube = RecordingKube()
+        placement, cache, seen = world(kube)
+        quota = {
+            "metadata": {"namespace": "ns", "name": "gpu"},
+            "spec": {"hard": {"limits.nvidia.com/gpumem": "20000"}},
+        }
+        cache.quotas.replace([quota])
+        # 16000 MiB used in the namespace (the victims too), so 11000 more never fits it.
+        answer = await filtered(placement)
+        assert answer.node_names is None
+        assert kube.calls == [] and seen == []
+
+    asyncio.run(run())
