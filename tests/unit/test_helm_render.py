@@ -852,12 +852,15 @@ helm install hami hami-charts/hami -n kube-system --version 2.10.0 \
 """
 
 
-def lab14_step3() -> list[Obj]:
+def lab14_step3_manifest() -> str:
     argv = shlex.split(LAB14_STEP3.replace("\\\n", " "))
     assert argv[:2] == ["helm", "install"] and argv[3] == "hami-charts/hami"
     # `helm template` takes install's flags; --kube-version stands in for the cluster.
-    out = helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
+
+
+def lab14_step3() -> list[Obj]:
+    return [doc for doc in yaml.safe_load_all(lab14_step3_manifest()) if doc]
 
 
 def test_helm_lab14_step3_flags_mean_what_they_mean_in_hamis_chart() -> None:
