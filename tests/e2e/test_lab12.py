@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
 import yaml
 
-from .cluster import NodeSim
+from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import gke_t4_node
 from .test_inject import LAB12, LAB12_UUID, STANDALONE, resolved_env
@@ -41,8 +42,18 @@ def first_line_of_the_log(command: str, env: dict[str, str]) -> str:
     ).stdout
 
 
+def explain(control_plane: ControlPlane, pod: str, *flags: str) -> str:
+    argv = [sys.executable, "-m", "hami", "explain", pod, "--kubeconfig"]
+    argv += [str(control_plane.kubeconfig), *flags]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+
+
 def test_lab12_on_a_node_as_gkes_plugin_and_gfd_leave_it(
-    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], app_args: Callable[..., None]
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    app_args: Callable[..., None],
 ) -> None:
     app_args(*STANDALONE, "--gfd-split-count", "2")
     nodesim(gke_t4_node(NODE, [LAB12_UUID], labels={"hami.run/lab-12": "true"}))
@@ -89,7 +100,13 @@ def test_lab12_on_a_node_as_gkes_plugin_and_gfd_leave_it(
         what="the third pod to be reported unschedulable",
     )
     assert message is not None and "1/1 CardTimeSlicingExhausted" in message, message
+    third = f"{namespace}/kai-hami-lab12-c"
+    assert f"  {NODE}: 1/1 CardTimeSlicingExhausted" in explain(
+        control_plane, third, "--gfd-split-count", "2"
+    )
+    # Without the scheduler's setting, explain sees what a HAMi-only scheduler would see.
+    assert "hami.io/node-nvidia-register" in explain(control_plane, third)
     kube("delete", "-n", namespace, "pod", PODS[0], timeout=90)
     kube.wait_ready(namespace, ["kai-hami-lab12-c"])
-    third = kube.pod(namespace, "kai-hami-lab12-c")["metadata"]["annotations"]
-    assert third["hami.io/vgpu-devices-allocated"] == f"{CARD},NVIDIA,1000,0:;"
+    placed = kube.pod(namespace, "kai-hami-lab12-c")["metadata"]["annotations"]
+    assert placed["hami.io/vgpu-devices-allocated"] == f"{CARD},NVIDIA,1000,0:;"
