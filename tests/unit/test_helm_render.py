@@ -1045,3 +1045,30 @@ def test_helm_standalone_values_that_cannot_work_are_refused(
     result = helm(*template_args(*values), check=False)
     assert result.returncode != 0, result.stdout[:300]
     assert message in result.stderr, result.stderr
+
+
+def test_helm_libvgpu_installer_script_installs_as_described(tmp_path: Path) -> None:
+    """The rendered script, run by sh against a stand-in host (paths under tmp_path)."""
+    (install,) = find(render(*LAB12), "DaemonSet")["spec"]["template"]["spec"]["initContainers"]
+    host = tmp_path / "host"
+    (host / "vgpu").mkdir(parents=True)
+    (host / "vgpulock").mkdir()
+    (host / "vgpu" / "libvgpu.so").write_bytes(b"old")
+    old_inode = (host / "vgpu" / "libvgpu.so").stat().st_ino
+    source = tmp_path / "image-libvgpu.so"
+    source.write_bytes(b"\x7fELF new")
+    script = install["command"][-1].replace("/host/", f"{host}/")
+    env = {**env_of(install), "SOURCE": str(source), "PATH": os.environ["PATH"]}
+    subprocess.run([*install["command"][:-1], script], env=env, check=True, timeout=30)
+    lib = host / "vgpu" / "libvgpu.so"
+    assert lib.read_bytes() == b"\x7fELF new"
+    assert lib.stat().st_ino != old_inode, "replaced by rename, not written over"
+    assert (lib.stat().st_mode & 0o777) == 0o644
+    assert (host / "vgpu" / "ld.so.preload").read_text() == "/usr/local/vgpu/libvgpu.so\n"
+    for folder in (host / "vgpu" / "containers", host / "vgpulock"):
+        assert (folder.stat().st_mode & 0o7777) == 0o1777, folder
+    assert sorted(p.name for p in (host / "vgpu").iterdir()) == [
+        "containers",
+        "ld.so.preload",
+        "libvgpu.so",
+    ]
