@@ -112,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument(
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
+    exp.add_argument(
+        "--gfd-split-count",
+        type=int,
+        default=0,
+        help="as hami serve's: nodes without HAMi's plugin are read from their GFD labels (0: off)",
+    )
     exp.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     exp.set_defaults(func=_explain)
 

@@ -56,8 +56,12 @@ class ClusterCache:
         on_distrust: Distrust | None = None,
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
+        gfd_split: int = 0,
     ) -> None:
         self._clock = clock
+        # > 0: nodes without HAMi's registration are read from their GFD labels, each card
+        # shared by this many tasks (hami.engine.gfd).
+        self._gfd_split = gfd_split
         self._ttl = reservation_ttl
         # A filter for a pod the watch has not shown (yet) holds its cards this long only:
         # kube-scheduler filters pods it learnt of through its own watch, so ours sees them
@@ -94,7 +98,7 @@ class ClusterCache:
         self._upsert_node(node)
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
-        inv = node_inventory(node, self._gpu_resource)
+        inv = node_inventory(node, self._gpu_resource, self._gfd_split)
         if isinstance(inv, Unregistered):
             self._drop_node(inv.name)
             self.unregistered[inv.name] = inv.why
@@ -106,6 +110,11 @@ class ClusterCache:
             # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
             self._released(inv.name)
         return inv.name
+
+    def handshake(self, node: str) -> bool:
+        """Whether a device plugin on `node` allocates through HAMi's node lock and bind phase."""
+        inv = self._inventory.get(node)
+        return inv is None or inv.handshake
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
         self._drop_node(str((node.get("metadata") or {}).get("name", "")))

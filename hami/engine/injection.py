@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hami.engine.gfd import visible_device
 from hami.engine.model import PodDevices
 
 MODES = ("hami-device-plugin", "standalone")
@@ -210,5 +211,7 @@ def config_data(container_names: Sequence[str], devices: PodDevices) -> dict[str
         for i, d in enumerate(container):
             data[config_key(name, f"CUDA_DEVICE_MEMORY_LIMIT_{i}")] = f"{d.usedmem}m"
         data[config_key(name, "CUDA_DEVICE_SM_LIMIT")] = str(container[0].usedcores)
-        data[config_key(name, "NVIDIA_VISIBLE_DEVICES")] = ",".join(d.uuid for d in container)
+        data[config_key(name, "NVIDIA_VISIBLE_DEVICES")] = ",".join(
+            visible_device(d.uuid) for d in container
+        )
     return data

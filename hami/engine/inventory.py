@@ -3,7 +3,10 @@
 A node counts as registered when HAMi's device plugin has published its cards
 (`hami.io/node-nvidia-register`) and the kubelet advertises `nvidia.com/gpu`;
 a node whose v2.7-era handshake says `Deleted` has been given up by an older
-scheduler. The rest of a Node or Pod object is not kept.
+scheduler. With GFD registration switched on (`gfd_split` > 0), a node without
+HAMi's annotation is registered from its GPU Feature Discovery labels instead
+(hami.engine.gfd); no device plugin takes part in its binds. The rest of a
+Node or Pod object is not kept.
 """
 
 import sys
@@ -11,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.engine import names
+from hami.engine import gfd, names
 from hami.engine.codec import (
     CodecError,
     decode_link_scores,
@@ -29,6 +32,9 @@ class NodeInventory:
     devices: tuple[DeviceInfo, ...]  # NVIDIA cards only, registration order
     cordoned: frozenset[str] = frozenset()
     links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # True when HAMi's device plugin registered the node: its Allocate finds the pod through
+    # the node lock and reports the bind phase. False for cards read from GFD labels.
+    handshake: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +43,24 @@ class Unregistered:
     why: str
 
 
+def _allocatable(node: Mapping[str, Any], gpu_resource: str) -> int:
+    allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
+    try:
+        return max(as_int64(allocatable) or 0, 0) if allocatable is not None else 0
+    except QuantityError:
+        return 0
+
+
 def node_inventory(
-    node: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu"
+    node: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu", gfd_split: int = 0
 ) -> NodeInventory | Unregistered:
     meta = node.get("metadata") or {}
     name = str(meta.get("name", ""))
     annotations = meta.get("annotations") or {}
     raw = annotations.get(names.NODE_REGISTER)
     if not raw:
+        if gfd_split > 0:
+            return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
         return Unregistered(
             name, f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running?)"
         )
@@ -56,12 +72,7 @@ def node_inventory(
         return Unregistered(name, f"{names.NODE_REGISTER}: {e}")
     if not devices:
         return Unregistered(name, "no gpu found on node")
-    allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
-    try:
-        count = as_int64(allocatable) if allocatable is not None else 0
-    except QuantityError:
-        count = 0
-    if not count:
+    if not _allocatable(node, gpu_resource):
         return Unregistered(name, f"node allocatable {gpu_resource} is 0")
     links: dict[str, dict[str, int]] = {}
     if annotations.get(names.NODE_LINK_SCORES):
@@ -72,6 +83,24 @@ def node_inventory(
     return NodeInventory(
         name, devices, frozenset(split_list(annotations.get(names.DEVICE_CORDON))), links
     )
+
+
+def _from_gfd(
+    name: str, meta: Mapping[str, Any], allocatable: int, gpu_resource: str, split: int
+) -> NodeInventory | Unregistered:
+    # Allocatable says the node's own device plugin runs and finds the cards healthy.
+    if not allocatable:
+        return Unregistered(
+            name,
+            f"no {names.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
+            "(no device plugin advertises its cards)",
+        )
+    cards = gfd.gfd_cards(name, meta.get("labels") or {}, allocatable, split)
+    if isinstance(cards, str):
+        return Unregistered(name, f"no {names.NODE_REGISTER} annotation and {cards}")
+    annotations = meta.get("annotations") or {}
+    cordoned = frozenset(split_list(annotations.get(names.DEVICE_CORDON)))
+    return NodeInventory(name, cards, cordoned, handshake=False)
 
 
 @dataclass(frozen=True, slots=True)

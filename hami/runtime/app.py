@@ -146,6 +146,7 @@ async def build(settings: Settings) -> Runtime:
         on_release=requeue,
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
         quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),
+        gfd_split=settings.gfd_split_count,
     )
     metrics = Metrics(
         cache,

@@ -63,6 +63,7 @@ class Settings:
     driver_host_lib: str = ""
     driver_container_lib: str = ""
     hook_path: str = "/usr/local/vgpu"
+    gfd_split_count: int = 0
     legacy_metrics: bool = False
     log_level: str = "info"
     log_format: str = "json"
@@ -140,6 +141,11 @@ _HELP = {
     "driver_container_lib": "generic profile: where that folder appears in containers (added to LD_LIBRARY_PATH)",
     "legacy_metrics": "publish HAMi's metric names from before v2.9 (GPUDeviceMemoryAllocated, ...)",
     "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
+    "gfd_split_count": (
+        "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
+        "labels (nvidia.com/gpu.count, .memory, .product) and allocatable nvidia.com/gpu, each "
+        "card shared by this many tasks (0: off, such nodes stay unregistered)"
+    ),
 }
 
 
@@ -266,6 +272,13 @@ def validate(s: Settings) -> None:
         raise ConfigError("--node-lock-wait-seconds must not be negative")
     if s.memory_factor < 1:
         raise ConfigError("--memory-factor must be at least 1")
+    if s.gfd_split_count < 0:
+        raise ConfigError("--gfd-split-count must not be negative (0 switches it off)")
+    if s.gfd_split_count and s.node_integration != "standalone":
+        raise ConfigError(
+            "--gfd-split-count needs --node-integration standalone: a node without HAMi's device "
+            "plugin gets libvgpu.so and its limits from the webhook, nobody else"
+        )
     try:
         injection_config(s)
     except InjectionError as e:

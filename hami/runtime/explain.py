@@ -18,6 +18,8 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
     namespace, _, name = args.pod.partition("/")
     if not name:
         raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
+    if args.gfd_split_count < 0:
+        raise ValueError("--gfd-split-count must not be negative (0 switches it off)")
     kube = Kube(await connect(args.kubeconfig or None))
     try:
         pod = await kube.get_pod(namespace, name)
@@ -32,7 +34,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             budgets = None  # preemption is explained without them, and says so
     finally:
         await kube.close()
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, gfd_split=args.gfd_split_count)
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)

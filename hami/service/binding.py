@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
@@ -132,18 +133,22 @@ class Binder:
         # The allocation is written while the node lock is taken (or waited for): both must be
         # in place before the Binding, neither depends on the other, and the device plugin only
         # looks for pods bound to its node. A bind then holds the lock for the Binding alone.
+        # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
+        # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
+        handshake = self.cache.handshake(node)
+        phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
         unix = int(self.now().timestamp())
         steps: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(
                 self.kube.patch_pod_metadata(
                     namespace,
                     name,
-                    allocation_annotations(node, plan.devices, unix),
+                    allocation_annotations(node, plan.devices, unix, phase),
                     allocation_labels(node),
                 )
             )
         ]
-        if any(plan.devices[plan.n_init :]):
+        if handshake and any(plan.devices[plan.n_init :]):
             steps.append(asyncio.ensure_future(self._lock(node, namespace, name)))
         # On failure the allocation is undone whether or not its write finished (one cut short
         # may still have landed), the lock unless taking it failed; neither undo touches what

@@ -12,7 +12,11 @@ acts only on pods bound to its own nodes.
 What it does, and what the real components would do in its place:
 
 * **Registration** (kubelet + device plugin): creates or updates each Node with cpu, memory, pod
-  and ``nvidia.com/gpu`` capacity, the ``gpu=on`` label, and ``hami.io/node-nvidia-register``.
+  and ``nvidia.com/gpu`` capacity, the ``gpu=on`` label, and ``hami.io/node-nvidia-register``;
+  a ``plugin="gke"`` node instead as GKE's own plugin and Lab 12's GPU Feature Discovery labels
+  leave it (one ``nvidia.com/gpu`` per card, ``nvidia.com/gpu.*`` labels, no HAMi annotation).
+  Such a node has no HAMi device plugin, so none of the handshake below happens on it, and, like
+  the rest of this simulator, it does not count devices against allocatable at admission.
 * **Allocate** (device plugin, called by kubelet for every container that requests
   ``nvidia.com/gpu``, init containers first): finds the pending pod through the node lock, or
   failing that the first allocating pod on the node; takes the next container's devices from
@@ -149,15 +153,16 @@ class Simulator:
     # --- registration ------------------------------------------------------------------------
 
     async def _register(self, node: NodeSpec) -> None:
+        hami = node.plugin == "hami"
         metadata = {
             "labels": {
-                "gpu": "on",
+                **({"gpu": "on"} if hami else {}),
                 "kubernetes.io/hostname": node.name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 **node.labels,
             },
-            "annotations": {REGISTER_ANNOTATION: register_annotation(node)},
+            "annotations": {REGISTER_ANNOTATION: register_annotation(node)} if hami else {},
         }
         status = _node_status(node)
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, **metadata}}
@@ -283,7 +288,8 @@ class Simulator:
             return
         if uid in self.settled or pod.get("status", {}).get("phase", "Pending") != "Pending":
             return
-        if _gpu_requests(pod) and uid not in self.admitted:
+        hami = self.nodes[pod["spec"]["nodeName"]].plugin == "hami"
+        if hami and _gpu_requests(pod) and uid not in self.admitted:
             if pod["metadata"].get("annotations", {}).get(BIND_PHASE) == "success":
                 self.admitted.add(uid)  # allocated before this process started
             else:
@@ -520,7 +526,7 @@ def _node_status(node: NodeSpec) -> Obj:
     return {
         "capacity": {**base, GPU_RESOURCE: str(node.gpu_capacity)},
         # Kubelet counts only healthy devices as allocatable.
-        "allocatable": {**base, GPU_RESOURCE: str(healthy * node.split)},
+        "allocatable": {**base, GPU_RESOURCE: str(healthy * node.per_card)},
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": node.name},

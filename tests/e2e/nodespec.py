@@ -3,7 +3,9 @@
 Tests build :class:`NodeSpec` values (usually through :func:`t4_node`) and hand them to the
 ``nodesim`` fixture, which serialises them with :func:`dump_specs` for ``python -m
 tests.e2e.nodesim --spec``. The simulator turns each spec into a Node object whose
-``hami.io/node-nvidia-register`` annotation is byte-for-byte what HAMi's device plugin writes.
+``hami.io/node-nvidia-register`` annotation is byte-for-byte what HAMi's device plugin writes,
+or, for a ``plugin="gke"`` spec (:func:`gke_t4_node`), a node as GKE's own device plugin and
+Lab 12's GPU Feature Discovery labels leave it: whole cards in allocatable, no HAMi annotation.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 T4_TYPE = "NVIDIA-Tesla T4"
 T4_MEMORY_MIB = 15360
+
+PLUGINS = ("hami", "gke")
 
 
 @dataclass(frozen=True)
@@ -36,17 +40,55 @@ class CardSpec:
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """A node with ``cards``, each shareable by ``split`` tasks (the plugin's deviceSplitCount)."""
+    """A node with ``cards``, each shareable by ``split`` tasks (the plugin's deviceSplitCount).
+
+    ``plugin`` is the device plugin the node runs: ``hami`` (registration annotation, one
+    ``nvidia.com/gpu`` per share, the Allocate handshake) or ``gke`` (GKE's own: one per card,
+    no annotation, no handshake; ``split`` is then unused).
+    """
 
     name: str
     cards: tuple[CardSpec, ...]
     split: int = 10
     labels: Mapping[str, str] = field(default_factory=dict)
+    plugin: str = "hami"
+
+    def __post_init__(self) -> None:
+        if self.plugin not in PLUGINS:
+            raise ValueError(f"plugin {self.plugin!r}: one of {', '.join(PLUGINS)}")
+
+    @property
+    def per_card(self) -> int:
+        return self.split if self.plugin == "hami" else 1
 
     @property
     def gpu_capacity(self) -> int:
-        """What the device plugin advertises as ``nvidia.com/gpu``: one slot per share."""
-        return len(self.cards) * self.split
+        """What the device plugin advertises as ``nvidia.com/gpu``: one per share, or per card."""
+        return len(self.cards) * self.per_card
+
+
+def gke_t4_node(
+    name: str, uuids: Sequence[str], *, labels: Mapping[str, str] | None = None
+) -> NodeSpec:
+    """T4 cards as GKE's device plugin advertises them, labelled as in Lab 12, Step 2."""
+    node = t4_node(name, uuids)
+    return NodeSpec(
+        name=name,
+        cards=node.cards,
+        plugin="gke",
+        labels={**gfd_labels(node.cards), **(labels or {})},
+    )
+
+
+def gfd_labels(cards: Sequence[CardSpec]) -> dict[str, str]:
+    """Lab 12's `kubectl label node ... nvidia.com/gpu.memory=15360 ...` for these cards."""
+    return {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+        "nvidia.com/gpu.memory": str(cards[0].devmem),
+        "nvidia.com/gpu.product": cards[0].type.replace(" ", "-"),
+        "nvidia.com/gpu.count": str(len(cards)),
+        "nvidia.com/gpu.present": "true",
+    }
 
 
 def t4_node(
@@ -127,6 +169,7 @@ def load_specs(text: str) -> list[NodeSpec]:
                 cards=cards,
                 split=raw.get("split", 10),
                 labels=raw.get("labels", {}),
+                plugin=raw.get("plugin", "hami"),
             )
         )
     return nodes

@@ -51,6 +51,7 @@ from cryptography import x509
 
 from tests.unit.test_helm_render import (
     CHART,
+    LAB12,
     Obj,
     container,
     env_of,
@@ -72,7 +73,7 @@ from .cluster import (
     ensure_binaries,
 )
 from .kube import Kube, KubectlError, wait_for
-from .nodespec import t4_node
+from .nodespec import gke_t4_node, t4_node
 
 pytestmark = pytest.mark.e2e
 
@@ -209,7 +210,7 @@ BOOTSTRAP_FLAGS = (
 )
 
 
-@pytest.mark.parametrize("preset", ["", "gke"])
+@pytest.mark.parametrize("preset", ["", "gke", "lab12"])
 def test_helm_rendered_hami_serve_places_a_gpu_pod(
     control_plane: ControlPlane,
     kube: Kube,
@@ -218,11 +219,12 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
     tmp_path: Path,
     preset: str,
 ) -> None:
-    with chart_scheduler(
-        control_plane, kube, namespace, tmp_path, *([f"preset={preset}"] if preset else [])
-    ) as args:
+    # lab12: standalone, GFD registration, no HAMi device plugin (tests.unit.test_helm_render).
+    values = LAB12 if preset == "lab12" else [f"preset={preset}"] if preset else []
+    with chart_scheduler(control_plane, kube, namespace, tmp_path, *values) as args:
         assert f"--leader-elect-resource-namespace={namespace}" in args
-        node = t4_node("chart-node")
+        lab12 = preset == "lab12"
+        node = gke_t4_node("chart-node", ["GPU-x"]) if lab12 else t4_node("chart-node")
         nodesim(node)
         kube.apply(json.dumps(variant(GPU_POD, metadata={"name": "placed"})), namespace)
         kube.wait_ready(namespace, ["placed"])
@@ -230,11 +232,15 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
         assert pod["spec"]["schedulerName"] == SCHEDULER_NAME
         assert pod["spec"]["nodeName"] == node.name
         allocated = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
-        assert re.fullmatch(r"GPU-chart-node-\d,NVIDIA,1000,\d+:;", allocated), allocated
+        card = "GFD-chart-node-0" if lab12 else r"GPU-chart-node-\d"
+        assert re.fullmatch(rf"{card},NVIDIA,1000,\d+:;", allocated), allocated
         assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
         # HAMI_DRIVER_PROFILE=gke reached the webhook: the driver's lib64 is mounted.
         host_paths = {v.get("hostPath", {}).get("path") for v in pod["spec"].get("volumes", [])}
-        assert ("/home/kubernetes/bin/nvidia/lib64" in host_paths) == (preset == "gke")
+        assert ("/home/kubernetes/bin/nvidia/lib64" in host_paths) == bool(preset)
+        # Standalone: libvgpu.so from where the chart's libvgpuInstaller puts it.
+        lib = "/home/kubernetes/bin/nvidia/vgpu/libvgpu.so"
+        assert (lib in host_paths) == lab12
         log = control_plane.app_log.read_text()
         assert '"became leader"' in log or "became leader" in log
 

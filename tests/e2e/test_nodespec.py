@@ -8,6 +8,7 @@ from .nodespec import (
     CardSpec,
     NodeSpec,
     dump_specs,
+    gke_t4_node,
     go_json,
     load_specs,
     register_annotation,
@@ -49,3 +50,17 @@ def test_specs_round_trip_through_json() -> None:
     nodes = [t4_node("a", labels={"zone": "z1"}), t4_node("b", uuids=["GPU-1"], split=3)]
 
     assert load_specs(dump_specs(nodes)) == nodes
+
+
+def test_gke_node_carries_lab12_labels_and_whole_cards() -> None:
+    node = gke_t4_node("g", ["GPU-a"], labels={"hami.run/lab-12": "true"})
+    assert node.plugin == "gke" and node.gpu_capacity == 1
+    assert node.labels == {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+        "nvidia.com/gpu.memory": "15360",
+        "nvidia.com/gpu.product": "NVIDIA-Tesla-T4",
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.present": "true",
+        "hami.run/lab-12": "true",
+    }
+    assert load_specs(dump_specs([node])) == [node]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -172,8 +173,16 @@ def rules(role: Obj) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
             "scheduler.leaderElect=false",
             "metrics.serviceMonitor.enabled=true",
         ],
+        [
+            "preset=gke",
+            "devicePlugin.enabled=false",
+            "webhook.injection.mode=standalone",
+            "gfdRegistration.enabled=true",
+            "libvgpuInstaller.enabled=true",
+            "libvgpuInstaller.image=projecthami/hami:v2.10.0",
+        ],
     ],
-    ids=["default", "gke", "gke-monitor", "certmanager-standalone-plugin", "single"],
+    ids=["default", "gke", "gke-monitor", "certmanager-standalone-plugin", "single", "lab12"],
 )
 def test_helm_lint_passes(values: list[str]) -> None:
     args = [
@@ -682,12 +691,12 @@ def test_helm_generic_device_plugin_keeps_hami_defaults() -> None:
             "at '/devicePlugin/extraEnvs': got object, want array",
         ),
         (
-            ["scheduler.gpuSchedulerPolicy=mutex;binpack"],
-            "at '/scheduler/gpuSchedulerPolicy': 'mutex;binpack' does not match pattern",
+            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex;binpack"],
+            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'mutex;binpack' does not match pattern",
         ),
         (
-            ["scheduler.gpuSchedulerPolicy=spreadd"],
-            "at '/scheduler/gpuSchedulerPolicy': 'spreadd' does not match pattern",
+            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=spreadd"],
+            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'spreadd' does not match pattern",
         ),
         (["preset=eks"], "at '/preset': value must be one of '', 'gke'"),
         (
@@ -718,7 +727,7 @@ def test_helm_refuses_wrong_values_with_a_clear_message(values: list[str], messa
 @pytest.mark.parametrize("policy", ["binpack", "mutex,binpack", "topology-aware, spread", "numa"])
 def test_helm_accepts_every_policy_hami_serve_accepts(policy: str) -> None:
     escaped = policy.replace(",", "\\,")  # --set splits on unescaped commas
-    docs = render(f"scheduler.gpuSchedulerPolicy={escaped}")
+    docs = render(f"scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy={escaped}")
     assert f"--gpu-scheduler-policy={policy}" in container(docs, "hami")["args"]
 
 
@@ -739,7 +748,10 @@ def settings_from(c: Obj, extra_env: dict[str, str] | None = None) -> Any:
     [
         [],
         ["preset=gke"],
-        ["scheduler.gpuSchedulerPolicy=mutex\\,binpack", "scheduler.logFormat=text"],
+        [
+            "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\,binpack",
+            "scheduler.logFormat=text",
+        ],
     ],
 )
 def test_helm_rendered_args_and_env_are_valid_hami_serve_settings(values: Sequence[str]) -> None:
@@ -838,3 +850,238 @@ def test_helm_admission_policy_protects_what_the_webhook_refuses_at_creation() -
         assert f"'{key}'" in denied, key
     for prefix in names.SCHEDULER_OWNED_PREFIXES:
         assert f"k.startsWith('{prefix}')" in denied, prefix
+
+
+# --- HAMi's chart's values (Lab 14, Step 3) ---------------------------------------------------------
+
+# Lab 14, Step 3, verbatim; only the chart name differs (ours is a folder, not a repository chart).
+LAB14_STEP3 = r"""
+helm install hami hami-charts/hami -n kube-system --version 2.10.0 \
+  --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia \
+  --set global.gpuHookPath=/home/kubernetes/bin/nvidia \
+  --set devicePlugin.libPath=/home/kubernetes/bin/nvidia/vgpu \
+  --set devicePlugin.monitor.ctrPath=/home/kubernetes/bin/nvidia/vgpu/containers \
+  --set-json 'devicePlugin.extraEnvs=[{"name":"LD_LIBRARY_PATH","value":"/driver-root/lib64"}]'
+"""
+
+
+def lab14_step3_manifest() -> str:
+    argv = shlex.split(LAB14_STEP3.replace("\\\n", " "))
+    assert argv[:2] == ["helm", "install"] and argv[3] == "hami-charts/hami"
+    # `helm template` takes install's flags; --kube-version stands in for the cluster.
+    return helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
+
+
+def lab14_step3() -> list[Obj]:
+    return [doc for doc in yaml.safe_load_all(lab14_step3_manifest()) if doc]
+
+
+def test_helm_lab14_step3_flags_mean_what_they_mean_in_hamis_chart() -> None:
+    docs = lab14_step3()
+    daemonset = find(docs, "DaemonSet", "hami-device-plugin")
+    assert daemonset["metadata"]["namespace"] == "kube-system"
+    plugin = container(docs, "device-plugin", "DaemonSet")
+    env = env_of(plugin)
+    # HOOK_PATH follows global.gpuHookPath: /usr/local is read-only on COS.
+    assert env["HOOK_PATH"] == GKE_NVIDIA
+    assert env["NVIDIA_DRIVER_ROOT"] == GKE_NVIDIA
+    assert [e for e in plugin["env"] if e["name"] == "LD_LIBRARY_PATH"] == [
+        {"name": "LD_LIBRARY_PATH", "value": "/driver-root/lib64"}
+    ]
+    assert (
+        plugin["lifecycle"]["postStart"]["exec"]["command"][-1]
+        == f"/k8s-vgpu/bin/vgpu-init.sh {GKE_NVIDIA}/vgpu/"
+    )
+    assert mounts(plugin)["lib"] == f"{GKE_NVIDIA}/vgpu"
+    assert mounts(plugin)["driver-root"] == "/driver-root"
+    paths = volume_paths(docs)
+    assert paths["lib"] == f"{GKE_NVIDIA}/vgpu"
+    assert paths["driver-root"] == GKE_NVIDIA
+    assert paths["ctrs"] == f"{GKE_NVIDIA}/vgpu/containers"
+    # HAMi's chart runs its monitor too (Lab 14 then removes it, as it would with HAMi's).
+    monitor = container(docs, "vgpu-monitor", "DaemonSet")
+    assert mounts(monitor)["ctrs"] == f"{GKE_NVIDIA}/vgpu/containers"
+    assert env_of(monitor)["HOOK_PATH"] == f"{GKE_NVIDIA}/vgpu"
+    # Nothing is written under the read-only /usr/local any more.
+    assert not [p for p in paths.values() if p.startswith("/usr/local")]
+    settings = settings_from(container(docs, "hami"))
+    assert (settings.gpu_scheduler_policy, settings.node_scheduler_policy) == ("spread", "binpack")
+
+
+def test_helm_hami_scheduler_policy_values_set_the_defaults() -> None:
+    docs = render(
+        "scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy=spread",
+        "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=topology-aware",
+        "devicePlugin.enabled=true",
+    )
+    settings = settings_from(container(docs, "hami"))
+    assert (settings.gpu_scheduler_policy, settings.node_scheduler_policy) == (
+        "topology-aware",
+        "spread",
+    )
+    assert env_of(container(docs, "device-plugin", "DaemonSet"))["ENABLE_TOPOLOGY_SCORE"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        # HAMi's chart values with no meaning in this chart: refused, never ignored.
+        (
+            "global.imageRegistry=registry.example",
+            "at '/global': additional properties 'imageRegistry' not allowed",
+        ),
+        (
+            "global.managedNodeSelectorEnable=true",
+            "additional properties 'managedNodeSelectorEnable' not allowed",
+        ),
+        (
+            "devicePlugin.runtimeClassName=nvidia",
+            "at '/devicePlugin': additional properties 'runtimeClassName' not allowed",
+        ),
+        (
+            "scheduler.extender.image.tag=v2.10.0",
+            "at '/scheduler': additional properties 'extender' not allowed",
+        ),
+        (
+            "scheduler.defaultSchedulerPolicy.gpuPolicy=binpack",
+            "additional properties 'gpuPolicy' not allowed",
+        ),
+        ("resourceName=nvidia.com/vgpu", "additional properties 'resourceName' not allowed"),
+        # This chart's names before it took HAMi's.
+        (
+            "scheduler.gpuSchedulerPolicy=binpack",
+            "additional properties 'gpuSchedulerPolicy' not allowed",
+        ),
+        (
+            "devicePlugin.gpuHookPath=/x",
+            "at '/devicePlugin': additional properties 'gpuHookPath' not allowed",
+        ),
+    ],
+)
+def test_helm_hami_values_without_a_meaning_here_are_refused(value: str, message: str) -> None:
+    result = helm(*template_args(value), check=False)
+    assert result.returncode != 0, result.stdout[:300]
+    assert message in result.stderr, result.stderr
+
+
+def test_helm_hamis_plugin_values_imply_the_plugin_except_in_standalone_mode() -> None:
+    assert ("DaemonSet", "hami-py-device-plugin") in kinds(render("global.gpuHookPath=/opt/hook"))
+    assert (
+        env_of(container(render("global.gpuHookPath=/opt/hook"), "device-plugin", "DaemonSet"))[
+            "HOOK_PATH"
+        ]
+        == "/opt/hook"
+    )
+    assert "DaemonSet" not in {
+        d["kind"]
+        for d in render("webhook.injection.mode=standalone", "devicePlugin.libPath=/opt/vgpu")
+    }
+    assert "DaemonSet" not in {
+        d["kind"] for d in render("global.gpuHookPath=/opt/hook", "devicePlugin.enabled=false")
+    }
+
+
+# --- standalone without HAMi's device plugin (Lab 12) -----------------------------------------------
+
+LAB12 = (
+    "preset=gke",
+    "devicePlugin.enabled=false",
+    "webhook.injection.mode=standalone",
+    "gfdRegistration.enabled=true",
+    "gfdRegistration.splitCount=4",
+    "libvgpuInstaller.enabled=true",
+    "libvgpuInstaller.image=projecthami/hami:v2.10.0",
+)
+
+
+def test_helm_lab12_standalone_registers_gfd_nodes_and_installs_libvgpu() -> None:
+    docs = render(*LAB12)
+    settings = settings_from(container(docs, "hami"))
+    assert settings.node_integration == "standalone"
+    assert settings.gfd_split_count == 4
+    assert settings.hook_path == f"{GKE_NVIDIA}/vgpu"
+    assert ("DaemonSet", "hami-py-device-plugin") not in kinds(docs)
+    installer = find(docs, "DaemonSet", "hami-py-libvgpu-installer")["spec"]["template"]
+    assert installer["metadata"]["labels"]["hami.io/webhook"] == "ignore"
+    pod = installer["spec"]
+    (install,) = pod["initContainers"]
+    assert install["image"] == "projecthami/hami:v2.10.0"
+    assert env_of(install) == {
+        "SOURCE": "/k8s-vgpu/lib/nvidia/libvgpu.so",
+        "PRELOAD": "/usr/local/vgpu/libvgpu.so",
+    }
+    assert install["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in install["securityContext"]
+    script = install["command"][-1]
+    for line in (
+        'cp "$SOURCE" /host/vgpu/libvgpu.so.new',
+        "mv -f /host/vgpu/libvgpu.so.new /host/vgpu/libvgpu.so",
+        "chmod 1777 /host/vgpu/containers /host/vgpulock",
+    ):
+        assert line in script
+    hosts = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    # The folder the webhook mounts libvgpu.so and the cache folders from.
+    assert hosts == {"vgpu": settings.hook_path, "vgpulock": "/tmp/vgpulock"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "priorityClassName" not in pod
+    assert [c["name"] for c in pod["containers"]] == ["pause"]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            ["libvgpuInstaller.enabled=true"],
+            "at '/libvgpuInstaller/image': minLength: got 0, want 1",
+        ),
+        (
+            ["gfdRegistration.enabled=true"],
+            "gfdRegistration.enabled=true needs webhook.injection.mode=standalone",
+        ),
+        (
+            [
+                "devicePlugin.enabled=true",
+                "libvgpuInstaller.enabled=true",
+                "libvgpuInstaller.image=x",
+            ],
+            "libvgpuInstaller.enabled=true and HAMi's device plugin (devicePlugin) would both write",
+        ),
+        (
+            ["gfdRegistration.splitCount=0"],
+            "at '/gfdRegistration/splitCount': minimum: got 0, want 1",
+        ),
+    ],
+)
+def test_helm_standalone_values_that_cannot_work_are_refused(
+    values: list[str], message: str
+) -> None:
+    result = helm(*template_args(*values), check=False)
+    assert result.returncode != 0, result.stdout[:300]
+    assert message in result.stderr, result.stderr
+
+
+def test_helm_libvgpu_installer_script_installs_as_described(tmp_path: Path) -> None:
+    """The rendered script, run by sh against a stand-in host (paths under tmp_path)."""
+    (install,) = find(render(*LAB12), "DaemonSet")["spec"]["template"]["spec"]["initContainers"]
+    host = tmp_path / "host"
+    (host / "vgpu").mkdir(parents=True)
+    (host / "vgpulock").mkdir()
+    (host / "vgpu" / "libvgpu.so").write_bytes(b"old")
+    old_inode = (host / "vgpu" / "libvgpu.so").stat().st_ino
+    source = tmp_path / "image-libvgpu.so"
+    source.write_bytes(b"\x7fELF new")
+    script = install["command"][-1].replace("/host/", f"{host}/")
+    env = {**env_of(install), "SOURCE": str(source), "PATH": os.environ["PATH"]}
+    subprocess.run([*install["command"][:-1], script], env=env, check=True, timeout=30)
+    lib = host / "vgpu" / "libvgpu.so"
+    assert lib.read_bytes() == b"\x7fELF new"
+    assert lib.stat().st_ino != old_inode, "replaced by rename, not written over"
+    assert (lib.stat().st_mode & 0o777) == 0o644
+    assert (host / "vgpu" / "ld.so.preload").read_text() == "/usr/local/vgpu/libvgpu.so\n"
+    for folder in (host / "vgpu" / "containers", host / "vgpulock"):
+        assert (folder.stat().st_mode & 0o7777) == 0o1777, folder
+    assert sorted(p.name for p in (host / "vgpu").iterdir()) == [
+        "containers",
+        "ld.so.preload",
+        "libvgpu.so",
+    ]

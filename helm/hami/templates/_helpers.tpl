@@ -85,7 +85,16 @@ Preset resolution: an explicit value wins, "" / null takes the preset's.
 
 {{- define "hami.devicePlugin.enabled" -}}
 {{- $v := .Values.devicePlugin.enabled }}
-{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}{{ else }}{{ include "hami.gke" . }}{{ end }}
+{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}
+{{- else if include "hami.gke" . }}true
+{{- else if and (not (include "hami.standalone" .)) (include "hami.devicePlugin.configured" .) }}true
+{{- end }}
+{{- end }}
+
+{{/* Any of HAMi's chart's values for its plugin set (Lab 14, Step 3): HAMi runs the plugin then. */}}
+{{- define "hami.devicePlugin.configured" -}}
+{{- $dp := .Values.devicePlugin }}
+{{- if or .Values.global.gpuHookPath $dp.nvidiaDriverRoot $dp.libPath $dp.monitor.ctrPath $dp.extraEnvs }}true{{ end }}
 {{- end }}
 
 {{- define "hami.monitor.enabled" -}}
@@ -98,7 +107,7 @@ Preset resolution: an explicit value wins, "" / null takes the preset's.
 {{- end }}
 
 {{- define "hami.hookPath" -}}
-{{- .Values.devicePlugin.gpuHookPath | default (ternary "/home/kubernetes/bin/nvidia" "/usr/local" (eq .Values.preset "gke")) }}
+{{- .Values.global.gpuHookPath | default (ternary "/home/kubernetes/bin/nvidia" "/usr/local" (eq .Values.preset "gke")) }}
 {{- end }}
 
 {{- define "hami.libPath" -}}

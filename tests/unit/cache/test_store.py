@@ -305,3 +305,20 @@ def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_i
     cache.upsert_pod(pod("d"))
     cache.delete_pod(pod("d"))
     assert freed == ["n", "n", "n", "n"]
+
+
+def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -> None:
+    labels = {"nvidia.com/gpu.memory": "15360", "nvidia.com/gpu.count": "1"}
+    gke = {
+        "metadata": {"name": "g", "labels": labels},
+        "status": {"allocatable": {"nvidia.com/gpu": "1"}},
+    }
+    off = ClusterCache(Clock())
+    off.replace_nodes([gke, node()])
+    assert "g" in off.unregistered and off.handshake("n")
+    cache = ClusterCache(Clock(), gfd_split=3)
+    cache.replace_nodes([gke, node()])
+    assert [(c.info.id, c.info.count) for c in cache.view["g"].cards] == [("GFD-g-0", 3)]
+    assert not cache.handshake("g") and cache.handshake("n")
+    cache.upsert_node({**gke, "status": {"allocatable": {"nvidia.com/gpu": "0"}}})
+    assert "g" not in cache.view and "allocatable nvidia.com/gpu is 0" in cache.unregistered["g"]

@@ -51,6 +51,12 @@ def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> Non
         (["--driver-profile", "generic"], {}, "needs the host and container lib64 paths"),
         (["--node-integration", "kai"], {}, "unknown node integration mode 'kai'"),
         (["--log-format", "xml"], {}, "--log-format must be json or text"),
+        (["--gfd-split-count", "-1"], {}, "--gfd-split-count must not be negative"),
+        (
+            ["--gfd-split-count", "10"],
+            {},
+            "--gfd-split-count needs --node-integration standalone",
+        ),
     ],
 )
 def test_bad_settings_are_named(
@@ -82,3 +88,11 @@ def test_serve_exits_with_the_message(capsys: pytest.CaptureFixture[str]) -> Non
 
     assert main(["serve", "--gpu-scheduler-policy", "nope"]) == 2
     assert "hami serve: unknown GPU scheduler policy 'nope'" in capsys.readouterr().err
+
+
+def test_gfd_registration_is_an_opt_in_of_standalone_mode(tls: list[str]) -> None:
+    assert load_settings(parse(*tls), {}).gfd_split_count == 0
+    s = load_settings(
+        parse("--node-integration", "standalone", *tls), {"HAMI_GFD_SPLIT_COUNT": "4"}
+    )
+    assert s.gfd_split_count == 4
