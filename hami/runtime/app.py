@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 import scheduler.routes
 import webhook.routes
@@ -295,10 +295,19 @@ def extender_app(rt: Runtime) -> web.Application:
 
 def metrics_app(rt: Runtime) -> web.Application:
     app = web.Application()
+    one_at_a_time = asyncio.Lock()  # concurrent scrapes wait rather than share the CPU
 
-    async def metrics(_: web.Request) -> web.Response:
-        body = generate_latest(rt.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        # Written on a worker thread from a snapshot and sent in chunks: a large cluster's
+        # scrape never holds up filter, bind or admission (hami.runtime.exposition).
+        async with one_at_a_time:
+            chunks = await asyncio.to_thread(rt.metrics.render, rt.metrics.snapshot())
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
 
     app.add_routes([web.get("/metrics", metrics)])
     return app

@@ -1,7 +1,5 @@
 """HAMi's scheduler series from the cache, under the v2.9+ names and the legacy ones."""
 
-from prometheus_client import generate_latest
-
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
@@ -24,8 +22,11 @@ def metrics(legacy: bool, per_pod: bool = True) -> str:
             "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
         "status": {"phase": "Running"},
     })  # fmt: skip
-    registry = Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod).registry
-    return generate_latest(registry).decode()
+    return scrape(Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod))
+
+
+def scrape(m: Metrics) -> str:
+    return b"".join(m.render(m.snapshot())).decode()
 
 
 def test_current_names() -> None:
@@ -82,7 +83,7 @@ def test_quota_series_per_namespace_and_resource() -> None:
         ]
     )
     cache.quotas.add("ns", QuotaUsage(1000, 30))
-    text = generate_latest(Metrics(cache, lambda: 0.0, lambda: 0).registry).decode()
+    text = scrape(Metrics(cache, lambda: 0.0, lambda: 0))
     assert (
         'hami_resource_quota_limit{namespace="ns",quota_name="nvidia.com/gpumem",zone="vGPU"} 8000.0'
         in text
@@ -96,7 +97,7 @@ def test_quota_series_per_namespace_and_resource() -> None:
         'hami_resource_quota_used{limit="0",namespace="ns",quota_name="nvidia.com/gpucores",'
         'zone="vGPU"} 30.0' in text
     )
-    legacy = generate_latest(Metrics(cache, lambda: 0.0, lambda: 0, True).registry).decode()
+    legacy = scrape(Metrics(cache, lambda: 0.0, lambda: 0, True))
     assert (
         'QuotaUsed{limit="8000",quotaName="nvidia.com/gpumem",quotanamespace="ns",zone="vGPU"} 1000.0'
         in legacy
