@@ -63,7 +63,7 @@ def _server_app(
     from hami.bench import build_cluster
     from hami.kube.client import Kube
     from hami.kube.events import EventRecorder
-    from hami.runtime.app import MAX_BODY
+    from hami.runtime.apps import MAX_BODY
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder

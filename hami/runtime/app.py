@@ -12,13 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
-
-import scheduler.routes
-import webhook.routes
 from certs.bootstrap import BootstrapConfig, BootstrapError, CertBootstrap, service_hosts
 from certs.tls import ReloadingServerContext
 from hami.cache.quota import QuotaBook
@@ -30,10 +25,10 @@ from hami.kube.client import Kube, connect
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower
+from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
 from hami.runtime.config import Settings, injection_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics
-from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.limits import LimitsWriter
@@ -44,9 +39,6 @@ from hami.service.preemption import PodFacts
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
 @dataclass(frozen=True)
@@ -99,14 +91,6 @@ def _staleness(informers: tuple[Informer, ...]) -> float:
     return time.monotonic() - min(s for s in seen if s is not None)
 
 
-def _both(first: Callable[[T], None], second: Callable[[T], None]) -> Callable[[T], None]:
-    def call(value: T) -> None:
-        first(value)
-        second(value)
-
-    return call
-
-
 def _log_distrust(namespace: str, name: str, why: str) -> None:
     log.warning(
         "allocation annotation not counted as written",
@@ -157,8 +141,8 @@ async def build(settings: Settings) -> Runtime:
     )
     pod_sink = _Sink(
         cache.replace_pods,
-        _both(cache.upsert_pod, requeuer.seen),
-        _both(cache.delete_pod, requeuer.gone),
+        both(cache.upsert_pod, requeuer.seen),
+        both(cache.delete_pod, requeuer.gone),
     )
     placement = Placement(cache, policies, resources)
     if settings.preemption:
@@ -175,9 +159,9 @@ async def build(settings: Settings) -> Runtime:
         )
         placement = PreemptingPlacement(preempter, cache, policies, resources)
         pod_sink = _Sink(
-            _both(pod_sink.replace, facts.replace),
-            _both(pod_sink.upsert, facts.upsert),
-            _both(_both(pod_sink.delete, facts.delete), preempter.gone),
+            both(pod_sink.replace, facts.replace),
+            both(pod_sink.upsert, facts.upsert),
+            both(both(pod_sink.delete, facts.delete), preempter.gone),
         )
     informers = (
         Informer(
@@ -185,8 +169,8 @@ async def build(settings: Settings) -> Runtime:
             "nodes",
             _Sink(
                 lambda nodes: cache.replace_nodes(locks.tap(nodes)),
-                _both(cache.upsert_node, locks.seen),
-                _both(cache.delete_node, locks.gone),
+                both(cache.upsert_node, locks.seen),
+                both(cache.delete_node, locks.gone),
             ),
         ),
         Informer(kube, "pods", pod_sink),
@@ -251,66 +235,6 @@ async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap |
         # main() reports an OSError as "cannot serve" and exits 1, which is what this is.
         raise OSError(f"certificate bootstrap: {e}") from e
     return certs, str(certs.cert_file), str(certs.key_file)
-
-
-def _health(rt: Runtime) -> list[web.RouteDef]:
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        if not rt.synced():
-            return web.Response(status=503, text="cache not synced")
-        return web.Response(text="ok")
-
-    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
-
-
-def webhook_app(rt: Runtime) -> web.Application:
-    """What kube-apiserver and the kubelet's probes reach: /webhook, /healthz, /readyz."""
-    app = web.Application(client_max_size=MAX_BODY)
-    app.add_routes(_health(rt))
-    app.add_routes(
-        webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
-    )
-    return app
-
-
-def extender_app(rt: Runtime) -> web.Application:
-    """/filter and /bind, for kube-scheduler only: served on a loopback address (the chart runs
-    kube-scheduler in the same pod), since whoever can call them can reserve cards."""
-    app = web.Application(client_max_size=MAX_BODY)
-    app.add_routes(_health(rt))
-    app.add_routes(
-        scheduler.routes.routes(
-            rt.placement,
-            rt.binder,
-            rt.not_serving,
-            _both(FilterReporter(rt.events), rt.requeuer.filtered),
-            rt.metrics.observer(rt.metrics.filter_seconds),
-            rt.metrics.observer(rt.metrics.bind_seconds),
-        )
-    )
-    return app
-
-
-def metrics_app(rt: Runtime) -> web.Application:
-    app = web.Application()
-    one_at_a_time = asyncio.Lock()  # concurrent scrapes wait rather than share the CPU
-
-    async def metrics(request: web.Request) -> web.StreamResponse:
-        # Written on a worker thread from a snapshot and sent in chunks: a large cluster's
-        # scrape never holds up filter, bind or admission (hami.runtime.exposition).
-        async with one_at_a_time:
-            chunks = await asyncio.to_thread(rt.metrics.render, rt.metrics.snapshot())
-        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
-        await response.prepare(request)
-        for chunk in chunks:
-            await response.write(chunk)
-        await response.write_eof()
-        return response
-
-    app.add_routes([web.get("/metrics", metrics)])
-    return app
 
 
 async def _loop_lag(rt: Runtime, stop: asyncio.Event, interval: float = 0.5) -> None:

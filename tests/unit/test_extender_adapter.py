@@ -25,7 +25,7 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import DeviceInfo
 from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
-from hami.runtime.app import MAX_BODY
+from hami.runtime.apps import MAX_BODY
 from hami.service.binding import Binder
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import FilterOutcome, Placement

@@ -20,7 +20,7 @@ from pytest_aiohttp import AiohttpClient
 import webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
-from hami.runtime.app import MAX_BODY
+from hami.runtime.apps import MAX_BODY
 from hami.service.admission import AdmissionService
 
 BLOCK_LIMIT = 0.050

@@ -13,7 +13,8 @@ from prometheus_client.registry import Collector
 
 from hami.bench import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
-from hami.runtime.app import Runtime, metrics_app
+from hami.runtime.app import Runtime
+from hami.runtime.apps import metrics_app
 from hami.runtime.exposition import CARD_SERIES, CONTAINER, CONTAINER_SERIES, LABELS, ZONE
 from hami.runtime.metrics import Metrics
 

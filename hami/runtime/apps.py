@@ -1,0 +1,88 @@
+"""What each listener serves: the webhook with the probes, the extender, the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+import scheduler.routes
+import webhook.routes
+from hami.runtime.reporting import FilterReporter
+
+if TYPE_CHECKING:
+    from hami.runtime.app import Runtime
+
+T = TypeVar("T")
+MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
+
+
+def both(first: Callable[[T], None], second: Callable[[T], None]) -> Callable[[T], None]:
+    def call(value: T) -> None:
+        first(value)
+        second(value)
+
+    return call
+
+
+def _health(rt: Runtime) -> list[web.RouteDef]:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if not rt.synced():
+            return web.Response(status=503, text="cache not synced")
+        return web.Response(text="ok")
+
+    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+
+
+def webhook_app(rt: Runtime) -> web.Application:
+    """What kube-apiserver and the kubelet's probes reach: /webhook, /healthz, /readyz."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(_health(rt))
+    app.add_routes(
+        webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
+    )
+    return app
+
+
+def extender_app(rt: Runtime) -> web.Application:
+    """/filter and /bind, for kube-scheduler only: served on a loopback address (the chart runs
+    kube-scheduler in the same pod), since whoever can call them can reserve cards."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(_health(rt))
+    app.add_routes(
+        scheduler.routes.routes(
+            rt.placement,
+            rt.binder,
+            rt.not_serving,
+            both(FilterReporter(rt.events), rt.requeuer.filtered),
+            rt.metrics.observer(rt.metrics.filter_seconds),
+            rt.metrics.observer(rt.metrics.bind_seconds),
+        )
+    )
+    return app
+
+
+def metrics_app(rt: Runtime) -> web.Application:
+    app = web.Application()
+    one_at_a_time = asyncio.Lock()  # concurrent scrapes wait rather than share the CPU
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        # Written on a worker thread from a snapshot and sent in chunks: a large cluster's
+        # scrape never holds up filter, bind or admission (hami.runtime.exposition).
+        async with one_at_a_time:
+            chunks = await asyncio.to_thread(rt.metrics.render, rt.metrics.snapshot())
+        response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
+        await response.prepare(request)
+        for chunk in chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+
+    app.add_routes([web.get("/metrics", metrics)])
+    return app
