@@ -339,3 +339,22 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
 def test_which_pods_bind_without_an_allocation(limits: dict[str, Any], no_gpu: bool) -> None:
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
     assert ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(pod) is no_gpu
+
+
+def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> None:
+    # A pod placed by HAMi v2.10 before the switch: a GPU-less init container, two app
+    # containers on one card. HAMi leaves the init container's entry out; read by position
+    # that would make the first app container an init one (one slot, 1000 MiB instead of 2).
+    spec = {
+        "initContainers": [{"name": "setup"}],
+        "containers": [
+            {"name": n, "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}}
+            for n in ("a", "b")
+        ],
+    }
+    hami_v210 = "GPU-0,NVIDIA,1000,0:;" * 2
+    for written in (hami_v210, ";" + hami_v210):  # theirs, ours
+        cache = ClusterCache(Clock())
+        cache.replace_nodes([node()])
+        cache.upsert_pod(forged("p", written, **spec))
+        assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written
