@@ -39,7 +39,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
-    lines = explain(cache, pod, policies, verbose=args.verbose)
+    lines = explain(cache, pod, policies, verbose=args.verbose, nodes=nodes)
     return lines + preemption_lines(cache, pods, budgets, pod, policies)
 
 
