@@ -128,3 +128,22 @@ def test_pod_with_zero_gpus_and_a_gpumem_is_bound_like_hami_binds_it(
         kube.get("node", node.name)["metadata"].get("annotations") or {}
     )
     kube.wait_ready(namespace, ["zero"])
+
+
+def test_gpu_less_container_keeps_its_empty_entry_and_the_pod_starts(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    # HAMi's device plugin names the container of the n-th allocation entry by position, so a
+    # GPU-less container before the GPU one keeps an empty entry; the simulated plugin, like
+    # the real one, hands the first entry with cards to the first Allocate.
+    node = t4_node("bind-sidecar")
+    nodesim(node)
+    manifest = POD.format(name="sidecar").replace(
+        "  containers:\n", "  containers:\n  - name: log\n    image: busybox\n"
+    )
+    kube.apply(manifest, namespace)
+    kube.wait_ready(namespace, ["sidecar"])
+    annotations = kube.pod(namespace, "sidecar")["metadata"]["annotations"]
+    allocated = annotations["hami.io/vgpu-devices-allocated"]
+    assert allocated.startswith(";GPU-bind-sidecar-") and allocated.endswith(",NVIDIA,1000,0:;")
+    assert annotations["hami.io/bind-phase"] == "success"

@@ -175,6 +175,19 @@ def required(*expressions: dict[str, Any], fields: Any = ()) -> dict[str, Any]:
             None,
         ),
         (
+            {"affinity": required({"key": "pool", "operator": "DoesNotExist"})},
+            {},
+            AFFINITY,
+            f"2 {AFFINITY}",
+        ),
+        (
+            {"affinity": required({"key": "pool", "operator": "NotIn", "values": ["cpu"]})},
+            {},
+            None,
+            None,
+        ),
+        ({"affinity": required()}, {}, AFFINITY, f"2 {AFFINITY}"),  # an empty term matches none
+        (
             {"affinity": required({"key": "rank", "operator": "Lt", "values": ["2"]})},
             {},
             AFFINITY,
