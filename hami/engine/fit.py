@@ -208,7 +208,7 @@ def fit_container(
         return _over_quota(cards, scores, opts, cordoned)
     walk = first_order(cards) if order is None else order
     if opts.numa_bind or quota is not None:
-        return _walk(cards, scores, walk, req, cores, opts, cordoned, key, links, quota)
+        return _walk(cards, scores, req, cores, opts, cordoned, key, links, quota, walk)
     verdicts = [_verdict(c, req, cores, opts, cordoned) for c in cards]
     counts: dict[str, int] = {}
     for v in verdicts:
@@ -252,7 +252,6 @@ def _over_quota(
 def _walk(
     cards: Sequence[Card],
     scores: tuple[float, ...],
-    walk: Sequence[int],
     req: ContainerRequest,
     cores: int,
     opts: PodOptions,
@@ -260,9 +259,11 @@ def _walk(
     key: SortKey,
     links: dict[str, dict[str, int]] | None,
     quota: QuotaGate | None,
+    walk: Sequence[int] | None = None,
 ) -> ContainerFit:
     """HAMi's walk over the cards in preference order, its checks in its order per card."""
-    ordered = sorted(((cards[i], scores[i]) for i in walk), key=lambda cs: key(*cs))[::-1]
+    start = first_order(cards) if walk is None else walk
+    ordered = sorted(((cards[i], scores[i]) for i in start), key=lambda cs: key(*cs))[::-1]
     # HAMi's topology-aware choice collects every passing card; numa-bind takes the first ones.
     collect_all = opts.gpu_policy.topology and not opts.numa_bind
     counts: dict[str, int] = {}
