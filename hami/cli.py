@@ -4,8 +4,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
+
+from hami.runtime.logs import one_line
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes as one line on stderr, exit 2, like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -15,7 +25,7 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         scenario = load(Path(args.scenario))
     except ScenarioError as e:
-        print(f"hami simulate: {e}", file=sys.stderr)
+        print(f"hami simulate: {one_line(e)}", file=sys.stderr)
         return 2
     results = Simulation(scenario).run()
     if args.json:
@@ -28,6 +38,10 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    for name, least in (("nodes", 1), ("cards", 1), ("pods", 0), ("runs", 1), ("memory", 1)):
+        if getattr(args, name) < least:
+            print(f"hami bench: --{name} must be at least {least}", file=sys.stderr)
+            return 2
     if args.http:
         from hami.benchhttp import HttpBenchConfig, run_http_bench
 
@@ -63,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hami", description=__doc__)
+    p = _Parser(prog="hami", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser(

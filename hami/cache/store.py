@@ -183,6 +183,14 @@ class ClusterCache:
         self._pod_usage[uid] = usage
         self._account(alloc.node, alloc.namespace, usage, +1)
 
+    def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
+        """True for a pod whose containers ask for no card (`nvidia.com/gpu: 0` with gpumem
+        included): HAMi lets such a pod through filter and bind without an allocation."""
+        try:
+            return not pod_request(pod.get("spec") or {}, self._resources).wants_gpu
+        except RequestError:
+            return False
+
     def vetted(self, pod: Mapping[str, Any]) -> PodAllocation | None:
         """The pod's allocation as far as it adds up (hami.engine.vetting), or None."""
         alloc = pod_allocation(pod)

@@ -1,9 +1,17 @@
 """Fitting one pod onto one node: card order, HAMi's checks in HAMi's order, reasons.
 
-HAMi sorts a node's cards with the policy's comparator and walks the list from
-the tail. Here the cards are put straight into preference order (the tail
-first), with the device index as the last key so that cards which tie on every
-policy key are taken highest index first, the order Lab 14 shows.
+HAMi sorts a node's cards with the policy's comparator, in place, before each
+container, and walks the list from the tail. Go's sort.Sort is an insertion
+sort (stable) for 12 elements or fewer, and a single policy's comparator has no
+index key, so cards that tie keep the order the previous container's sort left
+them in: a card the first container took and that ties with the others after
+it stays last and is taken again. That order is reproduced here: the first
+container starts from the cards by device index (HAMi starts from the node
+annotation's order, which its device plugin writes in Go map order, i.e. at
+random; by index gives the same answer whenever the annotation lists the cards
+in index order, as Lab 14 shows), each later app container from the order the
+one before left. Chains end on the device index, so their order never depends
+on what came before.
 """
 
 from collections.abc import Callable, Sequence
@@ -36,7 +44,8 @@ SortKey = Callable[[Card, float], tuple[float, ...]]
 def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
     """Ascending key of HAMi's Less for this policy (the preferred card sorts last).
 
-    Cached: a decision fits every candidate node with the same policy.
+    Exactly Less's keys: a stable sort on them leaves ties in the order given, as Go's
+    insertion sort does. Cached: a decision fits every candidate node with the same policy.
     """
     if policy.chain:
         keys = list(policy.keys) or ["spread"]
@@ -54,14 +63,26 @@ def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
                 parts.append(lambda c, s: c.info.numa)
         return lambda c, s: (*(p(c, s) for p in parts), c.info.index)
     if policy.single == "mutex":
-        return lambda c, s: (-c.usage.used, c.info.numa, c.info.index)
+        return lambda c, s: (-c.usage.used, c.info.numa)
     if numa_bind:
         if policy.single == "binpack":
-            return lambda c, s: (-c.info.numa, s, c.info.index)
-        return lambda c, s: (c.info.numa, -s, c.info.index)
+            return lambda c, s: (-c.info.numa, s)
+        return lambda c, s: (c.info.numa, -s)
     if policy.single == "binpack":
-        return lambda c, s: (s, c.info.numa, c.info.index)
-    return lambda c, s: (-s, c.info.numa, c.info.index)
+        return lambda c, s: (s, c.info.numa)
+    return lambda c, s: (-s, c.info.numa)
+
+
+def first_order(cards: Sequence[Card]) -> list[int]:
+    """Positions of `cards` in the order the first container's sort starts from: by index."""
+    return sorted(range(len(cards)), key=lambda i: cards[i].info.index)
+
+
+def resorted(cards: Sequence[Card], order: Sequence[int], opts: PodOptions) -> list[int]:
+    """`order` after HAMi's in-place sort for one container: stable, on that container's scores."""
+    key = _sort_key(opts.gpu_policy, opts.numa_bind)
+    scores = card_scores(cards, opts.weights)
+    return sorted(order, key=lambda i: key(cards[i], scores[i]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +186,17 @@ def fit_container(
     cordoned: frozenset[str],
     links: dict[str, dict[str, int]] | None = None,
     quota: QuotaGate | None = None,
+    order: Sequence[int] | None = None,
 ) -> ContainerFit:
     """Pick cards for one container from `cards` (one vendor's cards of one node).
 
-    Each card's verdict depends on that card alone, so verdicts are taken in
-    one pass and only the passing cards are sorted; a node that cannot fit is
-    rejected without sorting. numa-bind and a namespace quota need HAMi's
-    ordered walk instead: a change of NUMA node starts the selection over, and
-    the quota counts the cards already picked.
+    `order` holds the positions of `cards` in the order HAMi's sort starts from
+    (first_order when None). Each card's verdict depends on that card alone,
+    so verdicts are taken in one pass and only the passing cards are sorted
+    (stably, so they keep the order they would have in the whole sorted list);
+    a node that cannot fit is rejected without sorting. numa-bind and a
+    namespace quota need HAMi's ordered walk instead: a change of NUMA node
+    starts the selection over, and the quota counts the cards already picked.
     """
     scores = card_scores(cards, opts.weights)
     if req.nums > len(cards):
@@ -182,17 +206,18 @@ def fit_container(
     key = _sort_key(opts.gpu_policy, opts.numa_bind)
     if quota is not None and not quota((_cheapest(cards, req, cores),)):
         return _over_quota(cards, scores, opts, cordoned)
+    walk = first_order(cards) if order is None else order
     if opts.numa_bind or quota is not None:
-        return _walk(cards, scores, req, cores, opts, cordoned, key, links, quota)
+        return _walk(cards, scores, req, cores, opts, cordoned, key, links, quota, walk)
     verdicts = [_verdict(c, req, cores, opts, cordoned) for c in cards]
     counts: dict[str, int] = {}
     for v in verdicts:
         if v is not None:
             counts[v] = counts.get(v, 0) + 1
-    passing = [(c, s) for c, s, v in zip(cards, scores, verdicts, strict=True) if v is None]
+    passing = [(cards[i], scores[i]) for i in walk if verdicts[i] is None]
     if len(passing) >= req.nums:
-        passing.sort(key=lambda cs: key(*cs), reverse=True)
-        picked = [_device(c, req, cores) for c, _ in passing]
+        passing.sort(key=lambda cs: key(*cs))
+        picked = [_device(c, req, cores) for c, _ in reversed(passing)]
         if opts.gpu_policy.topology:
             return ContainerFit(_by_topology(picked, req.nums, links or {}), "", scores)
         return ContainerFit(tuple(picked[: req.nums]), "", scores)
@@ -234,9 +259,11 @@ def _walk(
     key: SortKey,
     links: dict[str, dict[str, int]] | None,
     quota: QuotaGate | None,
+    walk: Sequence[int] | None = None,
 ) -> ContainerFit:
     """HAMi's walk over the cards in preference order, its checks in its order per card."""
-    ordered = sorted(zip(cards, scores, strict=True), key=lambda cs: key(*cs), reverse=True)
+    start = first_order(cards) if walk is None else walk
+    ordered = sorted(((cards[i], scores[i]) for i in start), key=lambda cs: key(*cs))[::-1]
     # HAMi's topology-aware choice collects every passing card; numa-bind takes the first ones.
     collect_all = opts.gpu_policy.topology and not opts.numa_bind
     counts: dict[str, int] = {}
@@ -347,19 +374,26 @@ def fit_pod_uncached(
     scores: list[tuple[int, tuple[float, ...]]] = []
     out: list[tuple[ContainerDevice, ...]] = []
     n_init = len(request.init)
-    for index, req in enumerate((*request.init, *request.app)):
+    # The app containers share one card list that each one's sort leaves in place for the
+    # next; every init container sorts a copy of the node's list (HAMi's DeepCopy per init).
+    order = first_order(cards)
+    containers = (*request.init, *request.app)
+    last_app = max((i for i, q in enumerate(containers) if q is not None), default=-1)
+    for index, req in enumerate(containers):
         if req is None:
             out.append(())
             continue
         gate = None if quota is None else _quota_gate(quota, tuple(out), n_init)
         # Init containers come first and take nothing from each other: each sees the node as
         # it is. App containers run together: each sees what the ones before it took.
-        fit = fit_container(cards, req, opts, node.cordoned, links, gate)
+        app = index >= n_init
+        fit = fit_container(cards, req, opts, node.cordoned, links, gate, order if app else None)
         scores.append((index, fit.scores))
         if fit.devices is None:
             return NodeFit(node.name, None, fit.reason, tuple(scores))
         out.append(fit.devices)
-        if index >= n_init:
+        if app and index < last_app:
+            order = resorted(cards, order, opts)
             cards = _add(cards, fit.devices)
     return NodeFit(node.name, tuple(out), "", tuple(scores))
 

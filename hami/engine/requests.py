@@ -7,12 +7,13 @@ that silently schedules without a GPU. Requests beyond the caps below are
 refused in both modes: the work of placing a pod grows with them.
 """
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest, PodRequest
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 
 INT32_MAX = 2**31 - 1
 # Cards one container may ask for. No node carries more than a few dozen; the limit keeps the
@@ -75,6 +76,29 @@ def _int(value: Any, resource: str, container: str) -> int:
     return n
 
 
+# Suffixes that make a gpumem quantity a number of bytes. Not `k`: kube-apiserver stores a
+# plain 3000 as `3k`, and HAMi's gpumem is MiB, so `3k` must stay 3000 MiB.
+_BYTE_SUFFIX = re.compile(r"[0-9.](?:[KMGTPE]i|[MGTPE])\s*$")
+MIB = 2**20
+
+
+def _memory(value: Any, resource: str, container: str, factor: int) -> int:
+    """MiB from a gpumem quantity: a plain number is MiB (times the memory factor), as in HAMi;
+    one with a byte suffix (`1Gi`, `1000Mi`, `2G`) is the bytes it says, in whole MiB."""
+    if not (isinstance(value, str) and _BYTE_SUFFIX.search(value)):
+        return _int(value, resource, container) * factor
+    try:
+        mib = parse_quantity(value) / MIB
+    except QuantityError as e:
+        raise RequestError(f"container {container}: {resource}: {e}") from e
+    if mib.denominator != 1:
+        raise RequestError(
+            f"container {container}: {resource} {value!r} is {float(mib):.2f} MiB, not a whole "
+            f"number of MiB: write the MiB without a suffix (e.g. {int(mib)}), or use Mi or Gi"
+        )
+    return int(mib)
+
+
 def container_request(
     container: Mapping[str, Any], defaults: ResourceDefaults, *, strict: bool = False
 ) -> ContainerRequest | None:
@@ -108,7 +132,7 @@ def _request(
     mem = 0
     raw_mem = _lookup(resources, names.memory)
     if raw_mem is not None:
-        mem = _int(raw_mem, names.memory, cname) * defaults.memory_factor
+        mem = _memory(raw_mem, names.memory, cname, defaults.memory_factor)
         if mem < 0 or mem > INT32_MAX:
             raise RequestError(f"container {cname}: {names.memory} {raw_mem!r} is out of range")
 

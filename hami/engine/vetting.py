@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from hami.engine.inventory import PodAllocation
-from hami.engine.model import ContainerDevice, ContainerDevices, ContainerRequest, PodRequest
+from hami.engine.model import (
+    ContainerDevice,
+    ContainerDevices,
+    ContainerRequest,
+    PodDevices,
+    PodRequest,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +39,12 @@ def vet_allocation(
     for, `devmem` the MiB of the node's known cards (for percentage requests)."""
     if bound_to and bound_to != alloc.node:
         return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
-    # Matched in order against the containers that ask for a GPU: HAMi writes an empty entry
-    # for a GPU-less container where it omits none, and either way the order is the spec's.
+    # Matched in order against the containers that ask for a GPU: we write an empty entry for
+    # a GPU-less container, HAMi v2.10 leaves it out, and either way the order is the spec's.
     asks = iter([a for a in (*request.init, *request.app) if a is not None])
     raised: list[ContainerDevices] = []
     notes: list[str] = []
+    alloc = replace(alloc, devices=per_container(alloc.devices, request))
     for index, given in enumerate(alloc.devices):
         if not given:
             raised.append(given)
@@ -54,6 +61,22 @@ def vet_allocation(
     if not notes:
         return Vetted(alloc)
     return Vetted(replace(alloc, devices=tuple(raised)), "; ".join(notes))
+
+
+def per_container(devices: PodDevices, request: PodRequest) -> PodDevices:
+    """One entry per container, init first, from either form of the allocation string.
+
+    HAMi's device plugin names the container of the n-th entry by position, so we write an
+    empty entry for every GPU-less container; HAMi v2.10's scheduler leaves those out (it pads
+    under the card model, not under `NVIDIA`). Entries with cards are given, in order, to the
+    containers that ask for a GPU, so that init and app usage is told apart either way.
+    """
+    containers = (*request.init, *request.app)
+    if len(devices) == len(containers):
+        return devices
+    given = iter(d for d in devices if d)
+    out = tuple(() if ask is None else next(given, ()) for ask in containers)
+    return out + tuple(given)  # more than the pod asks for: left for the vetting to refuse
 
 
 def _at_least_requested(

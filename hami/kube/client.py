@@ -10,10 +10,12 @@ library's default is to wait forever.
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 import orjson
+import yaml
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import (
     AdmissionregistrationV1Api,
@@ -24,7 +26,14 @@ from kubernetes_asyncio.client import (
     PolicyV1Api,
 )
 
-from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable, from_response
+from hami.kube.errors import (
+    BadKubeconfig,
+    Conflict,
+    KubeError,
+    NotFound,
+    Unavailable,
+    from_response,
+)
 from hami.kube.session import use_own_session
 
 log = logging.getLogger(__name__)
@@ -51,16 +60,51 @@ async def connect(kubeconfig: str | None) -> ApiClient:
     $KUBECONFIG or ~/.kube/config.
     """
     cfg = Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        await config.load_kube_config(client_configuration=cfg)
+    source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if not in_cluster and os.pathsep not in source:
+        _check_kubeconfig(source)
+    try:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            source = "in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(client_configuration=cfg)
+    except Exception as e:
+        # The library fails in many ways on a bad file (its own ConfigException, OSError, YAML
+        # errors, TypeError on a file that is YAML but not a mapping): all mean the same here.
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise BadKubeconfig(
+            f"kubeconfig {source}: {why} (give a readable kubeconfig with --kubeconfig)"
+        ) from e
     api = ApiClient(cfg)
     api.user_agent = USER_AGENT
     await use_own_session(api)
     return api
+
+
+def _check_kubeconfig(path: str) -> None:
+    """Say plainly what is wrong with a kubeconfig file; the library's own errors for a missing
+    file or one that is not a mapping are about keys it did not find."""
+    where = os.path.expanduser(path)
+    try:
+        text = Path(where).read_text()
+    except OSError as e:
+        raise BadKubeconfig(
+            f"kubeconfig {path}: cannot read it: {e.strerror or e} "
+            "(give a readable kubeconfig with --kubeconfig)"
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise BadKubeconfig(f"kubeconfig {path} is not YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(doc, dict):
+        raise BadKubeconfig(
+            f"kubeconfig {path} is not a kubeconfig: expected a mapping with clusters, users and "
+            "contexts"
+        )
 
 
 class Kube:

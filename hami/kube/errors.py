@@ -25,6 +25,10 @@ class NotFound(KubeError):  # noqa: N818
     pass
 
 
+class BadKubeconfig(KubeError):  # noqa: N818
+    """No usable credentials: the kubeconfig is missing, unreadable or not a kubeconfig."""
+
+
 class Conflict(KubeError):  # noqa: N818
     """409: a resourceVersion precondition failed or the object is already in the wanted state."""
 

@@ -123,8 +123,13 @@ _HELP = {
         "victims' termination grace period"
     ),
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
-    "identity": "this replica's name in the Lease (default: POD_NAME, then the hostname)",
+    "identity": "this replica's name in the Lease",
     "log_format": "json or text",
+    "log_level": "debug, info, warning or error",
+    "kube_timeout_seconds": "deadline of one API server call",
+    "leader_elect_resource_name": "the kube-scheduler Lease followed with --leader-elect",
+    "leader_elect_resource_namespace": "namespace of that Lease",
+    "shutdown_grace_seconds": "on SIGTERM, how long binds under way may take to finish",
     "cert_bootstrap_secret": (
         "Secret keeping a CA and serving pair this process creates and rotates itself "
         "(empty: use --tls-cert-file and --tls-key-file as given)"
@@ -153,10 +158,21 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _shown_default(name: str, value: object) -> str:
+    if name == "identity":
+        return "$POD_NAME, else the hostname"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value == "" else str(value)
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per setting. Flags default to None so that a setting not given on the command
+    line falls through to the environment and the file; the help shows the real default."""
     p.add_argument("--config", help="YAML file with these settings (keys as flags, - or _)")
     for f in fields(Settings):
         kind = bool if f.type is bool or f.type == "bool" else None
+        help_ = f"{_HELP[f.name]} (default: {_shown_default(f.name, f.default)}; env HAMI_{f.name.upper()})"
         if kind is bool:
             p.add_argument(
                 _flag(f.name),
@@ -164,10 +180,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                 default=None,
                 type=_parse_bool,
                 metavar="BOOL",
-                help=_HELP.get(f.name, ""),
+                help=help_,
             )
         else:
-            p.add_argument(_flag(f.name), dest=f.name, default=None, help=_HELP.get(f.name, ""))
+            p.add_argument(_flag(f.name), dest=f.name, default=None, help=help_)
 
 
 def _parse_bool(value: str) -> bool:

@@ -10,6 +10,7 @@ from hami.cache.store import ClusterCache
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 from hami.kube.client import Kube, connect
 from hami.kube.errors import KubeError
+from hami.runtime.logs import one_line
 from hami.service.explain import explain
 from hami.service.preemption import preemption_lines
 
@@ -38,7 +39,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
-    lines = explain(cache, pod, policies, verbose=args.verbose)
+    lines = explain(cache, pod, policies, verbose=args.verbose, nodes=nodes)
     return lines + preemption_lines(cache, pods, budgets, pod, policies)
 
 
@@ -50,7 +51,7 @@ def explain_pod(args: argparse.Namespace) -> int:
         )
         lines = asyncio.run(_run(args, policies))
     except (PolicyError, ValueError, KubeError, OSError) as e:
-        print(f"hami explain: {e}", file=sys.stderr)
+        print(f"hami explain: {one_line(e)}", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return 0

@@ -26,6 +26,11 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
+def one_line(error: BaseException) -> str:
+    """An error as one line for the terminal (YAML and library errors span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def setup(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":

@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 
+from hami.kube.errors import BadKubeconfig
 from hami.runtime import logs
 from hami.runtime.app import build, run
 from hami.runtime.config import ConfigError, load_settings
@@ -17,7 +18,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args)
     except ConfigError as e:
-        print(f"hami serve: {e}", file=sys.stderr)
+        print(f"hami serve: {logs.one_line(e)}", file=sys.stderr)
         return 2
     logs.setup(settings.log_level, settings.log_format)
 
@@ -31,7 +32,8 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except OSError as e:
-        log.error("cannot serve", extra={"error": str(e)})
-        return 1
+    except (OSError, BadKubeconfig) as e:
+        # Start-up failures (no credentials, a port taken): one line, as for a bad flag.
+        print(f"hami serve: {logs.one_line(e)}", file=sys.stderr)
+        return 2
     return 0

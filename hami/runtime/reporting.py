@@ -103,13 +103,31 @@ class FilterReporter:
         for node, reason in outcome.failed.items():
             for kind in reason_types(reason):
                 by_reason.setdefault(kind, []).append(node)
-        log.info("no node fits", extra={**ctx, "failed": dict(outcome.failed)})
+        log.info(
+            "no node fits",
+            extra={
+                **ctx,
+                "failed": dict(outcome.failed),
+                "unregistered": dict(outcome.unregistered),
+            },
+        )
         for kind, nodes in sorted(by_reason.items()):
             self.events.record(
                 ref,
                 "Warning",
                 "FilteringFailed",
                 f"{len(nodes)} nodes {kind}({','.join(sorted(nodes))})",
+            )
+        by_why: dict[str, list[str]] = {}
+        for node, why in outcome.unregistered.items():
+            by_why.setdefault(why, []).append(node)
+        for why, nodes in sorted(by_why.items()):
+            # HAMi's wire reason is the bare `node unregistered`; the cause goes here.
+            self.events.record(
+                ref,
+                "Warning",
+                "FilteringFailed",
+                f"{len(nodes)} nodes unregistered, {why}({','.join(sorted(nodes))})",
             )
         self.events.record(
             ref,

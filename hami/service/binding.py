@@ -108,6 +108,11 @@ class Binder:
         written = self.cache.vetted(pod)
         if written is not None and written.node == node:
             return _Plan(written.devices, written.n_init)
+        if self.cache.asks_for_no_gpu(pod):
+            # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
+            # HAMi binds it with no lock and no allocation, so does this; the device plugin is
+            # never asked for it.
+            return _Plan((), 0)
         where = f"node {res.node}" if res is not None else "no node"
         raise BindError(
             f"pod {namespace}/{name} has no placement on node {node} (filter chose {where}); "
@@ -138,16 +143,19 @@ class Binder:
         handshake = self.cache.handshake(node)
         phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
         unix = int(self.now().timestamp())
-        steps: list[asyncio.Future[Any]] = [
-            asyncio.ensure_future(
-                self.kube.patch_pod_metadata(
-                    namespace,
-                    name,
-                    allocation_annotations(node, plan.devices, unix, phase),
-                    allocation_labels(node),
+        steps: list[asyncio.Future[Any]] = []
+        # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
+        if plan.devices:
+            steps.append(
+                asyncio.ensure_future(
+                    self.kube.patch_pod_metadata(
+                        namespace,
+                        name,
+                        allocation_annotations(node, plan.devices, unix, phase),
+                        allocation_labels(node),
+                    )
                 )
             )
-        ]
         if handshake and any(plan.devices[plan.n_init :]):
             steps.append(asyncio.ensure_future(self._lock(node, namespace, name)))
         # On failure the allocation is undone whether or not its write finished (one cut short
@@ -162,7 +170,7 @@ class Binder:
                     step.cancel()
                 await asyncio.gather(*steps, return_exceptions=True)
                 locked = len(steps) > 1 and (steps[1].cancelled() or not steps[1].exception())
-            if self.before_binding is not None:
+            if self.before_binding is not None and plan.devices:
                 await self.before_binding(namespace, name, uid, plan.devices)
             await self.kube.bind_pod(namespace, name, uid, node)
         except (KubeError, BindError, OSError, asyncio.CancelledError) as e:

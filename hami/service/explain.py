@@ -4,12 +4,13 @@ The same engine and policies as the extender, over a cache built from one list
 of nodes and pods; nothing is reserved or written.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names
+from hami.engine.nodeselect import excluded
 from hami.engine.policy import Defaults, PolicyError
 from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import ResourceDefaults
@@ -22,7 +23,10 @@ def explain(
     policies: Defaults = Defaults(),
     resources: ResourceDefaults = ResourceDefaults(),
     verbose: bool = False,
+    nodes: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
+    """`nodes` are the Node objects: kube-scheduler's own checks (selector, affinity, taints)
+    rule nodes out before any GPU reason, as they do before the extender is asked."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -44,9 +48,16 @@ def explain(
     if spec.get("nodeName"):
         return bound
     options = asked[1]
-    candidates = sorted({*cache.view, *cache.unregistered})
+    ruled_out = {
+        str((n.get("metadata") or {}).get("name", "")): reason
+        for n in nodes
+        if (reason := excluded(spec, n)) is not None
+    }
+    everyone = {*cache.view, *cache.unregistered, *ruled_out}
+    candidates = sorted(everyone - ruled_out.keys())
     namespace = str(meta.get("namespace", ""))
     decision = placement.decide(str(meta.get("uid", "")), *asked, candidates, namespace)
+    failed = {**ruled_out, **decision.failed}
     lines = [
         f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})",
         *quota_lines(cache.quotas, namespace),
@@ -54,10 +65,10 @@ def explain(
     if decision.node is not None:
         lines.append(f"  it fits now: node {decision.node}, cards {decision.allocation}")
     else:
-        lines.append(f"  {unschedulable_message(len(candidates), decision.failed)}")
-    for node in sorted(decision.failed):
-        why = cache.unregistered.get(node)
-        lines.append(f"  {node}: {decision.failed[node]}" + (f" ({why})" if why else ""))
+        lines.append(f"  {unschedulable_message(len(everyone), failed)}")
+    for node in sorted(failed):
+        why = cache.unregistered.get(node) if node not in ruled_out else None
+        lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
     if verbose:
         for cs in decision.scores:
             lines.extend(

@@ -42,6 +42,10 @@ class FilterOutcome:
     error: str = ""
     decision: Decision | None = None
     gpu: bool = True  # False: not a GPU pod, passed through untouched
+    # Why each rejected unregistered node is not registered. Not on the wire (HAMi's reason
+    # is exactly `node unregistered`, and kube-scheduler copies it into FailedScheduling);
+    # for the pod's Events and the logs.
+    unregistered: Mapping[str, str] = field(default_factory=dict)
 
 
 class Placement:
@@ -90,16 +94,15 @@ class Placement:
         if asked is None:
             return FilterOutcome(ref, node_names=list(node_names), gpu=False)
         decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
-        failed = {
-            name: (
-                f"{reasons.NODE_UNREGISTERED}: {self.cache.unregistered[name]}"
-                if reason == reasons.NODE_UNREGISTERED and name in self.cache.unregistered
-                else reason
-            )
-            for name, reason in decision.failed.items()
-        }
         if decision.node is None or decision.devices is None:
-            return FilterOutcome(ref, failed=failed, decision=decision)
+            why = {
+                name: self.cache.unregistered.get(
+                    name, "the scheduler's cache has no node of that name"
+                )
+                for name, reason in decision.failed.items()
+                if reason == reasons.NODE_UNREGISTERED
+            }
+            return FilterOutcome(ref, failed=decision.failed, decision=decision, unregistered=why)
         self.cache.reserve(
             ref.uid,
             ref.namespace,

@@ -105,3 +105,45 @@ def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
         "hami.io/vgpu-devices-allocated"
     ]
     assert allocated.startswith("GPU-bind-locked-")
+
+
+def test_pod_with_zero_gpus_and_a_gpumem_is_bound_like_hami_binds_it(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    # Templated charts write `nvidia.com/gpu: 0` beside a gpumem. The webhook claims the pod
+    # (the count is there), filter passes every node (no card is asked for), and HAMi's bind
+    # binds it with no lock and no allocation; ours used to refuse it at bind forever.
+    node = t4_node("bind-zero")
+    nodesim(node)
+    manifest = POD.format(name="zero").replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0")
+    kube.apply(manifest, namespace)
+    wait_for(
+        lambda: kube.pod(namespace, "zero")["spec"].get("nodeName"), timeout=60, what="a Binding"
+    )
+    pod = kube.pod(namespace, "zero")
+    assert pod["spec"]["nodeName"] == node.name
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert not any(k.startswith("hami.io/") for k in pod["metadata"].get("annotations") or {})
+    assert "hami.io/mutex.lock" not in (
+        kube.get("node", node.name)["metadata"].get("annotations") or {}
+    )
+    kube.wait_ready(namespace, ["zero"])
+
+
+def test_gpu_less_container_keeps_its_empty_entry_and_the_pod_starts(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    # HAMi's device plugin names the container of the n-th allocation entry by position, so a
+    # GPU-less container before the GPU one keeps an empty entry; the simulated plugin, like
+    # the real one, hands the first entry with cards to the first Allocate.
+    node = t4_node("bind-sidecar")
+    nodesim(node)
+    manifest = POD.format(name="sidecar").replace(
+        "  containers:\n", "  containers:\n  - name: log\n    image: busybox\n"
+    )
+    kube.apply(manifest, namespace)
+    kube.wait_ready(namespace, ["sidecar"])
+    annotations = kube.pod(namespace, "sidecar")["metadata"]["annotations"]
+    allocated = annotations["hami.io/vgpu-devices-allocated"]
+    assert allocated.startswith(";GPU-bind-sidecar-") and allocated.endswith(",NVIDIA,1000,0:;")
+    assert annotations["hami.io/bind-phase"] == "success"

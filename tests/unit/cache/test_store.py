@@ -2,6 +2,8 @@
 
 from typing import Any
 
+import pytest
+
 from hami.cache.store import ClusterCache
 from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_node_devices
@@ -322,3 +324,37 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
     assert not cache.handshake("g") and cache.handshake("n")
     cache.upsert_node({**gke, "status": {"allocatable": {"nvidia.com/gpu": "0"}}})
     assert "g" not in cache.view and "allocatable nvidia.com/gpu is 0" in cache.unregistered["g"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "no_gpu"),
+    [
+        ({"nvidia.com/gpu": 0, "nvidia.com/gpumem": 1000}, True),  # bound without an allocation
+        ({"nvidia.com/gpu": "0", "nvidia.com/gpucores": 30}, True),
+        ({"cpu": 1}, True),
+        ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, False),  # needs its reservation
+        ({"nvidia.com/gpu": 65}, False),  # over the cap: refused, never bound bare
+    ],
+)
+def test_which_pods_bind_without_an_allocation(limits: dict[str, Any], no_gpu: bool) -> None:
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
+    assert ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(pod) is no_gpu
+
+
+def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> None:
+    # A pod placed by HAMi v2.10 before the switch: a GPU-less init container, two app
+    # containers on one card. HAMi leaves the init container's entry out; read by position
+    # that would make the first app container an init one (one slot, 1000 MiB instead of 2).
+    spec = {
+        "initContainers": [{"name": "setup"}],
+        "containers": [
+            {"name": n, "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}}
+            for n in ("a", "b")
+        ],
+    }
+    hami_v210 = "GPU-0,NVIDIA,1000,0:;" * 2
+    for written in (hami_v210, ";" + hami_v210):  # theirs, ours
+        cache = ClusterCache(Clock())
+        cache.replace_nodes([node()])
+        cache.upsert_pod(forged("p", written, **spec))
+        assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written

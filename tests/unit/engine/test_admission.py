@@ -83,6 +83,11 @@ def test_default_scheduler_kept_without_force_overwrite() -> None:
             "container main: nvidia.com/gpumem",
         ),
         (pod({"nvidia.com/gpu": "half"}), "container main: nvidia.com/gpu"),
+        (
+            pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "2G"}),
+            "nvidia.com/gpumem '2G' is 1907.35 MiB, not a whole number of MiB: write the MiB "
+            "without a suffix (e.g. 1907), or use Mi or Gi",
+        ),
     ],
 )
 def test_denials(p: dict[str, Any], message: str) -> None:

@@ -9,7 +9,8 @@ from hami.engine.codec import (
     encode_node_lock,
     encode_pod_devices,
 )
-from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodDevices, PodRequest
+from hami.engine.vetting import per_container
 
 D = ContainerDevice
 
@@ -101,3 +102,40 @@ def test_node_lock_value() -> None:
     assert decode_node_lock("2026-08-21T10:00:00Z") == (when, None, None)
     with pytest.raises(CodecError):
         decode_node_lock("yesterday,default,pod")
+
+
+A1 = ContainerDevice("GPU-a", 1000, 0)
+B2 = ContainerDevice("GPU-b", 2000, 30)
+GPU = ContainerRequest(1, 1000)
+
+
+def _pod(*shape: str) -> PodRequest:
+    """`i`/`I`: init container without/with a GPU; `c`/`C`: app container without/with."""
+    init = tuple(GPU if s == "I" else None for s in shape if s in "iI")
+    app = tuple(GPU if s == "C" else None for s in shape if s in "cC")
+    return PodRequest(init=init, app=app)
+
+
+# HAMi's device plugin gives the n-th entry to the n-th container (init first) when it names
+# the container (cache folder, CUDA_DISABLE_CONTROL check), so the entry of a GPU-less container
+# must be there, empty: that is what we write. HAMi v2.10's scheduler leaves it out; both forms
+# are read back one entry per container.
+@pytest.mark.parametrize(
+    ("shape", "devices", "written", "hami_v210"),
+    [
+        ("C", ((A1,),), "GPU-a,NVIDIA,1000,0:;", "GPU-a,NVIDIA,1000,0:;"),
+        ("cC", ((), (A1,)), ";GPU-a,NVIDIA,1000,0:;", "GPU-a,NVIDIA,1000,0:;"),
+        ("Cc", ((A1,), ()), "GPU-a,NVIDIA,1000,0:;;", "GPU-a,NVIDIA,1000,0:;"),
+        ("iCC", ((), (A1,), (B2,)), ";GPU-a,NVIDIA,1000,0:;GPU-b,NVIDIA,2000,30:;", None),
+        ("IcC", ((A1,), (), (B2,)), "GPU-a,NVIDIA,1000,0:;;GPU-b,NVIDIA,2000,30:;", None),
+    ],
+)
+def test_gpu_less_containers_keep_their_place(
+    shape: str, devices: PodDevices, written: str, hami_v210: str | None
+) -> None:
+    assert encode_pod_devices(devices) == written
+    assert per_container(decode_pod_devices(written), _pod(*shape)) == devices
+    omitted = hami_v210 or "".join(
+        encode_pod_devices((d,)) for d in devices if d
+    )  # HAMi v2.10 writes only the entries with cards
+    assert per_container(decode_pod_devices(omitted), _pod(*shape)) == devices

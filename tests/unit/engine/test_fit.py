@@ -204,3 +204,46 @@ def test_remembered_fits_never_outlive_the_node_state() -> None:
     assert schedule(cluster, one(), opts) == first  # type: ignore[arg-type]  # remembered
     busy = lab_node({D: BUSY})  # a new state, as the cache builds on every usage change
     assert schedule(busy, one(), opts).allocation == f"{C},NVIDIA,1000,0:;"  # type: ignore[arg-type]
+
+
+def two(mem: int = 1000, cores: int = 0) -> PodRequest:
+    c = ContainerRequest(1, mem, 101, cores)
+    return PodRequest(app=(c, c))
+
+
+# Two app containers of 1 card each. HAMi sorts the same card list in place for each container,
+# with no index key in a single policy's comparator and a stable sort (Go's insertion sort for
+# up to 12 cards): a card that ties with others after the first container took it keeps its
+# place at the tail and is taken again. Chains end on the index, so they never carry order.
+@pytest.mark.parametrize(
+    ("usage", "policy", "expected"),
+    [
+        # A idle, B holds 1000 MiB: the first container takes A; then A and B tie (1.651042),
+        # A stays last and takes the second container too (the side-by-side case).
+        pytest.param({B: BUSY, C: Usage(2, 2000, 0), D: Usage(2, 2000, 0)}, "spread", (A, A)),
+        pytest.param({B: BUSY, C: BUSY, D: BUSY}, "spread", (A, A), id="spread-three-tied"),
+        # Nothing ties: the second container moves to the next idle card.
+        pytest.param({C: BUSY, D: BUSY}, "spread", (B, A), id="spread-two-idle"),
+        # binpack takes the busiest card; it only gets busier.
+        pytest.param({B: BUSY}, "binpack", (B, B), id="binpack"),
+        # A chain's last key is the index: after the first container, B ties with A on every
+        # key and wins on its index, as in HAMi.
+        pytest.param({B: BUSY, C: Usage(2, 2000, 0), D: Usage(2, 2000, 0)}, "spread,numa", (A, B)),
+    ],
+)
+def test_second_container_keeps_the_order_the_first_left(
+    usage: dict[str, Usage], policy: str, expected: tuple[str, str]
+) -> None:
+    d = schedule(lab_node(usage), two(), pod_options({"hami.io/gpu-scheduler-policy": policy}))  # type: ignore[arg-type]
+    assert d.devices is not None
+    assert tuple(c[0].uuid for c in d.devices) == expected
+
+
+def test_init_containers_each_sort_a_fresh_copy() -> None:
+    # HAMi sorts a copy of the node's list for every init container: nothing carries over, and
+    # the init container does not count against the app container either.
+    c = ContainerRequest(1, 1000, 101, 0)
+    pod = PodRequest(init=(c,), app=(c,))
+    d = schedule(lab_node({B: BUSY, C: BUSY, D: BUSY}), pod, pod_options({}))  # type: ignore[arg-type]
+    assert d.devices is not None
+    assert [x[0].uuid for x in d.devices] == [A, A]

@@ -4,6 +4,7 @@ import pytest
 
 from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest
 from hami.engine.requests import (
+    INT32_MAX,
     MAX_CONTAINERS,
     MAX_GPUS_PER_CONTAINER,
     LimitError,
@@ -66,6 +67,45 @@ def c(
 )
 def test_container_requests(container: dict[str, Any], expected: ContainerRequest | None) -> None:
     assert container_request(container, DEF) == expected
+
+
+@pytest.mark.parametrize(
+    ("gpumem", "mib"),
+    [
+        (3000, 3000),  # HAMi's unit: MiB
+        ("3000", 3000),
+        ("3k", 3000),  # how kube-apiserver stores 3000: still MiB
+        ("1e3", 1000),
+        ("1Gi", 1024),  # a byte suffix: the bytes it says, in MiB
+        ("1000Mi", 1000),
+        ("2048Ki", 2),
+        ("1.5Gi", 1536),
+        ("2G", None),  # 1907.35 MiB: refused, naming the fix
+        ("1M", None),
+        ("1G", None),
+        ("4194304000", 4194304000),  # no suffix: MiB, then refused as out of range below
+    ],
+)
+def test_gpumem_with_a_byte_suffix_is_bytes(gpumem: object, mib: int | None) -> None:
+    container = c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": gpumem})
+    if mib is None:
+        with pytest.raises(RequestError, match=r"not a whole number of MiB: write the MiB"):
+            container_request(container, DEF, strict=True)
+        assert container_request(container, DEF) is None  # lenient, as HAMi: no request
+    elif mib > INT32_MAX:
+        with pytest.raises(RequestError, match="out of range"):
+            container_request(container, DEF, strict=True)
+    else:
+        assert container_request(container, DEF, strict=True) == ContainerRequest(
+            1, mib, PERCENTAGE_UNSET, 0
+        )
+
+
+def test_memory_factor_applies_to_mib_not_to_bytes() -> None:
+    d = ResourceDefaults(memory_factor=2)
+    for gpumem, mib in ((1000, 2000), ("1Gi", 1024)):
+        got = container_request(c({"nvidia.com/gpu": 1, "nvidia.com/gpumem": gpumem}), d)
+        assert got == ContainerRequest(1, mib, PERCENTAGE_UNSET, 0)
 
 
 def test_default_memory_and_cores_apply_to_bare_requests() -> None:
