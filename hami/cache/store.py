@@ -184,10 +184,23 @@ class ClusterCache:
         self._account(alloc.node, alloc.namespace, usage, +1)
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
-        """True for a pod whose containers ask for no card (`nvidia.com/gpu: 0` with gpumem
-        included): HAMi lets such a pod through filter and bind without an allocation."""
+        """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
+        beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and
+        bind without one. A pod that names no GPU resource is never sent to the extender, and
+        one carrying an allocation that did not add up is no decision of ours."""
+        if pod_allocation(pod) is not None:
+            return False
+        spec = pod.get("spec") or {}
+        n = self._resources.names
+        ours = (n.gpu, n.memory, n.memory_percentage, n.cores)
+        named = any(
+            name in ((c.get("resources") or {}).get(section) or {})
+            for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+            for section in ("limits", "requests")
+            for name in ours
+        )
         try:
-            return not pod_request(pod.get("spec") or {}, self._resources).wants_gpu
+            return named and not pod_request(spec, self._resources).wants_gpu
         except RequestError:
             return False
 

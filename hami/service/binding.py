@@ -135,19 +135,27 @@ class Binder:
         if plan is None:
             log.info("pod already bound to this node", extra=ctx)
             return
-        # The allocation is written while the node lock is taken (or waited for): both must be
-        # in place before the Binding, neither depends on the other, and the device plugin only
-        # looks for pods bound to its node. A bind then holds the lock for the Binding alone.
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
         handshake = self.cache.handshake(node)
         phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
         unix = int(self.now().timestamp())
-        steps: list[asyncio.Future[Any]] = []
-        # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
-        if plan.devices:
-            steps.append(
-                asyncio.ensure_future(
+        needs_lock = handshake and any(plan.devices[plan.n_init :])
+        # A lock another pod holds is waited for before anything is written, so that a waiting
+        # pod claims nothing in the API. A free one (as the watch shows it) is taken while the
+        # allocation is written: both must be in place before the Binding, neither depends on
+        # the other, and the device plugin only looks at pods bound to its node.
+        wait_first = needs_lock and self.locks.value(node) is not None
+        locked = writing = False
+        try:
+            if wait_first:
+                await self._lock(node, namespace, name)
+                locked = True
+            writes: dict[str, asyncio.Future[Any]] = {}
+            # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
+            if plan.devices:
+                writing = True
+                writes["allocation"] = asyncio.ensure_future(
                     self.kube.patch_pod_metadata(
                         namespace,
                         name,
@@ -155,26 +163,23 @@ class Binder:
                         allocation_labels(node),
                     )
                 )
-            )
-        if handshake and any(plan.devices[plan.n_init :]):
-            steps.append(asyncio.ensure_future(self._lock(node, namespace, name)))
-        # On failure the allocation is undone whether or not its write finished (one cut short
-        # may still have landed), the lock unless taking it failed; neither undo touches what
-        # this bind did not write.
-        locked = False
-        try:
+            if needs_lock and not wait_first:
+                writes["lock"] = asyncio.ensure_future(self._lock(node, namespace, name))
             try:
-                await asyncio.gather(*steps)
+                await asyncio.gather(*writes.values())
             finally:
-                for step in steps:
-                    step.cancel()
-                await asyncio.gather(*steps, return_exceptions=True)
-                locked = len(steps) > 1 and (steps[1].cancelled() or not steps[1].exception())
+                for write in writes.values():
+                    write.cancel()
+                await asyncio.gather(*writes.values(), return_exceptions=True)
+                lock = writes.get("lock")
+                if lock is not None:
+                    # A write cut short may still have landed; a refused one did not.
+                    locked = lock.cancelled() or lock.exception() is None
             if self.before_binding is not None and plan.devices:
                 await self.before_binding(namespace, name, uid, plan.devices)
             await self.kube.bind_pod(namespace, name, uid, node)
         except (KubeError, BindError, OSError, asyncio.CancelledError) as e:
-            await self._rollback(namespace, name, uid, node, locked)
+            await self._rollback(namespace, name, uid, node, locked, writing)
             message = f"bind {namespace}/{name} to {node} failed: {e}"
             log.warning("bind failed", extra={**ctx, "error": str(e)})
             self.events.record(ref, "Warning", "BindingFailed", message)
@@ -246,13 +251,18 @@ class Binder:
         finally:
             queue.release()
 
-    async def _rollback(self, namespace: str, name: str, uid: str, node: str, locked: bool) -> None:
+    async def _rollback(
+        self, namespace: str, name: str, uid: str, node: str, locked: bool, written: bool
+    ) -> None:
+        """Undo the lock and (`written`: its write was started, finished or not) the allocation;
+        neither undo touches what this bind did not write."""
         self.cache.forget(uid)
         try:
-            keys = allocation_annotations(node, (), 0)
-            await self.kube.patch_pod_metadata(
-                namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
-            )
+            if written:
+                keys = allocation_annotations(node, (), 0)
+                await self.kube.patch_pod_metadata(
+                    namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
+                )
             if locked:
                 await release_node(self.kube, node, namespace, name)
         except KubeError as e:

@@ -331,7 +331,7 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
     [
         ({"nvidia.com/gpu": 0, "nvidia.com/gpumem": 1000}, True),  # bound without an allocation
         ({"nvidia.com/gpu": "0", "nvidia.com/gpucores": 30}, True),
-        ({"cpu": 1}, True),
+        ({"cpu": 1}, False),  # never sent to the extender: a caller that is not kube-scheduler
         ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, False),  # needs its reservation
         ({"nvidia.com/gpu": 65}, False),  # over the cap: refused, never bound bare
     ],
@@ -339,6 +339,9 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
 def test_which_pods_bind_without_an_allocation(limits: dict[str, Any], no_gpu: bool) -> None:
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
     assert ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(pod) is no_gpu
+    claim = ((ContainerDevice("GPU-x", 1000, 0),),)
+    forged = {**pod, "metadata": {"annotations": allocation_annotations("n", claim, 0)}}
+    assert not ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(forged)
 
 
 def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> None:
