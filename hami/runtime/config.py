@@ -46,7 +46,7 @@ class Settings:
     default_gpu_num: int = 1
     memory_factor: int = 1
     node_lock_expiry_seconds: float = 300.0
-    node_lock_wait_seconds: float = 10.0
+    node_lock_wait_seconds: float = 20.0
     reservation_ttl_seconds: float = 120.0
     requeue_rate: float = 100.0
     preemption: bool = False

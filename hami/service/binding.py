@@ -54,7 +54,7 @@ class Binder:
         now: Callable[[], datetime],
         locks: LockWatch,
         lock_expiry: timedelta = timedelta(minutes=5),
-        lock_wait: float = 10.0,
+        lock_wait: float = 20.0,
         before_binding: BeforeBinding | None = None,
     ) -> None:
         self.kube = kube

@@ -470,7 +470,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--default-gpu-num=1",
         "--memory-factor=1",
         "--node-lock-expiry-seconds=300",
-        "--node-lock-wait-seconds=10",
+        "--node-lock-wait-seconds=20",
         "--legacy-metrics=false",
         "--preemption=false",
         "--preemption-hold-seconds=60",
