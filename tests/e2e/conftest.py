@@ -4,6 +4,7 @@
 * ``kube``: kubectl as cluster admin plus query helpers (:class:`tests.e2e.kube.Kube`).
 * ``namespace``: a fresh namespace; its pods are force-deleted afterwards so that the next
   test's placements are not influenced by this test's GPU usage.
+* ``node_tier``: the node tier (a real kubelet and the chart; ``HAMI_NODE_TIER=1``).
 * ``nodesim``: ``nodesim(node, ...)`` registers fake GPU nodes and simulates their kubelet and
   device plugin; the nodes are deleted afterwards, so tests may reuse node names.
 
@@ -20,7 +21,17 @@ import pytest
 
 from .cluster import ControlPlane, NodeSim, ensure_binaries
 from .kube import Kube
-from .nodespec import NodeSpec
+from .nodespec import NodeSpec, t4_node
+from .nodetier.cluster import NodeCluster, node_cluster
+
+# Lab 14's node and cards (examples/lab14/scenario.yaml).
+LAB14_NODE = "gke-hami-policy-lab-default-pool-0c191cbd-fnwq"
+LAB14_UUIDS = (
+    "GPU-77b9c63c-e3cb-8207-c355-5f65d684d2d8",
+    "GPU-f147e096-f059-d618-77b4-890c70ef7468",
+    "GPU-66116373-061e-a66b-28a3-c60c4877e16e",
+    "GPU-3c5f3637-e911-b226-7a4c-52da87c38aff",
+)
 
 _CONTROL_PLANE = pytest.StashKey[ControlPlane]()
 
@@ -102,3 +113,10 @@ def pytest_runtest_makereport(
     if report.failed and plane is not None:
         report.sections.append(("e2e control plane", plane.failure_report()))
     return report
+
+
+@pytest.fixture(scope="session")
+def node_tier() -> Iterator[NodeCluster]:
+    """The node tier (HAMI_NODE_TIER=1): one real node with Lab 14's four fake T4s."""
+    with node_cluster(t4_node(LAB14_NODE, LAB14_UUIDS)) as cluster:
+        yield cluster

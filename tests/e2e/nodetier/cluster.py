@@ -1,0 +1,100 @@
+"""The node tier as one context manager: images, network namespace, control plane, node and
+the fake device plugin."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import netns
+from tests.e2e.cluster import REPO_ROOT, ensure_binaries
+from tests.e2e.fake_device_plugin import READY_MARKER, compile_api
+from tests.e2e.kube import wait_for
+from tests.e2e.nodespec import GPU_RESOURCE, NodeSpec, dump_specs
+from tests.e2e.nodetier import images
+from tests.e2e.nodetier.node import Node
+from tests.e2e.nodetier.plane import NodeControlPlane
+
+ENABLE = "HAMI_NODE_TIER"
+K8SBINS = REPO_ROOT / "tests" / "e2e" / "k8sbins"
+# The lab's pods mount the GKE driver's lib64 from the node (hostPath, type Directory), and the
+# webhook's gke driver profile injects the same folder: it must exist on this machine.
+GKE_DRIVER_LIB = Path("/home/kubernetes/bin/nvidia/lib64")
+
+
+@dataclass
+class NodeCluster:
+    plane: NodeControlPlane
+    node: Node
+    spec: NodeSpec
+
+
+@contextlib.contextmanager
+def node_cluster(spec: NodeSpec) -> Iterator[NodeCluster]:
+    """Build the images, then start everything inside a fresh network namespace."""
+    if os.environ.get(ENABLE) != "1":
+        pytest.skip(f"node tier off: set {ENABLE}=1 (needs root; scripts/check installs the rest)")
+    if os.geteuid() != 0:
+        pytest.fail(f"{ENABLE}=1 but not root: containerd and the kubelet need root", pytrace=False)
+    bin_dir = ensure_binaries()
+    archives = images.build(bin_dir)
+    with _host_folder(GKE_DRIVER_LIB), netns.private_network():
+        plane = NodeControlPlane(bin_dir)
+        with plane:
+            node = Node(plane, spec.name)
+            try:
+                begin = time.monotonic()
+                node.start(archives)
+                plane.timings["node"] = round(time.monotonic() - begin, 2)
+                _start_device_plugin(plane, node, spec)
+                yield NodeCluster(plane, node, spec)
+            finally:
+                node.close()
+
+
+def _start_device_plugin(plane: NodeControlPlane, node: Node, spec: NodeSpec) -> None:
+    proto = compile_api(K8SBINS, node.scratch / "device-plugin-api")
+    spec_file = plane.run_dir / "device-plugin.json"
+    spec_file.write_text(dump_specs([spec]))
+    argv = [
+        *(sys.executable, "-m", "tests.e2e.fake_device_plugin"),
+        *("--kubeconfig", str(plane.device_plugin_kubeconfig)),
+        *("--spec", str(spec_file), "--plugin-dir", str(node.device_plugins)),
+        *("--proto", str(proto), "--host-files", str(node.dir / "vgpu")),
+    ]
+    process = node.spawn("fake-device-plugin", argv, cwd=REPO_ROOT)
+
+    def registered() -> bool:
+        if not process.alive():
+            raise process.fail("before registering")
+        return READY_MARKER in process.log.read_text(errors="replace")
+
+    wait_for(registered, timeout=60, what="the fake device plugin to register")
+    jsonpath = "jsonpath={.status.allocatable.nvidia\\.com/gpu}"
+    wait_for(
+        lambda: (
+            plane.kubectl("get", "node", spec.name, "-o", jsonpath).stdout == str(spec.gpu_capacity)
+        ),
+        timeout=60,
+        what=f"the kubelet to report {spec.gpu_capacity} {GPU_RESOURCE}",
+    )
+
+
+@contextlib.contextmanager
+def _host_folder(path: Path) -> Iterator[None]:
+    """Create ``path`` for the run and remove what was created, however the run ends."""
+    created = [p for p in [path, *path.parents] if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    finally:
+        for folder in created:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
