@@ -77,11 +77,14 @@ def test_lab14_replay_with_restart(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
     nodesim(t4_node(NODE, UUIDS))
-    replay(control_plane, kube, namespace, apply)
+    replay(kube, namespace, apply, control_plane.restart_app, control_plane.app_log.read_text)
 
 
-def replay(control_plane: ControlPlane, kube: Kube, ns: str, apply: Apply) -> None:
-    """Steps 4 to 8; `apply` puts one of the lab's files into the cluster."""
+def replay(
+    kube: Kube, ns: str, apply: Apply, restart: Callable[[], None], app_log: Callable[[], str]
+) -> None:
+    """Steps 4 to 8; `apply` puts one of the lab's files into the cluster, `restart` restarts
+    the scheduler halfway through Step 7, `app_log` is the log of the one that placed the pods."""
 
     # Step 4: default spread.
     apply(kube, ns, "01-spread-pods.yaml")
@@ -144,7 +147,7 @@ def replay(control_plane: ControlPlane, kube: Kube, ns: str, apply: Apply) -> No
     wait_ready(kube, ns, "policy-tenant")
 
     # A restart in the middle: the tenant's card must still count as used.
-    control_plane.restart_app()
+    restart()
 
     apply(kube, ns, "06-composed-pods.yaml")
     wait_ready(kube, ns, "policy-combined-a", "policy-combined-b")
@@ -153,7 +156,6 @@ def replay(control_plane: ControlPlane, kube: Kube, ns: str, apply: Apply) -> No
     assert lab_card(kube, ns) == STEP_7
 
     # Step 8: the binpack-solo pass logged the write-up's scores.
-    log = control_plane.app_log.read_text()
-    lines = [line for line in log.splitlines() if "computer score" in line]
+    lines = [line for line in app_log().splitlines() if "computer score" in line]
     last_four = "".join(orjson.loads(line)["msg"] + "\n" for line in lines[-4:])
     assert last_four == STEP_8_SCORES

@@ -109,6 +109,8 @@ class Node:
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": POD_CIDR, "gateway": GATEWAY}]],
+                        # Pods reach Services (the API server's included) through the gateway.
+                        "routes": [{"dst": "0.0.0.0/0"}],
                         "dataDir": str(self.dir / "cni-ipam"),
                     },
                 }
@@ -250,6 +252,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         for folder, before in self._before.items():
             for name in set(_names(folder)) - (before or set()):
                 path = folder / name
+                if folder.name == "pods":  # keep the containers' logs with the run
+                    _keep_going(
+                        errors,
+                        functools.partial(shutil.copytree, path, self.dir / "pod-logs" / name),
+                    )
                 if folder.name == "netns":
                     subprocess.run(["umount", str(path)], check=False, capture_output=True)
                 _keep_going(errors, functools.partial(_remove, path))
