@@ -110,7 +110,7 @@ def scheduler_logs(kube: Kube) -> str:
 
 def delete_leader(kube: Kube) -> None:
     """Take the leading scheduler pod away: the other replica must take over the Lease."""
-    lease = kube.get("lease", RELEASE + "-scheduler", NAMESPACE)
+    lease = kube.get("lease", "hami-scheduler", NAMESPACE)  # scheduler.leaseName
     holder = lease["spec"]["holderIdentity"].split("_")[0]
     kube("delete", "pod", "-n", NAMESPACE, holder, "--wait=false")
 
@@ -127,6 +127,20 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Kube) -> None
     webhook = kube.get("mutatingwebhookconfiguration", f"{RELEASE}-webhook")["webhooks"][0]
     assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == ca
     assert webhook["clientConfig"]["service"]["name"] == DEPLOYMENT
+    # kube-apiserver reaches the webhook through that Service (kube-proxy's rules): a GPU pod
+    # comes back mutated.
+    gpu_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    created = kube("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(gpu_pod))
+    assert json.loads(created.stdout)["spec"]["schedulerName"] == "hami-scheduler"
 
 
 def test_lab14_steps_4_to_8_on_a_real_node(chart: Kube) -> None:
