@@ -52,7 +52,9 @@ def test_inject_driver_libraries_for_lab14_without_hand_written_mounts(
     def apply(kube: Kube, ns: str, name: str) -> None:
         kube("apply", "-n", ns, "-f", "-", stdin=without_driver_plumbing(EXAMPLES / name))
 
-    replay(kube, namespace, apply, control_plane.restart_app, control_plane.app_log.read_text)
+    replay(
+        kube, namespace, apply, control_plane.restart_app, lambda: control_plane.app_log.read_text()
+    )
 
     # The stored pods carry what the lab's manifests carried by hand.
     pod = kube.pod(namespace, "policy-binpack-solo")

@@ -77,7 +77,9 @@ def test_lab14_replay_with_restart(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
     nodesim(t4_node(NODE, UUIDS))
-    replay(kube, namespace, apply, control_plane.restart_app, control_plane.app_log.read_text)
+    replay(
+        kube, namespace, apply, control_plane.restart_app, lambda: control_plane.app_log.read_text()
+    )
 
 
 def replay(
