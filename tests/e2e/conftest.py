@@ -116,7 +116,11 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture(scope="session")
-def node_tier() -> Iterator[NodeCluster]:
+def node_tier(pytestconfig: pytest.Config) -> Iterator[NodeCluster]:
     """The node tier (HAMI_NODE_TIER=1): one real node with Lab 14's four fake T4s."""
     with node_cluster(t4_node(LAB14_NODE, LAB14_UUIDS)) as cluster:
-        yield cluster
+        pytestconfig.stash[_CONTROL_PLANE] = cluster.plane  # log tails in failure reports
+        try:
+            yield cluster
+        finally:
+            del pytestconfig.stash[_CONTROL_PLANE]

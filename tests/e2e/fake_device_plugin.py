@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,7 @@ def compile_api(k8sbins: Path, out: Path) -> Path:
         text=True,
         check=True,
         timeout=120,
-        env={**__import__("os").environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
+        env={**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
     ).stdout.strip()
     proto = Path(module) / "pkg" / "apis" / "deviceplugin" / "v1beta1"
     out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,9 @@ save() {
     "${buildah[@]}" bud --isolation chroot --layers=false "$@" -t "$ref" "$context" >&2
     "${buildah[@]}" push "$ref" "docker-archive:$work/image.tar:$ref" >&2
     mv "$work/image.tar" "$archive"
+    # Keep one build per image: older archives and the untagged images they came from go.
+    find "$cache" -maxdepth 1 -name "$name-*.tar" ! -name "$name-$key.tar" -delete
+    "${buildah[@]}" rmi --prune >/dev/null 2>&1 || true
     echo "built $ref in $(( $(date +%s) - start ))s" >&2
   fi
   echo "$archive"

@@ -89,9 +89,9 @@ class Node:
 
     def spawn(self, name: str, argv: list[str], cwd: Path | None = None) -> Process:
         """Start a process that belongs to the node: stopped before its containers go."""
+        # Also in the plane's list, for its failure report; Node.close stops it first.
         process = self.plane._spawn(name, argv, cwd=cwd)
         self._processes.append(process)
-        self.plane._processes.remove(process)  # stopped here, before the API server goes
         return process
 
     def _start_containerd(self) -> None:
