@@ -17,7 +17,9 @@ exec 9>"$cache/.lock"
 flock 9
 work=$(mktemp -d "$cache/.work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-hash() { sha256sum "$@" | sha256sum | cut -c1-16; }
+hash() { sha256sum | cut -c1-16; }
+# A folder's key: its files' names and contents, not where the scratch folder happens to be.
+hash_dir() { (cd "$1" && sha256sum -- * | hash); }
 
 # save NAME KEY REF CONTEXT [bud args...]: build CONTEXT once per KEY, print the archive.
 save() {
@@ -56,6 +58,8 @@ if ! "${buildah[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
   "${buildah[@]}" bud --isolation chroot -t "$base_ref" -f "$work/Containerfile" "$work" >&2
   rm -f "$work/rootfs.tar"
   echo "built $base_ref in $(( $(date +%s) - start ))s" >&2
+  "${buildah[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/hami-e2e-base:' |
+    grep -v ":$base_key\$" | xargs -r "${buildah[@]}" rmi >/dev/null || true
 fi
 
 # hami-py: the README's command, on that base.
@@ -68,10 +72,10 @@ mkdir -p "$work/scheduler" "$work/busybox"
 cp "$bin_dir/kube-scheduler" "$work/scheduler/"
 printf 'FROM scratch\nCOPY kube-scheduler /usr/local/bin/kube-scheduler\nENV PATH=/usr/local/bin\nUSER 65532:65532\n' \
   > "$work/scheduler/Containerfile"
-save kube-scheduler "$(hash "$work/scheduler/"*)" registry.k8s.io/kube-scheduler:v1.35.4 "$work/scheduler"
+save kube-scheduler "$(hash_dir "$work/scheduler")" registry.k8s.io/kube-scheduler:v1.35.4 "$work/scheduler"
 cp /bin/busybox "$work/busybox/"
 printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nENV PATH=/bin\nCMD ["sleep", "infinity"]\n' \
   > "$work/busybox/Containerfile"
-busybox_key=$(hash "$work/busybox/"*)
+busybox_key=$(hash_dir "$work/busybox")
 save pause "$busybox_key" localhost/hami-e2e-pause:1 "$work/busybox"
 save workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04 "$work/busybox"
