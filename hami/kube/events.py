@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from hami.kube.client import Kube, Obj
+from hami.kube.calls import Obj
+from hami.kube.client import Kube
 from hami.kube.errors import NotFound
 from hami.kube.lifecycle import run_until
 

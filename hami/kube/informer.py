@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hami.kube.client import Kube, Obj, Resource
+from hami.kube.calls import Obj
+from hami.kube.client import Kube
 from hami.kube.errors import Gone, KubeError, Unavailable
 from hami.kube.lifecycle import run_until
+from hami.kube.listwatch import Resource
 
 log = logging.getLogger(__name__)
 

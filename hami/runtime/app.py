@@ -21,7 +21,8 @@ from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
-from hami.kube.client import Kube, connect
+from hami.kube.client import Kube
+from hami.kube.connect import connect
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower

@@ -8,7 +8,8 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
-from hami.kube.client import Kube, connect
+from hami.kube.client import Kube
+from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.logs import one_line
 from hami.service.explain import explain

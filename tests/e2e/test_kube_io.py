@@ -15,7 +15,9 @@ import orjson
 import pytest
 
 from hami.engine.names import NODE_LOCK
-from hami.kube.client import Kube, Obj, connect
+from hami.kube.calls import Obj
+from hami.kube.client import Kube
+from hami.kube.connect import connect
 from hami.kube.errors import Conflict, NotFound
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer

@@ -24,9 +24,11 @@ from pytest_aiohttp import AiohttpServer
 
 from certs.selfsigned import issue_ca, issue_client, issue_serving
 from hami.cache.store import ClusterCache
-from hami.kube.client import LIST_PAGE, Kube, connect
+from hami.kube.client import Kube
+from hami.kube.connect import connect
 from hami.kube.errors import Unavailable
 from hami.kube.informer import Informer
+from hami.kube.listwatch import LIST_PAGE
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Serve = Callable[[dict[str, Handler]], Awaitable[Kube]]

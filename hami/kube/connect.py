@@ -1,0 +1,67 @@
+"""An API client from a kubeconfig or the in-cluster service account."""
+
+import os
+from pathlib import Path
+
+import yaml
+from kubernetes_asyncio import config
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from hami.kube.errors import BadKubeconfig
+from hami.kube.session import use_own_session
+
+USER_AGENT = "hami-scheduler/0.1 (python)"
+
+
+async def connect(kubeconfig: str | None) -> ApiClient:
+    """A client on its own Configuration, so nothing leaks through the library's global default.
+
+    Order: the given kubeconfig file, then the in-cluster service account, then
+    $KUBECONFIG or ~/.kube/config.
+    """
+    cfg = Configuration()
+    source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if not in_cluster and os.pathsep not in source:
+        _check_kubeconfig(source)
+    try:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            source = "in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(client_configuration=cfg)
+    except Exception as e:
+        # The library fails in many ways on a bad file (its own ConfigException, OSError, YAML
+        # errors, TypeError on a file that is YAML but not a mapping): all mean the same here.
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise BadKubeconfig(
+            f"kubeconfig {source}: {why} (give a readable kubeconfig with --kubeconfig)"
+        ) from e
+    api = ApiClient(cfg)
+    api.user_agent = USER_AGENT
+    await use_own_session(api)
+    return api
+
+
+def _check_kubeconfig(path: str) -> None:
+    """Say plainly what is wrong with a kubeconfig file; the library's own errors for a missing
+    file or one that is not a mapping are about keys it did not find."""
+    where = os.path.expanduser(path)
+    try:
+        text = Path(where).read_text()
+    except OSError as e:
+        raise BadKubeconfig(
+            f"kubeconfig {path}: cannot read it: {e.strerror or e} "
+            "(give a readable kubeconfig with --kubeconfig)"
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise BadKubeconfig(f"kubeconfig {path} is not YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(doc, dict):
+        raise BadKubeconfig(
+            f"kubeconfig {path} is not a kubeconfig: expected a mapping with clusters, users and "
+            "contexts"
+        )

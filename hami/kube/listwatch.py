@@ -1,0 +1,133 @@
+"""Paged LISTs and WATCH streams of the few resources the informers follow."""
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+
+from hami.kube.calls import ApiCalls, Obj
+from hami.kube.errors import Unavailable, from_response
+
+Resource = Literal["pods", "nodes", "resourcequotas"]
+
+# etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
+# larger, so a watch line gets generous head room before it counts as corrupt.
+MAX_WATCH_LINE = 16 * 2**20
+# Objects per LIST page, as client-go's reflector asks for: a page of pods is a few MiB of
+# JSON, so the decoded page, not the whole cluster, is what a list holds at once.
+LIST_PAGE = 500
+
+
+class ListWatch(ApiCalls):
+    """Lists page by page from one snapshot, and watches from its resourceVersion."""
+
+    def _lister(self, resource: Resource) -> Callable[..., Awaitable[Any]]:
+        if resource == "pods":
+            return self.core.list_pod_for_all_namespaces
+        if resource == "resourcequotas":
+            return self.core.list_resource_quota_for_all_namespaces
+        return self.core.list_node
+
+    async def list_pages(
+        self,
+        resource: Resource,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncGenerator[tuple[list[Obj], str], None]:
+        """One consistent list, LIST_PAGE objects at a time: (items, the list's resourceVersion).
+
+        Every page comes from the same snapshot, whose resourceVersion is the one to watch from.
+        Raises Gone when the server no longer holds it (a continue token expires after some
+        minutes); the caller must list again from the start.
+        """
+        token: str | None = None
+        while True:
+            page = await self._call(
+                f"list {resource}",
+                self._lister(resource),
+                request_timeout=self.list_timeout,
+                limit=LIST_PAGE,
+                _continue=token,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or None
+            yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
+            if token is None:
+                return
+
+    async def list_objects(self, resource: Resource) -> tuple[list[Obj], str]:
+        """A consistent full list held in memory: (items, the resourceVersion to watch from)."""
+        pages = [page async for page in self.list_pages(resource)]
+        return [obj for items, _ in pages for obj in items], pages[-1][1]
+
+    async def watch_objects(
+        self,
+        resource: Resource,
+        resource_version: str,
+        *,
+        timeout_seconds: int,
+        inactivity: float,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncGenerator[Obj, None]:
+        """Raw watch events as dicts, until the server ends the watch.
+
+        Raises Gone when the server refuses `resource_version` at connect,
+        Unavailable on network trouble or when nothing, not even a bookmark,
+        arrived for `inactivity` seconds.
+        """
+        what = f"watch {resource} from {resource_version}"
+        timeout = aiohttp.ClientTimeout(
+            # The server closes the watch after timeout_seconds; the margin
+            # lets it do so cleanly before the client gives up.
+            total=timeout_seconds + 30,
+            sock_connect=self.timeout,
+            sock_read=inactivity,
+        )
+        try:
+            resp: aiohttp.ClientResponse = await self._lister(resource)(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        async with resp:
+            if resp.status >= 300:
+                try:
+                    body = await resp.read()
+                except (aiohttp.ClientError, TimeoutError):
+                    body = b""
+                raise from_response(resp.status, body, resp.headers, what)
+            # The raw line stays inside _next_event: a generator suspended at `yield` would
+            # otherwise hold it until the next event arrives, minutes on a quiet watch.
+            while (event := await _next_event(resp, what)) is not None:
+                yield event
+
+
+async def _next_event(resp: aiohttp.ClientResponse, what: str) -> Obj | None:
+    """The next watch event, decoded; None when the server ended the watch."""
+    line = b""
+    while not line.strip():
+        try:
+            line = await resp.content.readline(max_line_length=MAX_WATCH_LINE)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        if not line:
+            return None
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise Unavailable(f"{what}: malformed event: {e}") from e
+    if not isinstance(event, dict):
+        raise Unavailable(f"{what}: an event is not a JSON object")
+    return event
