@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from certs.bootstrap import BootstrapConfig, BootstrapError, CertBootstrap, service_hosts
+from certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
+from certs.material import BootstrapError
 from certs.tls import ReloadingServerContext
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
