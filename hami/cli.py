@@ -43,7 +43,7 @@ def _bench(args: argparse.Namespace) -> int:
             print(f"hami bench: --{name} must be at least {least}", file=sys.stderr)
             return 2
     if args.http:
-        from hami.benchhttp import HttpBenchConfig, run_http_bench
+        from hami.bench.http import HttpBenchConfig, run_http_bench
 
         cfg = HttpBenchConfig(
             nodes=args.nodes,
@@ -58,7 +58,7 @@ def _bench(args: argparse.Namespace) -> int:
         )
         print(run_http_bench(cfg))
         return 0
-    from hami.bench import run_engine_bench
+    from hami.bench.engine import run_engine_bench
 
     print(run_engine_bench(nodes=args.nodes, cards=args.cards, pods=args.pods, runs=args.runs))
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hami.bench import build_cluster
+from hami.bench.cluster import build_cluster
 from hami.engine.decide import schedule
 from hami.engine.model import ContainerRequest, PodRequest
 from hami.engine.policy import pod_options

@@ -420,7 +420,7 @@ async def test_malformed_bind_args_get_an_error_answer(
 
 
 def test_http_bench_runs_on_a_small_cluster() -> None:
-    from hami.benchhttp import HttpBenchConfig, run_http_bench
+    from hami.bench.http import HttpBenchConfig, run_http_bench
 
     report = run_http_bench(HttpBenchConfig(nodes=20, cards=2, pods=20, requests=30, warmup=5))
     assert "answers: {'fit': 30}" in report

@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from hami.bench import build_cluster, build_filled_cluster
+from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app

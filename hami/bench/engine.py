@@ -1,138 +1,23 @@
-"""`hami bench`: the engine's decision time on large synthetic clusters.
+"""`hami bench`: the engine's decision time on the large synthetic clusters of hami.bench.cluster.
 
-Two kinds of cluster of N nodes x C cards (T4-like: 15360 MiB, split 10):
-pods placed on random cards, and one that binpack has filled: 90 % of the
-nodes full (no card takes one more pod of any shape binpack was given) and
-the rest partly used. Every pod reaches the same cache the extender uses
-with a request that matches its allocation, since the cache counts nothing
-else. Each timed decision is `schedule()` against every node name, as a
-nodeCacheCapable filter call makes it, for a pod whose shape differs from the
-ones just before it (its memory moves by one MiB, or one percent, per run),
-so no node's remembered fit helps unless the row says so. Rows of pods that fit nowhere
-run at least 500 decisions, enough for a real p99.
+Each timed decision is `schedule()` against every node name, as a nodeCacheCapable filter call
+makes it, for a pod whose shape differs from the ones just before it (its memory moves by one
+MiB, or one percent, per run), so no node's remembered fit helps unless the row says so. Rows of
+pods that fit nowhere run at least 500 decisions, enough for a real p99.
 """
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from hami.bench.cluster import build_cluster, build_filled_cluster, is_full
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
 from hami.engine.decide import schedule
-from hami.engine.model import (
-    ContainerDevice,
-    ContainerRequest,
-    DeviceInfo,
-    NodeState,
-    PodRequest,
-    Usage,
-)
+from hami.engine.model import ContainerRequest, PodRequest
 from hami.engine.policy import pod_options
-from hami.service.annotations import allocation_annotations
 
-SPLIT, DEVMEM, DEVCORE = 10, 15360, 100
-# (MiB, cores) of the pods binpack filled the cluster with; (1000, 0) is the smallest.
-FILL_SHAPES = ((1000, 0), (2000, 0), (4000, 0), (6000, 0), (1000, 20), (2000, 50), (3000, 100))
 SHAPES = 256  # distinct shapes a row cycles through: far more than a node remembers
 NOWHERE_RUNS = 500
-
-
-def _register(cache: ClusterCache, nodes: int, cards: int) -> dict[str, tuple[DeviceInfo, ...]]:
-    infos = {}
-    node_objs = []
-    for n in range(nodes):
-        name = f"gpu-node-{n:05d}"
-        devs = tuple(
-            DeviceInfo(f"GPU-{n:05d}-{c:02d}", c, SPLIT, DEVMEM, DEVCORE, "NVIDIA-Tesla T4")
-            for c in range(cards)
-        )
-        infos[name] = devs
-        node_objs.append(
-            {
-                "metadata": {
-                    "name": name,
-                    "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)},
-                },
-                "status": {"allocatable": {"nvidia.com/gpu": str(cards * SPLIT)}},
-            }
-        )
-    cache.replace_nodes(node_objs)
-    return infos
-
-
-def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]:
-    """A running one-card pod whose request and allocation agree, as a bind of ours leaves it."""
-    limits = {
-        "nvidia.com/gpu": "1",
-        "nvidia.com/gpumem": str(mem),
-        "nvidia.com/gpucores": str(cores),
-    }
-    return {
-        "metadata": {
-            "uid": f"uid-{uid}",
-            "namespace": "bench",
-            "name": f"pod-{uid}",
-            "annotations": allocation_annotations(node, ((ContainerDevice(card, mem, cores),),), 0),
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Running"},
-    }
-
-
-def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
-    """`pods` pods of 1000 MiB, each on a card drawn at random."""
-    rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
-    infos = _register(cache, nodes, cards)
-    names = list(infos)
-    pod_objs = []
-    for p in range(pods):
-        node = rng.choice(names)
-        pod_objs.append(_pod(p, node, rng.choice(infos[node]).id, 1000, 0))
-    cache.replace_pods(pod_objs)
-    return cache
-
-
-def _takes(u: Usage, mem: int, cores: int) -> bool:
-    """Whether a card with usage `u` takes a pod of this shape (HAMi's card checks)."""
-    if u.used >= SPLIT or DEVMEM - u.usedmem < mem or DEVCORE - u.usedcores < cores:
-        return False
-    if cores == DEVCORE and u.used > 0:
-        return False
-    return not (cores == 0 and u.usedcores == DEVCORE)
-
-
-def build_filled_cluster(nodes: int, cards: int, seed: int, full: float = 0.9) -> ClusterCache:
-    """What binpack leaves: it fills the busiest node and card first, so nodes fill one by one.
-
-    The first `full` of the nodes get pods of random shapes on every card until
-    no shape fits there any more; the others get up to three pods per card.
-    """
-    rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
-    infos = _register(cache, nodes, cards)
-    pod_objs: list[dict[str, Any]] = []
-    for n, (node, devs) in enumerate(infos.items()):
-        filling = n < nodes * full
-        for dev in devs:
-            u = Usage()
-            budget = SPLIT if filling else rng.randint(0, 3)
-            while budget > 0:
-                fitting = [s for s in FILL_SHAPES if _takes(u, *s)]
-                if not fitting:
-                    break
-                mem, cores = rng.choice(fitting)
-                u += Usage(1, mem, cores)
-                pod_objs.append(_pod(len(pod_objs), node, dev.id, mem, cores))
-                budget -= 0 if filling else 1
-    cache.replace_pods(pod_objs)
-    return cache
-
-
-def _full(node: NodeState) -> bool:
-    return not any(_takes(c.usage, *s) for c in node.cards for s in FILL_SHAPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +127,7 @@ def run_engine_bench(nodes: int, cards: int, pods: int, runs: int, seed: int = 7
         lines.append(f" random cards, {count} pods of 1000 MiB (cache built in {built:.2f}s):")
         lines += _rows(cache, RANDOM_ROWS, runs)
     cache, built = _timed(build_filled_cluster, nodes, cards, seed)
-    full = sum(_full(n) for n in cache.view.values())
+    full = sum(is_full(n) for n in cache.view.values())
     lines.append(
         f" filled by binpack: {full} of {len(cache.view)} nodes full, the rest partly used,"
         f" {len(list(cache.pods()))} pods (cache built in {built:.2f}s):"

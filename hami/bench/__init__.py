@@ -1,0 +1,1 @@
+"""Benchmarks behind `hami bench`: apart from the runtime, which imports nothing from here."""
