@@ -543,7 +543,7 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         # The server kept what the chart's scoping relies on (an API server that did not know
         # matchConditions would silently drop it).
         live = kube.get("mutatingwebhookconfiguration", f"{release}-webhook")["webhooks"][0]
-        assert live["matchConditions"][0]["name"] == "requests-nvidia-gpu-resources"
+        assert live["matchConditions"][0]["name"] == "asks-for-gpu-sharing"
         assert live["failurePolicy"] == "Fail"
         image = kube.get("deployment", f"{release}-scheduler", namespace)["spec"]["template"]
         version = json.loads(kube("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
@@ -584,11 +584,22 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         )
         assert refused(init_only, "default"), "a GPU request in an init container counts"
         assert refused(cores_request, "default"), "requests count, not only limits"
+        kai_form = variant(
+            PLAIN_POD,
+            metadata={"name": "kai", "annotations": {"gpu-memory": "4096"}},
+            spec__schedulerName="kai-scheduler",
+        )
+        assert refused(kai_form, "default"), "KAI's gpu-memory annotation is translated here"
         # A pod's own ignore label spares it the mutation only: it still comes to be checked.
         labelled = variant(GPU_POD, metadata={"name": "x", "labels": {"hami.io/webhook": "ignore"}})
         assert refused(labelled, "default"), "a pod labelled hami.io/webhook=ignore is checked"
         for pod, ns, why in (
             (PLAIN_POD, "default", "no GPU resource (matchConditions)"),
+            (
+                variant(PLAIN_POD, metadata={"name": "k", "annotations": {"gpu-memory": "1"}}),
+                "default",
+                "KAI's annotation on a pod that does not name kai-scheduler",
+            ),
             (GPU_POD, namespace, "the release namespace"),
             (GPU_POD, "kube-system", "kube-system"),
             (GPU_POD, ignored, "a namespace labelled hami.io/webhook=ignore"),

@@ -287,6 +287,10 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     assert expression.count("c.resources.requests.exists(") == 2
     for resource in GPU_RESOURCES:
         assert expression.count(f"'{resource}'") == 4, resource
+    # KAI's form asks for no resource: the webhook translates it (hami/engine/kai.py).
+    assert "object.spec.schedulerName == 'kai-scheduler'" in expression
+    for key in ("gpu-memory", "gpu-fraction"):
+        assert f"'{key}' in object.metadata.annotations" in expression, key
     assert "priority" not in expression
 
 
