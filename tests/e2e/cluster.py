@@ -49,7 +49,7 @@ from .nodespec import NodeSpec, dump_specs
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "tests" / "e2e" / "k8sbins" / "build.sh"
 LOG_ROOT = REPO_ROOT / "tests" / "e2e" / "_logs"
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl", "prometheus", "promtool")
 
 SCHEDULER_NAME = "hami-scheduler"
 # The chart's ValidatingAdmissionPolicy, as `helm install hami ./helm/hami -n hami-system`

@@ -5,34 +5,24 @@ answer PromQL with the lab's allocations per card (the Step 5 table: three 1000 
 on GPU-3c5f..., one on GPU-6611...). The latency histograms the design asks for must have
 counted the webhook, filter and bind calls the lab made.
 
-Needs Debian's `prometheus` package (prometheus and promtool on PATH; scripts/check installs
-it when run as root). Without it the test is skipped, unless E2E_REQUIRED=1.
+Prometheus and promtool are built from the Go modules with the other binaries.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
-import yaml
 
 from tests.unit.engine.test_lab14_replay import STEP_5
 
-from .cluster import ControlPlane, NodeSim, Process
-from .kube import Kube, wait_for
+from .cluster import ControlPlane, NodeSim
+from .kube import Kube
 from .nodespec import t4_node
+from .prometheus import Prometheus, PromTools, eventually, find_tools, get
 from .test_lab14 import NODE, UUIDS, apply, lab_card, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -49,131 +39,20 @@ ACCEPTED_LINT = {
 LINT_EXIT = 3  # promtool: 1 = the body does not parse, 3 = lint findings
 
 
-@dataclass(frozen=True)
-class PromTools:
-    prometheus: str
-    promtool: str
-
-
 @pytest.fixture(scope="session")
-def prom_tools() -> PromTools:
-    prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if prometheus is None or promtool is None:
-        reason = (
-            "prometheus and promtool are not on PATH (Debian: apt-get install prometheus; "
-            "scripts/check installs it when run as root)"
-        )
-        if os.environ.get("E2E_REQUIRED") == "1":
-            pytest.fail(f"e2e tests required (E2E_REQUIRED=1) but {reason}", pytrace=False)
-        pytest.skip(f"metrics e2e skipped: {reason}")
-    return PromTools(prometheus, promtool)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _get(url: str, timeout: float = 5) -> bytes:
-    with _OPENER.open(url, timeout=timeout) as response:
-        body: bytes = response.read()
-        return body
-
-
-class Prometheus:
-    """A Prometheus server on a free loopback port scraping our metrics port every second."""
-
-    def __init__(self, binary: str, promtool: str, plane: ControlPlane, storage: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "hami",
-                    "scrape_interval": "1s",
-                    "scrape_timeout": "1s",
-                    "static_configs": [{"targets": [f"127.0.0.1:{plane.metrics_port}"]}],
-                }
-            ],
-        }
-        config_file = plane.run_dir / "prometheus.yml"
-        config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-        subprocess.run(
-            [promtool, "check", "config", str(config_file)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
-        log = plane.run_dir / "prometheus.log"
-        with log.open("ab") as out:
-            popen = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={config_file}",
-                    f"--storage.tsdb.path={storage}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--log.level=warn",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=plane.env,
-                start_new_session=True,
-            )
-        self.process = Process("prometheus", popen, log)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        def ready() -> bool:
-            if not self.process.alive():
-                raise self.process.fail("while starting")
-            try:
-                return _get(f"{self.url}/-/ready") is not None
-            except OSError:
-                return False
-
-        wait_for(ready, timeout=timeout, what="Prometheus to be ready")
-
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """An instant query's vector: [{'metric': {...}, 'value': [ts, '1.5']}, ...]."""
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-        answer = orjson.loads(_get(url))
-        assert answer["status"] == "success", answer
-        assert answer["data"]["resultType"] == "vector", answer
-        result: list[dict[str, Any]] = answer["data"]["result"]
-        return result
-
-    def by(self, label: str, promql: str) -> dict[str, float]:
-        return {r["metric"].get(label, ""): float(r["value"][1]) for r in self.query(promql)}
-
-    def stop(self) -> None:
-        self.process.stop()
-
-
-def eventually(check: Callable[[], None], timeout: float, interval: float = 0.5) -> None:
-    """Run ``check`` until its assertions hold; after ``timeout`` its last failure is raised."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(interval)
+def prom_tools(control_plane: ControlPlane) -> PromTools:
+    return find_tools(control_plane.bin_dir)
 
 
 @pytest.fixture
 def prometheus(prom_tools: PromTools, control_plane: ControlPlane) -> Iterator[Prometheus]:
+    job = {
+        "job_name": "hami",
+        "static_configs": [{"targets": [f"127.0.0.1:{control_plane.metrics_port}"]}],
+    }
     with tempfile.TemporaryDirectory(prefix="hami-e2e-prometheus-") as storage:
         server = Prometheus(
-            prom_tools.prometheus, prom_tools.promtool, control_plane, Path(storage)
+            prom_tools, [job], control_plane.run_dir, Path(storage), control_plane.env
         )
         try:
             server.wait_ready()
@@ -199,7 +78,7 @@ def test_metrics_lint_clean_and_prometheus_sees_the_lab_allocations(
     assert lab_card(kube, ns) == STEP_5
 
     # 1. The exposition itself: parses, and lints clean but for HAMi's own metric name.
-    body = _get(control_plane.metrics_url)
+    body = get(control_plane.metrics_url)
     lint = subprocess.run(
         [prom_tools.promtool, "check", "metrics"],
         input=body,
