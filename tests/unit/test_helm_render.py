@@ -481,7 +481,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--leader-elect=true",
         "--leader-elect-resource-name=hami-scheduler",
         f"--leader-elect-resource-namespace={NAMESPACE}",
-        "--shutdown-grace-seconds=25",
+        "--shutdown-grace-seconds=15",
         "--log-level=info",
         "--log-format=json",
         "--cert-bootstrap-secret=hami-py-scheduler-tls",
@@ -496,6 +496,9 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HAMI_NODE_INTEGRATION": "hami-device-plugin",
     }
+    # A deleted pod answers the webhook until the Service lets go of it (the node tier deletes
+    # the leader and creates pods at once), then has what is left of 30 s to finish its binds.
+    assert hami["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "10"]}}}
     for probe, path in (
         ("livenessProbe", "/healthz"),
         ("readinessProbe", "/readyz"),
@@ -1089,3 +1092,26 @@ def test_helm_libvgpu_installer_script_installs_as_described(tmp_path: Path) -> 
         "ld.so.preload",
         "libvgpu.so",
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "sleep", "grace"),
+    [
+        (["scheduler.preStopSleepSeconds=0"], None, "25"),
+        (
+            ["scheduler.preStopSleepSeconds=20", "scheduler.terminationGracePeriodSeconds=60"],
+            "20",
+            "35",
+        ),
+        (["scheduler.terminationGracePeriodSeconds=12"], "10", "1"),
+    ],
+)
+def test_helm_pre_stop_sleep_comes_out_of_the_shutdown_grace(
+    values: list[str], sleep: str | None, grace: str
+) -> None:
+    hami = container(render(*values), "hami")
+    if sleep is None:
+        assert "lifecycle" not in hami
+    else:
+        assert hami["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", sleep]
+    assert f"--shutdown-grace-seconds={grace}" in hami["args"]
