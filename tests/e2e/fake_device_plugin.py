@@ -15,6 +15,10 @@ with HAMi's environment (``NVIDIA_VISIBLE_DEVICES``, ``CUDA_DEVICE_MEMORY_LIMIT_
 here), and once the pod has no device left sets ``hami.io/bind-phase=success`` and releases the
 lock. It also writes the node's ``hami.io/node-nvidia-register`` annotation. It never picks a
 card: the scheduler did.
+
+For a ``plugin="gke"`` spec it stands in for GKE's own plugin instead (Lab 12's node): no
+annotation, ``split`` devices per card as GKE's GPU time-sharing lists them, and an Allocate
+that hands out nothing, since what GKE's plugin gives (the card's device nodes) needs a GPU.
 """
 
 from __future__ import annotations
@@ -81,10 +85,14 @@ class Plugin:
         return self.api.DevicePluginOptions()
 
     async def ListAndWatch(self, request: Any, context: Any) -> Any:  # noqa: N802 (the API's name)
+        gke = self.node.plugin == "gke"
         devices = [
-            self.api.Device(ID=f"{card.uuid}::{share}", health="Healthy")
+            self.api.Device(
+                ID=f"nvidia{card.index}/vgpu{share}" if gke else f"{card.uuid}::{share}",
+                health="Healthy",
+            )
             for card in self.node.cards
-            for share in range(self.node.split)
+            for share in range(self.node.per_card)
         ]
         yield self.api.ListAndWatchResponse(devices=devices)
         await asyncio.Event().wait()  # the list never changes; keep the stream open
@@ -98,7 +106,11 @@ class Plugin:
     async def Allocate(self, request: Any, context: Any) -> Any:  # noqa: N802 (the API's name)
         responses = []
         for container in request.container_requests:
-            responses.append(await self._allocate_one(len(container.devices_ids)))
+            if self.node.plugin == "gke":
+                log.info("allocate %s (GKE: no handshake)", ",".join(container.devices_ids))
+                responses.append(self.api.ContainerAllocateResponse())
+            else:
+                responses.append(await self._allocate_one(len(container.devices_ids)))
         return self.api.AllocateResponse(container_responses=responses)
 
     # --- HAMi's handshake ------------------------------------------------------------------
@@ -163,12 +175,13 @@ async def _amain(args: argparse.Namespace) -> None:
     async with client.ApiClient() as api_client:
         core = client.CoreV1Api(api_client)
         sim = Simulator(api_client, [node])
-        await sim._call(
-            core.patch_node,
-            node.name,
-            {"metadata": {"annotations": {REGISTER_ANNOTATION: register_annotation(node)}}},
-            _content_type=MERGE_PATCH,
-        )
+        if node.plugin == "hami":
+            await sim._call(
+                core.patch_node,
+                node.name,
+                {"metadata": {"annotations": {REGISTER_ANNOTATION: register_annotation(node)}}},
+                _content_type=MERGE_PATCH,
+            )
         plugin = Plugin(core, sim, node, args.host_files)
         server = grpc.aio.server()
         services.add_DevicePluginServicer_to_server(plugin, server)

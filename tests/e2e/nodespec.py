@@ -43,8 +43,8 @@ class NodeSpec:
     """A node with ``cards``, each shareable by ``split`` tasks (the plugin's deviceSplitCount).
 
     ``plugin`` is the device plugin the node runs: ``hami`` (registration annotation, one
-    ``nvidia.com/gpu`` per share, the Allocate handshake) or ``gke`` (GKE's own: one per card,
-    no annotation, no handshake; ``split`` is then unused).
+    ``nvidia.com/gpu`` per share, the Allocate handshake) or ``gke`` (GKE's own: no annotation,
+    no handshake, one per card, or ``split`` per card with GKE's GPU time-sharing).
     """
 
     name: str
@@ -59,7 +59,7 @@ class NodeSpec:
 
     @property
     def per_card(self) -> int:
-        return self.split if self.plugin == "hami" else 1
+        return self.split
 
     @property
     def gpu_capacity(self) -> int:
@@ -68,13 +68,19 @@ class NodeSpec:
 
 
 def gke_t4_node(
-    name: str, uuids: Sequence[str], *, labels: Mapping[str, str] | None = None
+    name: str,
+    uuids: Sequence[str],
+    *,
+    labels: Mapping[str, str] | None = None,
+    shared_clients: int = 1,
 ) -> NodeSpec:
-    """T4 cards as GKE's device plugin advertises them, labelled as in Lab 12, Step 2."""
+    """T4 cards as GKE's device plugin advertises them, labelled as in Lab 12, Step 2;
+    ``shared_clients`` is the node pool's ``max-shared-clients-per-gpu`` (GPU time-sharing)."""
     node = t4_node(name, uuids)
     return NodeSpec(
         name=name,
         cards=node.cards,
+        split=shared_clients,
         plugin="gke",
         labels={**gfd_labels(node.cards), **(labels or {})},
     )

@@ -1,123 +1,115 @@
 """The chart on the node tier's real kubelet, installed as the README says, with the images
-built from the repository: both containers of the scheduler pods become Ready, the pods create
-their certificate Secret and patch the webhook's caBundle themselves, kube-apiserver calls the
-webhook through its Service (kube-proxy), kube-scheduler reaches /filter and /bind inside the
-pod, and Lab 14 Steps 4-8 run with the lab's manifests on workload containers that really start:
-the driver mount and LD_LIBRARY_PATH the webhook injects and the environment the device plugin
-hands out are read from inside the running container.
+built from the repository. The tests run in order on one release, as a user would:
 
-What a GKE node adds that this tier cannot show: a real GPU and driver, COS's read-only root
-filesystem, and HAMi-core's enforcement of the limits inside the container.
+1. both containers of the scheduler pods become Ready, the pods create their certificate Secret
+   and patch the webhook's caBundle themselves, and kube-apiserver calls the webhook through
+   its Service (kube-proxy);
+2. Lab 14 Steps 4-8 with the lab's manifests on workload containers that really start (the
+   leader is deleted halfway through Step 7 and the other replica places the rest); the driver
+   mount and LD_LIBRARY_PATH the webhook injects and the environment the device plugin hands
+   out are read from inside the running container;
+3. Prometheus finds the scheduler pods through Kubernetes service discovery and their
+   ``prometheus.io/*`` annotations, and PromQL returns Lab 14's allocations per card;
+4. a GPU pod created the moment the leader is deleted is placed by the other replica;
+5. ``helm upgrade`` changing the default card policy rolls the pods, keeps every allocation,
+   and places the next pod by the new default;
+6. Lab 12 in standalone mode, on the same node turned into Lab 12's: GKE's own device plugin
+   (GPU time-sharing), the lab's labels, and the README's Lab 12 values (GFD registration,
+   libvgpuInstaller); the limit, the preload file and the library are read inside the container;
+7. ``helm uninstall`` leaves only what the README says it leaves.
+
+What a GKE node adds that this tier cannot show: a real GPU and driver (nvidia-smi's UUID and
+memory inside the pod), COS's read-only root filesystem, and HAMi-core's enforcement of the
+limits inside the container.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .cluster import CHART, DEVICE_PLUGIN_USER
-from .kube import Kube, Obj, wait_for
+from tests.unit.engine.test_lab14_replay import STEP_7
+
+from .cluster import DEVICE_PLUGIN_USER
+from .kube import Kube, wait_for
+from .nodespec import gfd_labels, gke_t4_node
+from .nodetier.chart import DEPLOYMENT, LEASE, NAMESPACE, RELEASE, Release
 from .nodetier.cluster import NodeCluster
-from .test_inject import without_driver_plumbing
-from .test_lab14 import EXAMPLES, replay
+from .prometheus import Prometheus, eventually, find_tools
+from .test_inject import LAB12, LAB12_UUID, without_driver_plumbing
+from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
 pytestmark = pytest.mark.node
 
-RELEASE = "hami-py"
-NAMESPACE = "hami-system"
-DEPLOYMENT = f"{RELEASE}-scheduler"
 LAB = "lab14"
+LAB12_NS = "lab12"
+HANDOVER = "during-handover"
+LAB12_PODS = ("kai-hami-lab12-a", "kai-hami-lab12-b")
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+HOST_VGPU_DIR = "/home/kubernetes/bin/nvidia/vgpu"  # devicePlugin.libPath with preset=gke
 
 
-def helm(cluster: NodeCluster, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **cluster.plane.env,
-        "KUBECONFIG": str(cluster.plane.kubeconfig),
-        "HELM_CACHE_HOME": str(folder / "cache"),
-        "HELM_CONFIG_HOME": str(folder / "config"),
-        "HELM_DATA_HOME": str(folder / "data"),
-    }
-    return subprocess.run(
-        [str(cluster.plane.bin_dir / "helm"), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
+NEXT_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: after-upgrade}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: cuda
+      image: nvidia/cuda:12.4.1-base-ubuntu22.04
+      command: ["sleep", "infinity"]
+      resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}
+"""
 
 
 @pytest.fixture(scope="module")
-def chart(node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+def chart(node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     """`helm install` as the README's GKE section, with the locally built image."""
-    folder = tmp_path_factory.mktemp("helm")
-    kube = node_tier.plane.kube
-    helm(
-        node_tier,
-        folder,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NAMESPACE,
-        "--create-namespace",
-        "--set",
-        "preset=gke",
-        "--set",
-        "image.repository=localhost/hami-py",
+    release = Release(node_tier, tmp_path_factory.mktemp("helm"))
+    release.install(
+        *("--set", "preset=gke", "--set", "image.repository=localhost/hami-py"),
         # The fake device plugin stands in for HAMi's (whose image is not built here).
-        "--set",
-        "devicePlugin.enabled=false",
+        *("--set", "devicePlugin.enabled=false"),
         "--set-json",
         f'admissionPolicy.devicePluginUsers=["{DEVICE_PLUGIN_USER}"]',
     )
     try:
-        kube(
-            "-n",
-            NAMESPACE,
-            "rollout",
-            "status",
-            f"deploy/{DEPLOYMENT}",
-            "--timeout=180s",
-            timeout=190,
-        )
-        yield kube
+        yield release
     finally:
-        helm(node_tier, folder, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+        if release.installed():  # the last test uninstalls it; a failure before may not have
+            release.uninstall()
 
 
-def scheduler_pods(kube: Kube) -> list[Obj]:
-    selector = "app.kubernetes.io/component=scheduler"
-    pods: list[Obj] = json.loads(
-        kube("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json").stdout
-    )["items"]
-    return pods
-
-
-def scheduler_logs(kube: Kube) -> str:
-    """The `hami` containers' logs, as `kubectl logs` shows them."""
-    return "".join(
-        kube("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", "hami").stdout
-        for pod in scheduler_pods(kube)
-        if not pod["metadata"].get("deletionTimestamp")
+def new_namespace(kube: Kube, name: str) -> None:
+    """Create a namespace pods can be created in (its default ServiceAccount exists)."""
+    kube("create", "namespace", name)
+    wait_for(
+        lambda: kube("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        timeout=60,
+        what="kube-controller-manager to create the namespace's default ServiceAccount",
     )
 
 
-def delete_leader(kube: Kube) -> None:
-    """Take the leading scheduler pod away: the other replica must take over the Lease."""
-    lease = kube.get("lease", "hami-scheduler", NAMESPACE)  # scheduler.leaseName
-    holder = lease["spec"]["holderIdentity"].split("_")[0]
-    kube("delete", "pod", "-n", NAMESPACE, holder, "--wait=false")
+def allocations(kube: Kube, ns: str) -> dict[str, str]:
+    pods = json.loads(kube("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
+    return {p["metadata"]["name"]: p["metadata"]["annotations"][ALLOCATED] for p in pods}
 
 
-def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Kube) -> None:
-    kube = chart
-    pods = scheduler_pods(kube)
+def step_7_shares() -> dict[str, float]:
+    """How many of Step 7's pods share each card of the lab's node."""
+    cards = Counter(line.split()[1].split(",")[0] for line in STEP_7.splitlines())
+    return {uuid: float(cards[uuid]) for uuid in UUIDS}
+
+
+def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Release) -> None:
+    kube = chart.kube
+    pods = chart.scheduler_pods()
     assert len(pods) == 2
     for pod in pods:
         statuses = {c["name"]: c["ready"] for c in pod["status"]["containerStatuses"]}
@@ -143,21 +135,17 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Kube) -> None
     assert json.loads(created.stdout)["spec"]["schedulerName"] == "hami-scheduler"
 
 
-def test_lab14_steps_4_to_8_on_a_real_node(chart: Kube) -> None:
-    kube = chart
-    kube("create", "namespace", LAB)
-    wait_for(
-        lambda: kube("get", "serviceaccount", "default", "-n", LAB, check=False).returncode == 0,
-        timeout=60,
-        what="kube-controller-manager to create the namespace's default ServiceAccount",
-    )
+def test_lab14_steps_4_to_8_on_a_real_node(chart: Release) -> None:
+    kube = chart.kube
+    new_namespace(kube, LAB)
 
     def apply(kube: Kube, ns: str, name: str) -> None:
         # Without the driver plumbing written by hand: the webhook's gke profile adds it.
         kube("apply", "-n", ns, "-f", "-", stdin=without_driver_plumbing(EXAMPLES / name))
 
-    # Halfway through Step 7 the leader goes: the other replica places the rest.
-    replay(kube, LAB, apply, lambda: delete_leader(kube), lambda: scheduler_logs(kube))
+    # Halfway through Step 7 the leader goes: the other replica places the rest. (Step 7's two
+    # pods are created after the hand-over, as the lab's placements depend on their order.)
+    replay(kube, LAB, apply, chart.hand_over, chart.scheduler_logs)
 
     pod = kube.pod(LAB, "policy-binpack-solo")
     card = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].split(",")[0]
@@ -180,3 +168,172 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Kube) -> None:
     assert env["NVIDIA_VISIBLE_DEVICES"] == card
     assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1000m"
     assert preload.strip() == "/usr/local/vgpu/libvgpu.so"
+
+
+def test_prometheus_discovers_the_pods_and_sees_lab14s_allocations(
+    chart: Release, node_tier: NodeCluster, tmp_path: Path
+) -> None:
+    plane = node_tier.plane
+    job = {
+        "job_name": "kubernetes-pods",
+        "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": str(plane.kubeconfig)}],
+        # The conventional prometheus.io/* relabelling: nothing in it names our pods or port.
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
+                "action": "keep",
+                "regex": "true",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scheme"],
+                "regex": "(https?)",
+                "target_label": "__scheme__",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
+                "regex": "(.+)",
+                "target_label": "__metrics_path__",
+            },
+            {
+                "source_labels": [
+                    "__address__",
+                    "__meta_kubernetes_pod_annotation_prometheus_io_port",
+                ],
+                "regex": r"([^:]+)(?::\d+)?;(\d+)",
+                "replacement": "$1:$2",
+                "target_label": "__address__",
+            },
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "kubernetes_pod"},
+        ],
+    }
+    server = Prometheus(find_tools(plane.bin_dir), [job], plane.run_dir, tmp_path, plane.env)
+    try:
+        server.wait_ready()
+        pods = {p["metadata"]["name"] for p in chart.scheduler_pods()}
+        assert len(pods) == 2
+
+        def lab_allocations_scraped() -> None:
+            up = server.by("kubernetes_pod", 'up{job="kubernetes-pods"}')
+            assert up == dict.fromkeys(pods, 1.0), up
+            for pod in pods:  # both replicas follow the pods, the leader and the other
+                query = f'hami_gpu_shared_count{{kubernetes_pod="{pod}",node="{NODE}"}}'
+                assert server.by("device_uuid", query) == step_7_shares()
+
+        eventually(lab_allocations_scraped, timeout=60)
+        memory = f'max by (pod) (hami_vgpu_memory_allocated_bytes{{namespace="{LAB}"}})'
+        assert server.by("pod", memory) == dict.fromkeys(allocations(chart.kube, LAB), 1000 * 2**20)
+    finally:
+        server.stop()
+
+
+def test_a_gpu_pod_created_while_the_leader_is_gone_is_placed(chart: Release) -> None:
+    kube = chart.kube
+    new_namespace(kube, HANDOVER)
+    gone = chart.delete_leader()
+    kube("apply", "-n", HANDOVER, "-f", "-", stdin=NEXT_POD.replace("after-upgrade", HANDOVER))
+    kube.wait_ready(HANDOVER, [HANDOVER], timeout=120)
+    assert chart.leader() not in (gone, None)
+    card = kube.pod(HANDOVER, HANDOVER)["metadata"]["annotations"][ALLOCATED].split(",")[0]
+    assert card in UUIDS
+    # Gone again, so that the cards are as Step 7 left them for the tests after this one.
+    kube("delete", "namespace", HANDOVER, "--wait", "--timeout=2m", timeout=130)
+
+
+def test_helm_upgrade_changes_the_default_policy_and_keeps_every_allocation(
+    chart: Release,
+) -> None:
+    kube = chart.kube
+    before = allocations(kube, LAB)
+    old = {p["metadata"]["name"] for p in chart.scheduler_pods()}
+    chart.upgrade("--set", "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=binpack")
+    new = chart.scheduler_pods()
+    assert len(new) == 2 and not old & {p["metadata"]["name"] for p in new}, old
+    assert allocations(kube, LAB) == before
+    for pod in new:  # each new replica rebuilt the card usage from the pods' annotations
+
+        def same_usage(pod: dict[str, object] = pod) -> None:
+            assert chart.shared_counts(pod) == step_7_shares()
+
+        eventually(same_usage, timeout=30)
+
+    # A pod naming no policy now stacks onto the busiest card, where spread, the default
+    # before the upgrade, would have taken the idle one.
+    kube("apply", "-n", LAB, "-f", "-", stdin=NEXT_POD)
+    kube.wait_ready(LAB, ["after-upgrade"], timeout=120)
+    busiest = max(step_7_shares().items(), key=lambda item: item[1])[0]
+    assert allocations(kube, LAB)["after-upgrade"] == f"{busiest},NVIDIA,1000,0:;"
+
+
+def test_lab12_standalone_on_a_node_without_hamis_device_plugin(
+    chart: Release, node_tier: NodeCluster
+) -> None:
+    kube = chart.kube
+    kube("delete", "namespace", LAB, "--wait", "--timeout=3m", timeout=190)  # an idle node
+    # The node becomes Lab 12's: HAMi's plugin goes, GKE's own advertises its one T4 to two
+    # clients (GPU time-sharing), and the node gets the lab's labels (Lab 12 Steps 2 and 6).
+    spec = gke_t4_node(node_tier.spec.name, [LAB12_UUID], shared_clients=2)
+    node_tier.replace_device_plugin(spec)
+    labels = {**gfd_labels(spec.cards), "hami.run/lab-12": "true"}
+    kube("label", "node", spec.name, *(f"{k}={v}" for k, v in labels.items()), "--overwrite")
+    # The README's Lab 12 values, onto the running release.
+    chart.upgrade(
+        *("--set", "webhook.injection.mode=standalone"),
+        *("--set", "gfdRegistration.enabled=true", "--set", "gfdRegistration.splitCount=2"),
+        *("--set", "libvgpuInstaller.enabled=true"),
+        *("--set", "libvgpuInstaller.image=projecthami/hami:v2.10.0"),
+    )
+    installer = f"daemonset/{RELEASE}-libvgpu-installer"
+    kube("-n", NAMESPACE, "rollout", "status", installer, "--timeout=120s", timeout=130)
+
+    new_namespace(kube, LAB12_NS)
+    kube("apply", "-n", LAB12_NS, "-f", str(LAB12))  # KAI's form: gpu-memory, kai-scheduler
+    kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=180)
+    library = Path(HOST_VGPU_DIR, "libvgpu.so").read_text()  # libvgpuInstaller's copy
+    assert "placeholder" in library
+    for name in LAB12_PODS:
+        pod = kube.pod(LAB12_NS, name)
+        assert pod["spec"]["nodeName"] == spec.name
+        assert pod["metadata"]["annotations"][ALLOCATED] == f"GFD-{spec.name}-0,NVIDIA,4096,0:;"
+        # The lab's start-up log; nvidia-smi's line after it needs a real GPU.
+        log = kube("logs", "-n", LAB12_NS, name).stdout
+        assert [line for line in log.splitlines() if "limit" in line] == ["limit=4096m"], log
+        inside = kube(
+            *("exec", "-n", LAB12_NS, name, "--", "sh", "-c"),
+            "env; echo ---; cat /etc/ld.so.preload; echo ---; cat /usr/local/vgpu/libvgpu.so",
+        ).stdout
+        env_text, preload, inside_library = inside.split("---\n")
+        env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "0"  # the card's index: no one here knows its UUID
+        assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
+        assert preload == "/usr/local/vgpu/libvgpu.so\n"
+        assert inside_library == library
+
+
+def test_helm_uninstall_leaves_only_what_the_readme_says(
+    chart: Release, node_tier: NodeCluster
+) -> None:
+    kube = chart.kube
+    chart.uninstall()
+    listable = kube("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    kinds = ",".join(k for k in listable if not k.startswith("events"))
+    labelled = kube("get", kinds, "-A", "-l", f"app.kubernetes.io/instance={RELEASE}", "-o", "name")
+    assert labelled.stdout.split() == []
+    namespaced = kube("api-resources", "--verbs=list", "--namespaced", "-o", "name").stdout
+    in_namespace = ",".join(k for k in namespaced.split() if not k.startswith("events"))
+
+    def left() -> set[str]:
+        return set(kube("get", in_namespace, "-n", NAMESPACE, "-o", "name").stdout.split())
+
+    # What every namespace has, and the two objects the README's removal section deletes ...
+    defaults = {"configmap/kube-root-ca.crt", "serviceaccount/default"}
+    made_by_the_pods = {f"secret/{DEPLOYMENT}-tls", f"lease.coordination.k8s.io/{LEASE}"}
+    assert left() == defaults | made_by_the_pods
+    # ... with its command, after which the namespace is as any other.
+    kube("-n", NAMESPACE, "delete", f"secret/{DEPLOYMENT}-tls", f"lease/{LEASE}")
+    assert left() == defaults
+    node = kube.get("node", node_tier.spec.name)
+    assert not [a for a in node["metadata"].get("annotations", {}) if a.startswith("hami.io/")]
+    # The GPU pods keep running, and keep their library on the node.
+    kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=10)
+    assert Path(HOST_VGPU_DIR, "libvgpu.so").exists()

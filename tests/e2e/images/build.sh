@@ -5,7 +5,12 @@
 #   base            debootstrap of a minimal Debian with python3: the Dockerfile's PYTHON_IMAGE
 #   hami-py:0.1.0   the repository's Dockerfile, built with the README's buildah command
 #   kube-scheduler  the built binary, tagged as the chart's default reference
-#   pause, workload FROM scratch + Debian's static busybox (the lab's image name for the latter)
+#   pause, workload FROM scratch + Debian's static busybox, under the names the chart and the
+#                   labs use (registry.k8s.io/pause:3.10, Lab 14's and Lab 12's CUDA images)
+#   hami-core       the same busybox with a placeholder libvgpu.so where HAMi's image keeps it,
+#                   named as the README's Lab 12 install names HAMi's image (a test double: the
+#                   chart's libvgpuInstaller copies it; nothing loads it, no container here has
+#                   a dynamic loader)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -78,4 +83,12 @@ printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install
   > "$work/busybox/Containerfile"
 busybox_key=$(hash_dir "$work/busybox")
 save pause "$busybox_key" localhost/hami-e2e-pause:1 "$work/busybox"
+save chart-pause "$busybox_key" registry.k8s.io/pause:3.10 "$work/busybox"
 save workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04 "$work/busybox"
+save lab12-workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04 "$work/busybox"
+mkdir -p "$work/hami-core"
+cp /bin/busybox "$work/hami-core/"
+echo "hami-e2e placeholder for HAMi-core's libvgpu.so" > "$work/hami-core/libvgpu.so"
+printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nCOPY libvgpu.so /k8s-vgpu/lib/nvidia/libvgpu.so\nENV PATH=/bin\n' \
+  > "$work/hami-core/Containerfile"
+save hami-core "$(hash_dir "$work/hami-core")" docker.io/projecthami/hami:v2.10.0 "$work/hami-core"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -14,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import netns
-from tests.e2e.cluster import REPO_ROOT, ensure_binaries
+from tests.e2e.cluster import REPO_ROOT, Process, ensure_binaries
 from tests.e2e.fake_device_plugin import READY_MARKER, compile_api
-from tests.e2e.kube import wait_for
-from tests.e2e.nodespec import GPU_RESOURCE, NodeSpec, dump_specs
+from tests.e2e.kube import Kube, wait_for
+from tests.e2e.nodespec import GPU_RESOURCE, REGISTER_ANNOTATION, NodeSpec, dump_specs
 from tests.e2e.nodetier import images
 from tests.e2e.nodetier.node import Node
 from tests.e2e.nodetier.plane import NodeControlPlane
@@ -25,8 +26,14 @@ from tests.e2e.nodetier.plane import NodeControlPlane
 ENABLE = "HAMI_NODE_TIER"
 K8SBINS = REPO_ROOT / "tests" / "e2e" / "k8sbins"
 # The lab's pods mount the GKE driver's lib64 from the node (hostPath, type Directory), and the
-# webhook's gke driver profile injects the same folder: it must exist on this machine.
-GKE_DRIVER_LIB = Path("/home/kubernetes/bin/nvidia/lib64")
+# webhook's gke driver profile injects the same folder: it must exist on this machine. The
+# chart's libvgpuInstaller (Lab 12, standalone mode) writes HAMi-core into the vgpu folder and
+# opens HAMi-core's lock folder to every container.
+HOST_FOLDERS = (
+    Path("/home/kubernetes/bin/nvidia/lib64"),
+    Path("/home/kubernetes/bin/nvidia/vgpu"),
+    Path("/tmp/vgpulock"),
+)
 
 
 @dataclass
@@ -34,6 +41,21 @@ class NodeCluster:
     plane: NodeControlPlane
     node: Node
     spec: NodeSpec
+    device_plugin: Process
+
+    def replace_device_plugin(self, spec: NodeSpec) -> None:
+        """Swap the node's device plugin, e.g. HAMi's for GKE's own (Lab 12's node)."""
+        self.device_plugin.stop()
+        if self.spec.plugin == "hami":
+            # HAMi's plugin leaves its registration on the node when it goes, and under the
+            # chart's admission policy only the plugin's identity may remove it.
+            kube = self.plane.kube
+            as_plugin = Kube(
+                kube.kubectl_path, self.plane.device_plugin_kubeconfig, kube.manifests, kube.env
+            )
+            as_plugin("annotate", "node", self.spec.name, f"{REGISTER_ANNOTATION}-")
+        self.device_plugin = _start_device_plugin(self.plane, self.node, spec)
+        self.spec = spec
 
 
 @contextlib.contextmanager
@@ -45,7 +67,7 @@ def node_cluster(spec: NodeSpec) -> Iterator[NodeCluster]:
         pytest.fail(f"{ENABLE}=1 but not root: containerd and the kubelet need root", pytrace=False)
     bin_dir = ensure_binaries()
     archives = images.build(bin_dir)
-    with _host_folder(GKE_DRIVER_LIB), netns.private_network():
+    with _host_folders(HOST_FOLDERS), netns.private_network():
         plane = NodeControlPlane(bin_dir)
         with plane:
             node = Node(plane, spec.name)
@@ -53,15 +75,15 @@ def node_cluster(spec: NodeSpec) -> Iterator[NodeCluster]:
                 begin = time.monotonic()
                 node.start(archives)
                 plane.timings["node"] = round(time.monotonic() - begin, 2)
-                _start_device_plugin(plane, node, spec)
-                yield NodeCluster(plane, node, spec)
+                device_plugin = _start_device_plugin(plane, node, spec)
+                yield NodeCluster(plane, node, spec, device_plugin)
             finally:
                 node.close()
 
 
-def _start_device_plugin(plane: NodeControlPlane, node: Node, spec: NodeSpec) -> None:
+def _start_device_plugin(plane: NodeControlPlane, node: Node, spec: NodeSpec) -> Process:
     proto = compile_api(K8SBINS, node.scratch / "device-plugin-api")
-    spec_file = plane.run_dir / "device-plugin.json"
+    spec_file = plane.run_dir / f"device-plugin-{spec.plugin}.json"
     spec_file.write_text(dump_specs([spec]))
     argv = [
         *(sys.executable, "-m", "tests.e2e.fake_device_plugin"),
@@ -69,7 +91,7 @@ def _start_device_plugin(plane: NodeControlPlane, node: Node, spec: NodeSpec) ->
         *("--spec", str(spec_file), "--plugin-dir", str(node.device_plugins)),
         *("--proto", str(proto), "--host-files", str(node.dir / "vgpu")),
     ]
-    process = node.spawn("fake-device-plugin", argv, cwd=REPO_ROOT)
+    process = node.spawn(f"fake-device-plugin-{spec.plugin}", argv, cwd=REPO_ROOT)
 
     def registered() -> bool:
         if not process.alive():
@@ -85,16 +107,21 @@ def _start_device_plugin(plane: NodeControlPlane, node: Node, spec: NodeSpec) ->
         timeout=60,
         what=f"the kubelet to report {spec.gpu_capacity} {GPU_RESOURCE}",
     )
+    return process
 
 
 @contextlib.contextmanager
-def _host_folder(path: Path) -> Iterator[None]:
-    """Create ``path`` for the run and remove what was created, however the run ends."""
-    created = [p for p in [path, *path.parents] if not p.exists()]
-    path.mkdir(parents=True, exist_ok=True)
+def _host_folders(paths: tuple[Path, ...]) -> Iterator[None]:
+    """Create ``paths`` for the run and remove, with what the run put in them, the folders
+    that were created, however the run ends."""
+    created: list[Path] = []
+    for path in paths:
+        missing = [p for p in [path, *path.parents] if not p.exists()]
+        if missing:
+            created.append(missing[-1])  # the outermost: everything below it is the run's
+        path.mkdir(parents=True, exist_ok=True)
     try:
         yield
     finally:
-        for folder in created:  # deepest first
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        for folder in created:
+            shutil.rmtree(folder, ignore_errors=True)
