@@ -36,6 +36,12 @@ LAB14_UUIDS = (
 _CONTROL_PLANE = pytest.StashKey[ControlPlane]()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The node tier runs last: its fixture moves pytest's thread into a private network
+    namespace for the rest of the session, where the loopback tier's 127.0.0.1 is another."""
+    items.sort(key=lambda item: item.get_closest_marker("node") is not None)
+
+
 @pytest.fixture(scope="session")
 def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     with ControlPlane(ensure_binaries()) as plane:
