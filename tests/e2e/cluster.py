@@ -265,6 +265,10 @@ class ControlPlane:
         self._timed("webhook registration", self._register_webhook)
         self._timed("kube-scheduler", self._start_scheduler)
         self.timings["total"] = round(time.monotonic() - begin, 2)
+        self.write_timings()
+
+    def write_timings(self) -> None:
+        """Seconds each start-up step took, into the run folder's timings.json."""
         (self.run_dir / "timings.json").write_text(json.dumps(self.timings, indent=2) + "\n")
 
     def close(self) -> None:

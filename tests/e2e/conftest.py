@@ -125,8 +125,13 @@ def pytest_runtest_makereport(
 def node_tier(pytestconfig: pytest.Config) -> Iterator[NodeCluster]:
     """The node tier (HAMI_NODE_TIER=1): one real node with Lab 14's four fake T4s."""
     with node_cluster(t4_node(LAB14_NODE, LAB14_UUIDS)) as cluster:
-        pytestconfig.stash[_CONTROL_PLANE] = cluster.plane  # log tails in failure reports
+        # Failure reports tail this plane's logs while the tier runs, the loopback one's after.
+        loopback = pytestconfig.stash.get(_CONTROL_PLANE, None)
+        pytestconfig.stash[_CONTROL_PLANE] = cluster.plane
         try:
             yield cluster
         finally:
-            del pytestconfig.stash[_CONTROL_PLANE]
+            if loopback is None:
+                del pytestconfig.stash[_CONTROL_PLANE]
+            else:
+                pytestconfig.stash[_CONTROL_PLANE] = loopback

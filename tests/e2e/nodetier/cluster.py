@@ -65,17 +65,25 @@ def node_cluster(spec: NodeSpec) -> Iterator[NodeCluster]:
         pytest.skip(f"node tier off: set {ENABLE}=1 (needs root; scripts/check installs the rest)")
     if os.geteuid() != 0:
         pytest.fail(f"{ENABLE}=1 but not root: containerd and the kubelet need root", pytrace=False)
+    begin = time.monotonic()
     bin_dir = ensure_binaries()
+    built = time.monotonic()
     archives = images.build(bin_dir)
+    imaged = time.monotonic()
     with _host_folders(HOST_FOLDERS), netns.private_network():
         plane = NodeControlPlane(bin_dir)
         with plane:
             node = Node(plane, spec.name)
             try:
-                begin = time.monotonic()
+                plane.timings["binaries"] = round(built - begin, 2)
+                plane.timings["images"] = round(imaged - built, 2)
+                start = time.monotonic()
                 node.start(archives)
-                plane.timings["node"] = round(time.monotonic() - begin, 2)
+                plane.timings["node"] = round(time.monotonic() - start, 2)
+                start = time.monotonic()
                 device_plugin = _start_device_plugin(plane, node, spec)
+                plane.timings["device plugin"] = round(time.monotonic() - start, 2)
+                plane.write_timings()
                 yield NodeCluster(plane, node, spec, device_plugin)
             finally:
                 node.close()
