@@ -54,10 +54,25 @@ class Release:
         self._apply("upgrade", "--reuse-values", *values)
 
     def _apply(self, verb: str, *args: str) -> None:
+        """Then wait until only the new pods are left: a replaced pod answers the webhook with
+        the old settings until its preStop sleep ends, after `rollout status` has returned."""
         self.helm(verb, RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
         self.kube(
             *("-n", NAMESPACE, "rollout", "status", f"deploy/{DEPLOYMENT}", "--timeout=180s"),
             timeout=190,
+        )
+        selector = "app.kubernetes.io/component=scheduler"
+        wait_for(
+            lambda: (
+                len(
+                    self.kube(
+                        "get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "name"
+                    ).stdout.split()
+                )
+                == len(self.scheduler_pods())
+            ),
+            timeout=90,
+            what="the replaced scheduler pods to terminate",
         )
 
     def installed(self) -> bool:
