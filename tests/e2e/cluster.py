@@ -61,6 +61,8 @@ DEVICE_PLUGIN_USER = f"system:serviceaccount:{RELEASE_NAMESPACE}:hami-device-plu
 # kubectl flags that act as the scheduler (admin impersonating it), for tests that fake what a
 # bind would have written.
 AS_SCHEDULER = (f"--as={SCHEDULER_USER}", "--as-group=system:masters")
+# ... and as the device plugin.
+AS_PLUGIN = (f"--as={DEVICE_PLUGIN_USER}", "--as-group=system:masters")
 CHART = REPO_ROOT / "helm" / "hami"
 KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"

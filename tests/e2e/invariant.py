@@ -10,9 +10,7 @@
 from __future__ import annotations
 
 import json
-import ssl
 import time
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +24,7 @@ from hami.engine.state import pod_usage
 
 from .cluster import ControlPlane
 from .kube import Kube
+from .prometheus import get
 
 CardUsage = dict[str, Usage]  # uuid -> usage
 
@@ -76,14 +75,13 @@ def rebuilt(kube: Kube) -> CardUsage:
 
 def served(control_plane: ControlPlane) -> CardUsage:
     """Per-card usage our running process reports on /metrics."""
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}),
-        urllib.request.HTTPSHandler(context=ssl.create_default_context()),
-    )
-    with opener.open(control_plane.metrics_url, timeout=10) as response:
-        text = response.read().decode()
+    return card_usage(get(control_plane.metrics_url, timeout=10).decode())
+
+
+def card_usage(exposition: str) -> CardUsage:
+    """Per-card usage in the body of a /metrics scrape."""
     fields: dict[str, dict[str, float]] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
             key = {
                 "hami_gpu_memory_allocated_bytes": "usedmem",

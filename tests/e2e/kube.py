@@ -35,6 +35,19 @@ def wait_for(
         time.sleep(interval)
 
 
+def eventually(check: Callable[[], None], timeout: float, interval: float = 0.5) -> None:
+    """Run ``check`` until its assertions hold; after ``timeout`` its last failure is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(interval)
+
+
 class KubectlError(AssertionError):
     """A kubectl call that should have succeeded did not; carries kubectl's own words."""
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,16 +117,3 @@ class Prometheus:
 
     def stop(self) -> None:
         self.process.stop()
-
-
-def eventually(check: Callable[[], None], timeout: float, interval: float = 0.5) -> None:
-    """Run ``check`` until its assertions hold; after ``timeout`` its last failure is raised."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(interval)

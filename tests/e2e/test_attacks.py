@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 import aiohttp
 import pytest
 
-from .cluster import AS_SCHEDULER, DEVICE_PLUGIN_USER, ControlPlane, NodeSim
+from .cluster import AS_PLUGIN, AS_SCHEDULER, DEVICE_PLUGIN_USER, ControlPlane, NodeSim
 from .invariant import differences, overcommitted, rebuilt, served
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 
-AS_PLUGIN = (f"--as={DEVICE_PLUGIN_USER}", "--as-group=system:masters")
 REFUSED = "is scheduling state that only the GPU scheduler and its device plugin write"
 FOUR_CARDS = "".join(f"GPU-{{node}}-{i},NVIDIA,15360,100:" for i in range(4)) + ";"
 

@@ -33,14 +33,15 @@ from pathlib import Path
 
 import pytest
 
+from hami.engine.names import DEVICES_ALLOCATED
 from tests.unit.engine.test_lab14_replay import STEP_7
 
 from .cluster import DEVICE_PLUGIN_USER
-from .kube import Kube, wait_for
+from .kube import Kube, eventually, wait_for
 from .nodespec import gfd_labels, gke_t4_node
 from .nodetier.chart import DEPLOYMENT, LEASE, NAMESPACE, RELEASE, Release
-from .nodetier.cluster import NodeCluster
-from .prometheus import Prometheus, eventually, find_tools
+from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
+from .prometheus import Prometheus, find_tools
 from .test_inject import LAB12, LAB12_UUID, without_driver_plumbing
 from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
@@ -50,8 +51,6 @@ LAB = "lab14"
 LAB12_NS = "lab12"
 HANDOVER = "during-handover"
 LAB12_PODS = ("kai-hami-lab12-a", "kai-hami-lab12-b")
-ALLOCATED = "hami.io/vgpu-devices-allocated"
-HOST_VGPU_DIR = "/home/kubernetes/bin/nvidia/vgpu"  # devicePlugin.libPath with preset=gke
 
 
 NEXT_POD = """\
@@ -98,7 +97,7 @@ def new_namespace(kube: Kube, name: str) -> None:
 
 def allocations(kube: Kube, ns: str) -> dict[str, str]:
     pods = json.loads(kube("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
-    return {p["metadata"]["name"]: p["metadata"]["annotations"][ALLOCATED] for p in pods}
+    return {p["metadata"]["name"]: p["metadata"]["annotations"][DEVICES_ALLOCATED] for p in pods}
 
 
 def step_7_shares() -> dict[str, float]:
@@ -147,8 +146,7 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release) -> None:
     # pods are created after the hand-over, as the lab's placements depend on their order.)
     replay(kube, LAB, apply, chart.hand_over, chart.scheduler_logs)
 
-    pod = kube.pod(LAB, "policy-binpack-solo")
-    card = pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"].split(",")[0]
+    card = allocations(kube, LAB)["policy-binpack-solo"].split(",")[0]
     inside = kube(
         "exec",
         "-n",
@@ -233,7 +231,7 @@ def test_a_gpu_pod_created_while_the_leader_is_gone_is_placed(chart: Release) ->
     kube("apply", "-n", HANDOVER, "-f", "-", stdin=NEXT_POD.replace("after-upgrade", HANDOVER))
     kube.wait_ready(HANDOVER, [HANDOVER], timeout=120)
     assert chart.leader() not in (gone, None)
-    card = kube.pod(HANDOVER, HANDOVER)["metadata"]["annotations"][ALLOCATED].split(",")[0]
+    card = allocations(kube, HANDOVER)[HANDOVER].split(",")[0]
     assert card in UUIDS
     # Gone again, so that the cards are as Step 7 left them for the tests after this one.
     kube("delete", "namespace", HANDOVER, "--wait", "--timeout=2m", timeout=130)
@@ -288,12 +286,15 @@ def test_lab12_standalone_on_a_node_without_hamis_device_plugin(
     new_namespace(kube, LAB12_NS)
     kube("apply", "-n", LAB12_NS, "-f", str(LAB12))  # KAI's form: gpu-memory, kai-scheduler
     kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=180)
-    library = Path(HOST_VGPU_DIR, "libvgpu.so").read_text()  # libvgpuInstaller's copy
+    library = (GKE_VGPU_DIR / "libvgpu.so").read_text()  # libvgpuInstaller's copy
     assert "placeholder" in library
     for name in LAB12_PODS:
         pod = kube.pod(LAB12_NS, name)
         assert pod["spec"]["nodeName"] == spec.name
-        assert pod["metadata"]["annotations"][ALLOCATED] == f"GFD-{spec.name}-0,NVIDIA,4096,0:;"
+        assert (
+            pod["metadata"]["annotations"][DEVICES_ALLOCATED]
+            == f"GFD-{spec.name}-0,NVIDIA,4096,0:;"
+        )
         # The lab's start-up log; nvidia-smi's line after it needs a real GPU.
         log = kube("logs", "-n", LAB12_NS, name).stdout
         assert [line for line in log.splitlines() if "limit" in line] == ["limit=4096m"], log
@@ -336,4 +337,4 @@ def test_helm_uninstall_leaves_only_what_the_readme_says(
     assert not [a for a in node["metadata"].get("annotations", {}) if a.startswith("hami.io/")]
     # The GPU pods keep running, and keep their library on the node.
     kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=10)
-    assert Path(HOST_VGPU_DIR, "libvgpu.so").exists()
+    assert (GKE_VGPU_DIR / "libvgpu.so").exists()

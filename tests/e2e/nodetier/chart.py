@@ -7,9 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.e2e.cluster import CHART
+from tests.e2e.invariant import card_usage
 from tests.e2e.kube import Obj, wait_for
 from tests.e2e.prometheus import get
 
@@ -20,6 +19,7 @@ NAMESPACE = "hami-system"
 DEPLOYMENT = f"{RELEASE}-scheduler"
 LEASE = "hami-scheduler"  # scheduler.leaseName
 METRICS_PORT = 9395  # scheduler.metricsPort
+SCHEDULER_PODS = "app.kubernetes.io/component=scheduler"
 
 
 class Release:
@@ -54,23 +54,16 @@ class Release:
         self._apply("upgrade", "--reuse-values", *values)
 
     def _apply(self, verb: str, *args: str) -> None:
-        """Then wait until only the new pods are left: a replaced pod answers the webhook with
-        the old settings until its preStop sleep ends, after `rollout status` has returned."""
+        """`helm VERB`, then wait until only the new scheduler pods are left: a replaced pod
+        answers the webhook with the old settings until its preStop sleep ends, after
+        `rollout status` has returned."""
         self.helm(verb, RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
         self.kube(
             *("-n", NAMESPACE, "rollout", "status", f"deploy/{DEPLOYMENT}", "--timeout=180s"),
             timeout=190,
         )
-        selector = "app.kubernetes.io/component=scheduler"
         wait_for(
-            lambda: (
-                len(
-                    self.kube(
-                        "get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "name"
-                    ).stdout.split()
-                )
-                == len(self.scheduler_pods())
-            ),
+            lambda: not any(_leaving(p) for p in self._pods(SCHEDULER_PODS)),
             timeout=90,
             what="the replaced scheduler pods to terminate",
         )
@@ -82,25 +75,22 @@ class Release:
         """`helm uninstall`, then wait for the release's pods to finish terminating (helm's
         --wait covers the objects it deleted, not their pods' grace period)."""
         self.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
-        selector = f"app.kubernetes.io/instance={RELEASE}"
         wait_for(
-            lambda: (
-                not self.kube(
-                    "get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "name"
-                ).stdout.split()
-            ),
+            lambda: not self._pods(f"app.kubernetes.io/instance={RELEASE}"),
             timeout=120,
             what="the release's pods to terminate",
         )
 
     # --- the scheduler pods --------------------------------------------------------------------
 
-    def scheduler_pods(self) -> list[Obj]:
-        """The scheduler pods that are not on their way out."""
-        selector = "app.kubernetes.io/component=scheduler"
+    def _pods(self, selector: str) -> list[Obj]:
         listed = self.kube("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json")
         pods: list[Obj] = json.loads(listed.stdout)["items"]
-        return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return pods
+
+    def scheduler_pods(self) -> list[Obj]:
+        """The scheduler pods that are not on their way out."""
+        return [p for p in self._pods(SCHEDULER_PODS) if not _leaving(p)]
 
     def scheduler_logs(self) -> str:
         """The `hami` containers' logs, as `kubectl logs` shows them."""
@@ -132,11 +122,10 @@ class Release:
         )
 
     def shared_counts(self, pod: Obj) -> dict[str, float]:
-        """``hami_gpu_shared_count`` per card, read from the pod's /metrics on its pod IP."""
+        """How many pods share each card, from the pod's /metrics on its pod IP."""
         body = get(f"http://{pod['status']['podIP']}:{METRICS_PORT}/metrics").decode()
-        return {
-            sample.labels["device_uuid"]: sample.value
-            for family in text_string_to_metric_families(body)
-            for sample in family.samples
-            if sample.name == "hami_gpu_shared_count"
-        }
+        return {uuid: float(usage.used) for uuid, usage in card_usage(body).items()}
+
+
+def _leaving(pod: Obj) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import netns
-from tests.e2e.cluster import REPO_ROOT, Process, ensure_binaries
+from tests.e2e.cluster import AS_PLUGIN, REPO_ROOT, Process, ensure_binaries
 from tests.e2e.fake_device_plugin import READY_MARKER, compile_api
-from tests.e2e.kube import Kube, wait_for
+from tests.e2e.kube import wait_for
 from tests.e2e.nodespec import GPU_RESOURCE, REGISTER_ANNOTATION, NodeSpec, dump_specs
 from tests.e2e.nodetier import images
 from tests.e2e.nodetier.node import Node
@@ -29,11 +29,8 @@ K8SBINS = REPO_ROOT / "tests" / "e2e" / "k8sbins"
 # webhook's gke driver profile injects the same folder: it must exist on this machine. The
 # chart's libvgpuInstaller (Lab 12, standalone mode) writes HAMi-core into the vgpu folder and
 # opens HAMi-core's lock folder to every container.
-HOST_FOLDERS = (
-    Path("/home/kubernetes/bin/nvidia/lib64"),
-    Path("/home/kubernetes/bin/nvidia/vgpu"),
-    Path("/tmp/vgpulock"),
-)
+GKE_VGPU_DIR = Path("/home/kubernetes/bin/nvidia/vgpu")  # devicePlugin.libPath, preset=gke
+HOST_FOLDERS = (Path("/home/kubernetes/bin/nvidia/lib64"), GKE_VGPU_DIR, Path("/tmp/vgpulock"))
 
 
 @dataclass
@@ -49,11 +46,9 @@ class NodeCluster:
         if self.spec.plugin == "hami":
             # HAMi's plugin leaves its registration on the node when it goes, and under the
             # chart's admission policy only the plugin's identity may remove it.
-            kube = self.plane.kube
-            as_plugin = Kube(
-                kube.kubectl_path, self.plane.device_plugin_kubeconfig, kube.manifests, kube.env
+            self.plane.kube(
+                "annotate", *AS_PLUGIN, "node", self.spec.name, f"{REGISTER_ANNOTATION}-"
             )
-            as_plugin("annotate", "node", self.spec.name, f"{REGISTER_ANNOTATION}-")
         self.device_plugin = _start_device_plugin(self.plane, self.node, spec)
         self.spec = spec
 
