@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 Observe = Callable[[str, float], None]
 # None when this replica may serve, else why not (not synced, not the leader).
-Gate = Callable[[], str | None]
+Gate = Callable[[], Awaitable[str | None]]
 
 
 Answer = Callable[[bytes], Awaitable[tuple[str, bytes]]]  # body -> (result label, answer)
@@ -63,7 +63,7 @@ def routes(
             args = decode_filter(body)
         except BadExtenderArgsError as e:
             return "error", encode_filter(None, {}, str(e))
-        closed = gate()
+        closed = await gate()
         if closed is not None:
             return "error", encode_filter(None, {}, closed)
         try:
@@ -84,7 +84,7 @@ def routes(
             args = decode_bind(body)
         except BadExtenderArgsError as e:
             return "error", encode_bind(str(e))
-        closed = gate()
+        closed = await gate()
         if closed is not None:
             return "error", encode_bind(closed)
         try:

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import orjson
 from aiohttp import web
@@ -44,10 +44,12 @@ def _server_app(
     from hami.bench.cluster import build_cluster
     from hami.kube.client import Kube
     from hami.kube.events import EventRecorder
+    from hami.kube.leader import AlwaysLeader
     from hami.runtime.apps import MAX_BODY
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder
+    from hami.service.bindrules import Budget
     from hami.service.lockwatch import LockWatch
     from hami.service.placement import FilterOutcome, Placement
 
@@ -64,7 +66,15 @@ def _server_app(
     kube = Kube(ApiClient(Configuration(host="http://127.0.0.1:9")))
     events = EventRecorder(kube, queue_size=args.requests + 1000)
     placement = Placement(cache)
-    binder = Binder(kube, cache, events, now=lambda: datetime.now(UTC), locks=LockWatch())
+    binder = Binder(
+        kube,
+        cache,
+        events,
+        now=lambda: datetime.now(UTC),
+        locks=LockWatch(),
+        leadership=AlwaysLeader(),
+        budget=Budget.within(timedelta(seconds=30), 5.0),
+    )
     metrics = Metrics(cache, lambda: 0.0, lambda: events.dropped)
     reporter = FilterReporter(events)
     histogram = metrics.observer(metrics.filter_seconds)
@@ -94,6 +104,9 @@ def _server_app(
 
     profiler = cProfile.Profile() if args.profile else None
 
+    async def serving() -> None:
+        return None
+
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -122,7 +135,7 @@ def _server_app(
         scheduler.routes.routes(
             placement,
             binder,
-            lambda: None,
+            serving,
             on_filtered,
             observe_filter,
             metrics.observer(metrics.bind_seconds),

@@ -328,3 +328,19 @@ class ClusterCache:
 
     def usage(self) -> Mapping[str, Mapping[str, Usage]]:
         return self._usage
+
+    def overcommitted(self, node: str, uuids: Iterable[str]) -> list[str]:
+        """Those of the node's cards `uuids` whose counted use (allocations and reservations)
+        exceeds their memory, cores or split count."""
+        state = self._states.get(node)
+        wanted = set(uuids)
+        return [
+            c.info.id
+            for c in (state.cards if state is not None else ())
+            if c.info.id in wanted
+            and (
+                c.usage.usedmem > c.info.devmem
+                or c.usage.usedcores > c.info.devcore
+                or c.usage.used > c.info.count
+            )
+        ]

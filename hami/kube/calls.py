@@ -7,7 +7,9 @@ V1Binding deserialisation bug. Every call carries a timeout because the
 library's default is to wait forever.
 """
 
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -15,8 +17,22 @@ import orjson
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 
 from hami.kube.errors import KubeError, Unavailable, from_response
+from hami.kube.limiter import Priority, WriteLimiter
 
 Obj = dict[str, Any]
+# (verb, resource, outcome, seconds) of every write: the outcome is the HTTP status, or
+# "unanswered" when none came (a timeout, a broken connection, a caller that gave up).
+WriteObserver = Callable[[str, str, str, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """What a write is, for the limiter and for counting writes by verb and resource."""
+
+    verb: str  # create, patch, update, delete
+    resource: str  # e.g. pods/binding, nodes, events
+    priority: Priority = Priority.ROUTINE
+
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -27,7 +43,13 @@ class ApiCalls:
     """The API groups hami uses and the request method every call of :class:`Kube` goes through."""
 
     def __init__(
-        self, api: ApiClient, *, timeout: float = 10.0, list_timeout: float = 60.0
+        self,
+        api: ApiClient,
+        *,
+        timeout: float = 10.0,
+        list_timeout: float = 60.0,
+        writes: WriteLimiter | None = None,
+        on_write: WriteObserver | None = None,
     ) -> None:
         self.api = api
         self.core = CoreV1Api(api)
@@ -37,6 +59,9 @@ class ApiCalls:
         # A page of a list is read from etcd and can be hundreds of objects: far slower than
         # a point read on a busy server.
         self.list_timeout = list_timeout
+        # Writes wait here for a slot; reads (cheap, and what tells a bind the truth) never do.
+        self.writes = writes or WriteLimiter(64)
+        self.on_write = on_write
 
     async def close(self) -> None:
         await self.api.close()
@@ -47,7 +72,32 @@ class ApiCalls:
         method: Callable[..., Awaitable[Any]],
         *args: Any,
         request_timeout: float | None = None,
+        write: Write | None = None,
         **kwargs: Any,
+    ) -> Obj:
+        if write is None:
+            return await self._request(what, method, args, request_timeout, kwargs)
+        async with self.writes.slot(write.priority):
+            started = time.monotonic()
+            outcome = "unanswered"
+            try:
+                result = await self._request(what, method, args, request_timeout, kwargs)
+                outcome = "200"
+                return result
+            except KubeError as e:
+                outcome = str(e.status or outcome)
+                raise
+            finally:
+                if self.on_write is not None:
+                    self.on_write(write.verb, write.resource, outcome, time.monotonic() - started)
+
+    async def _request(
+        self,
+        what: str,
+        method: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        request_timeout: float | None,
+        kwargs: dict[str, Any],
     ) -> Obj:
         try:
             resp: aiohttp.ClientResponse = await method(

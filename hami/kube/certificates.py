@@ -5,7 +5,7 @@
 
 from kubernetes_asyncio.client import AdmissionregistrationV1Api
 
-from hami.kube.calls import JSON_PATCH, ApiCalls, Obj
+from hami.kube.calls import JSON_PATCH, ApiCalls, Obj, Write
 from hami.kube.errors import NotFound
 
 
@@ -28,6 +28,7 @@ class CertificateCalls(ApiCalls):
             self.core.create_namespaced_secret,
             namespace,
             body,
+            write=Write("create", "secrets"),
         )
 
     async def update_secret(self, namespace: str, name: str, body: Obj) -> Obj:
@@ -38,6 +39,7 @@ class CertificateCalls(ApiCalls):
             name,
             namespace,
             body,
+            write=Write("update", "secrets"),
         )
 
     async def get_mutating_webhook_configuration(self, name: str) -> Obj | None:
@@ -57,5 +59,6 @@ class CertificateCalls(ApiCalls):
             AdmissionregistrationV1Api(self.api).patch_mutating_webhook_configuration,
             name,
             operations,
+            write=Write("patch", "mutatingwebhookconfigurations"),
             _content_type=JSON_PATCH,
         )

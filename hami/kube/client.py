@@ -3,9 +3,10 @@
 import logging
 from collections.abc import Mapping
 
-from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Obj
+from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Obj, Write
 from hami.kube.certificates import CertificateCalls
-from hami.kube.errors import Conflict, NotFound
+from hami.kube.errors import NotFound
+from hami.kube.limiter import Priority
 from hami.kube.listwatch import ListWatch
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class Kube(ListWatch, CertificateCalls):
             name,
             namespace,
             body,
+            write=Write("patch", "pods/status" if status else "pods"),
             _content_type=content_type,
         )
 
@@ -90,6 +92,7 @@ class Kube(ListWatch, CertificateCalls):
                 "metadata": {"name": name, "namespace": namespace},
                 "deleteOptions": {"preconditions": {"uid": uid}},
             },
+            write=Write("create", "pods/eviction"),
         )
 
     async def list_pod_disruption_budgets(self) -> list[Obj]:
@@ -113,46 +116,56 @@ class Kube(ListWatch, CertificateCalls):
             self.core.patch_node,
             name,
             {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
+            write=Write("patch", "nodes", Priority.BIND_STEP),
             _content_type=MERGE_PATCH,
         )
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST the pod's Binding; idempotent for a pod already bound to `node`.
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: Mapping[str, str],
+        labels: Mapping[str, str],
+        request_timeout: float | None = None,
+    ) -> None:
+        """POST the pod's Binding, carrying the annotations and labels that go with it.
 
-        `uid` (when not empty) makes the server refuse to bind a different pod
-        that reuses the name. A retried bind whose first attempt reached the
-        server gets 409 "already assigned"; that is success when the pod is on
-        the wanted node, and a Conflict otherwise.
+        kube-apiserver sets spec.nodeName and merges the Binding's annotations into the pod in
+        one update, and only while the pod is unbound: the pod is bound with exactly these
+        annotations or not at all. `uid` (when not empty) makes the server refuse a different
+        pod that reuses the name. Labels are copied by API servers with the
+        PodTopologyLabelsAdmission feature (beta, on by default, from 1.35); older ones drop
+        them. Raises Conflict when the pod is already bound, to this node or another.
         """
-        what = f"bind pod {namespace}/{name} to node {node}"
-        metadata: Obj = {"name": name, "namespace": namespace}
+        metadata: Obj = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
         if uid:
             metadata["uid"] = uid
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": metadata,
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        try:
-            await self._call(what, self.core.create_namespaced_pod_binding, name, namespace, body)
-        except Conflict:
-            pod = await self.get_pod(namespace, name)
-            if pod is None:
-                raise NotFound(f"{what}: the pod no longer exists", status=404) from None
-            bound_to = pod.get("spec", {}).get("nodeName")
-            same_pod = not uid or pod.get("metadata", {}).get("uid") == uid
-            if same_pod and bound_to == node:
-                log.info(
-                    "pod was already bound to this node",
-                    extra={"namespace": namespace, "pod": name, "node": node},
-                )
-                return
-            raise
+        if labels:
+            metadata["labels"] = dict(labels)
+        await self._call(
+            f"bind pod {namespace}/{name} to node {node}",
+            self.core.create_namespaced_pod_binding,
+            name,
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": metadata,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            },
+            request_timeout=request_timeout,
+            write=Write("create", "pods/binding", Priority.BINDING),
+        )
 
     async def create_event(self, namespace: str, event: Obj) -> Obj:
         return await self._call(
-            f"create event in {namespace}", self.core.create_namespaced_event, namespace, event
+            f"create event in {namespace}",
+            self.core.create_namespaced_event,
+            namespace,
+            event,
+            write=Write("create", "events"),
         )
 
     async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
@@ -162,6 +175,7 @@ class Kube(ListWatch, CertificateCalls):
             name,
             namespace,
             patch,
+            write=Write("patch", "events"),
             _content_type=MERGE_PATCH,
         )
 
@@ -184,6 +198,7 @@ class Kube(ListWatch, CertificateCalls):
             self.core.create_namespaced_config_map,
             namespace,
             body,
+            write=Write("create", "configmaps", Priority.BIND_STEP),
         )
 
     async def replace_configmap(self, namespace: str, name: str, body: Obj) -> Obj:
@@ -194,4 +209,5 @@ class Kube(ListWatch, CertificateCalls):
             name,
             namespace,
             body,
+            write=Write("update", "configmaps", Priority.BIND_STEP),
         )

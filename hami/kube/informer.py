@@ -157,6 +157,7 @@ class Informer:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        namespace: str | None = None,
         watch_timeout: int = 300,
         inactivity: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
@@ -168,6 +169,7 @@ class Informer:
         self.sink = sink
         self.label_selector = label_selector
         self.field_selector = field_selector
+        self.namespace = namespace
         self.watch_timeout = watch_timeout
         self.inactivity = inactivity
         self.clock = clock
@@ -213,7 +215,10 @@ class Informer:
     async def _list(self) -> None:
         """Deliver the current set page by page, then delete what it no longer holds."""
         pages = self.kube.list_pages(
-            self.resource, label_selector=self.label_selector, field_selector=self.field_selector
+            self.resource,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            namespace=self.namespace,
         )
         listed: set[str] = set()
         rv = ""
@@ -277,6 +282,7 @@ class Informer:
             inactivity=self.inactivity,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            namespace=self.namespace,
         )
         # aclosing: leaving early (a relist) must close the HTTP response now, not at GC.
         async with contextlib.aclosing(events):

@@ -1,5 +1,6 @@
 """Paged LISTs and WATCH streams of the few resources the informers follow."""
 
+import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Literal
 
@@ -9,7 +10,7 @@ import orjson
 from hami.kube.calls import ApiCalls, Obj
 from hami.kube.errors import Unavailable, from_response
 
-Resource = Literal["pods", "nodes", "resourcequotas"]
+Resource = Literal["pods", "nodes", "resourcequotas", "leases"]
 
 # etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
 # larger, so a watch line gets generous head room before it counts as corrupt.
@@ -22,7 +23,10 @@ LIST_PAGE = 500
 class ListWatch(ApiCalls):
     """Lists page by page from one snapshot, and watches from its resourceVersion."""
 
-    def _lister(self, resource: Resource) -> Callable[..., Awaitable[Any]]:
+    def _lister(self, resource: Resource, namespace: str | None) -> Callable[..., Awaitable[Any]]:
+        """Cluster-wide lists, but for leases: the scheduler may only read its own namespace's."""
+        if resource == "leases":
+            return functools.partial(self.coordination.list_namespaced_lease, namespace or "")
         if resource == "pods":
             return self.core.list_pod_for_all_namespaces
         if resource == "resourcequotas":
@@ -35,6 +39,7 @@ class ListWatch(ApiCalls):
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        namespace: str | None = None,
     ) -> AsyncGenerator[tuple[list[Obj], str], None]:
         """One consistent list, LIST_PAGE objects at a time: (items, the list's resourceVersion).
 
@@ -46,7 +51,7 @@ class ListWatch(ApiCalls):
         while True:
             page = await self._call(
                 f"list {resource}",
-                self._lister(resource),
+                self._lister(resource, namespace),
                 request_timeout=self.list_timeout,
                 limit=LIST_PAGE,
                 _continue=token,
@@ -73,6 +78,7 @@ class ListWatch(ApiCalls):
         inactivity: float,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        namespace: str | None = None,
     ) -> AsyncGenerator[Obj, None]:
         """Raw watch events as dicts, until the server ends the watch.
 
@@ -89,7 +95,7 @@ class ListWatch(ApiCalls):
             sock_read=inactivity,
         )
         try:
-            resp: aiohttp.ClientResponse = await self._lister(resource)(
+            resp: aiohttp.ClientResponse = await self._lister(resource, namespace)(
                 watch=True,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,

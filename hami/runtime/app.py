@@ -26,13 +26,15 @@ from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
-from hami.kube.leader import AlwaysLeader, Leadership, LeaseFollower
+from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
+from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
-from hami.runtime.config import Settings, injection_config
+from hami.runtime.config import Settings, bind_budget, injection_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
+from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import Placement
@@ -61,6 +63,7 @@ class Runtime:
     leadership: Leadership
     events: EventRecorder
     requeuer: Requeuer
+    labels: LabelMender
     placement: Placement
     binder: Binder
     admission: AdmissionService
@@ -74,13 +77,16 @@ class Runtime:
         """Every informer has listed once: the cache reflects the API server."""
         return all(i.synced.is_set() for i in self.informers)
 
-    def not_serving(self) -> str | None:
-        """Why filter and bind must not be answered now, or None."""
+    async def not_serving(self) -> str | None:
+        """Why filter and bind must not be answered now, or None. A replica that has just
+        become the leader holds the call until the previous leader's last writes have landed
+        (hami.kube.leader): kube-scheduler's cycle waits, where a refusal would send the pod
+        into its back-off."""
         if self.closing:
             return "this replica is shutting down; kube-scheduler will retry"
         if not self.synced():
             return "the scheduler's cache has not synced with the API server yet"
-        if not self.leadership.is_leader:
+        if await self.leadership.serving(self.settings.bind_write_timeout_seconds) is None:
             return "this replica is not the leader; only the leader serves filter and bind"
         return None
 
@@ -101,15 +107,20 @@ def _log_distrust(namespace: str, name: str, why: str) -> None:
 
 
 async def build(settings: Settings) -> Runtime:
-    kube = Kube(await connect(settings.kubeconfig or None), timeout=settings.kube_timeout_seconds)
+    kube = Kube(
+        await connect(settings.kubeconfig or None),
+        timeout=settings.kube_timeout_seconds,
+        writes=WriteLimiter(settings.api_write_limit),
+    )
     certs, cert_file, key_file = await _certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity, rate=settings.events_per_second)
     leadership: Leadership = (
-        LeaseFollower(
+        LeaseLeadership(
             kube,
             settings.leader_elect_resource_namespace,
             settings.leader_elect_resource_name,
             settings.identity,
+            grace=settings.bind_write_timeout_seconds,
         )
         if settings.leader_elect
         else AlwaysLeader()
@@ -140,11 +151,14 @@ async def build(settings: Settings) -> Runtime:
         lambda: events.dropped,
         settings.legacy_metrics,
         settings.metrics_pod_labels,
+        writes=kube.writes,
     )
+    kube.on_write = metrics.write_observer()
+    labels = LabelMender(kube, lambda: leadership.current() is not None)
     pod_sink = _Sink(
         cache.replace_pods,
-        both(cache.upsert_pod, requeuer.seen),
-        both(cache.delete_pod, requeuer.gone),
+        both(both(cache.upsert_pod, requeuer.seen), labels.seen),
+        both(both(cache.delete_pod, requeuer.gone), labels.gone),
     )
     placement = Placement(cache, policies, resources)
     if settings.preemption:
@@ -186,6 +200,7 @@ async def build(settings: Settings) -> Runtime:
         leadership=leadership,
         events=events,
         requeuer=requeuer,
+        labels=labels,
         placement=placement,
         binder=Binder(
             kube,
@@ -193,11 +208,15 @@ async def build(settings: Settings) -> Runtime:
             events,
             now=lambda: datetime.now(UTC),
             locks=locks,
+            leadership=leadership,
+            budget=bind_budget(settings),
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
             lock_wait=settings.node_lock_wait_seconds,
             before_binding=LimitsWriter(kube)
             if settings.node_integration == "standalone"
             else None,
+            on_failure=lambda reason: metrics.bind_failures.labels(reason).inc(),
+            success_events=settings.success_events,
         ),
         admission=AdmissionService(
             AdmissionConfig(
@@ -289,6 +308,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("loop-lag", _loop_lag(rt, stop)),
             ("freeze-heap", _freeze_heap(rt)),
             ("requeue", rt.requeuer.run(stop)),
+            ("labels", rt.labels.run(stop)),
             ("expire", _expire(rt, stop)),
         )
     ]
@@ -311,6 +331,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                     port,
                     tls=tls,
                     read_timeout=s.read_timeout_seconds,
+                    keepalive_timeout=s.keepalive_timeout_seconds,
                     shutdown_timeout=s.shutdown_grace_seconds,
                 )
             )

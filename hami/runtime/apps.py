@@ -60,7 +60,10 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.placement,
             rt.binder,
             rt.not_serving,
-            both(FilterReporter(rt.events), rt.requeuer.filtered),
+            both(
+                FilterReporter(rt.events, success_events=rt.settings.success_events),
+                rt.requeuer.filtered,
+            ),
             rt.metrics.observer(rt.metrics.filter_seconds),
             rt.metrics.observer(rt.metrics.bind_seconds),
         )

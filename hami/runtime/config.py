@@ -17,6 +17,7 @@ import yaml
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.runtime.listeners import is_loopback
+from hami.service.bindrules import Budget, go_duration
 
 
 class ConfigError(ValueError):
@@ -37,6 +38,7 @@ class Settings:
     metrics_tls: bool = False
     metrics_pod_labels: bool = True
     read_timeout_seconds: float = 10.0
+    keepalive_timeout_seconds: float = 120.0
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -52,7 +54,11 @@ class Settings:
     preemption: bool = False
     preemption_hold_seconds: float = 60.0
     events_per_second: float = 50.0
+    success_events: bool = False
     kube_timeout_seconds: float = 10.0
+    extender_http_timeout: str = "30s"
+    bind_write_timeout_seconds: float = 5.0
+    api_write_limit: int = 16
     leader_elect: bool = False
     leader_elect_resource_name: str = "hami-scheduler"
     leader_elect_resource_namespace: str = "kube-system"
@@ -88,9 +94,12 @@ _HELP = {
     "metrics_pod_labels": (
         "publish the per-container series, which name every GPU pod's namespace and pod"
     ),
-    "read_timeout_seconds": (
-        "deadline for a client's TLS handshake, request headers and body, and for an idle "
-        "keep-alive connection"
+    "read_timeout_seconds": "deadline for a client's TLS handshake and request body",
+    "keepalive_timeout_seconds": (
+        "how long an idle connection is kept open (and the request headers of a new one waited "
+        "for); longer than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's "
+        "webhook client, kube-scheduler's extender client), so that they close them, not us: a "
+        "POST sent on a connection the server is closing fails without a retry"
     ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
@@ -107,8 +116,13 @@ _HELP = {
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
     "events_per_second": (
-        "Kubernetes Events posted a second at most (FilteringSucceed, BindingSucceed, ...); "
+        "Kubernetes Events posted a second at most (FilteringFailed, BindingFailed, ...); "
         "the rest are dropped and counted in hami_events_dropped (0: post none)"
+    ),
+    "success_events": (
+        "post HAMi's FilteringSucceed and BindingSucceed Events for every placed pod: two "
+        "writes per GPU pod that say what kube-scheduler's Scheduled Event and the pod's "
+        "allocation annotations already say"
     ),
     "requeue_rate": (
         "pods a second at most that are touched (annotation hami.io/requeue) so kube-scheduler "
@@ -127,6 +141,19 @@ _HELP = {
     "log_format": "json or text",
     "log_level": "debug, info, warning or error",
     "kube_timeout_seconds": "deadline of one API server call",
+    "extender_http_timeout": (
+        "kube-scheduler's extender httpTimeout as its configuration writes it (a Go duration; "
+        "the chart passes scheduler.kubeScheduler.httpTimeout): every bind answers before it"
+    ),
+    "bind_write_timeout_seconds": (
+        "how long one write of a bind (node lock, Binding) may take; a replica that has just "
+        "become the leader waits this long before serving, for the last writes of the previous "
+        "leader to land"
+    ),
+    "api_write_limit": (
+        "API writes in flight at most; more wait their turn, Bindings first, then the node "
+        "lock, then Events and the rest"
+    ),
     "leader_elect_resource_name": "the kube-scheduler Lease followed with --leader-elect",
     "leader_elect_resource_namespace": "namespace of that Lease",
     "shutdown_grace_seconds": "on SIGTERM, how long binds under way may take to finish",
@@ -279,8 +306,20 @@ def validate(s: Settings) -> None:
         raise ConfigError("--requeue-rate must not be negative")
     if s.preemption_hold_seconds <= 0:
         raise ConfigError("--preemption-hold-seconds must be positive")
-    if s.read_timeout_seconds <= 0:
-        raise ConfigError("--read-timeout-seconds must be positive")
+    for name in (
+        "read_timeout_seconds",
+        "keepalive_timeout_seconds",
+        "kube_timeout_seconds",
+        "bind_write_timeout_seconds",
+    ):
+        if getattr(s, name) <= 0:
+            raise ConfigError(f"{_flag(name)} must be positive")
+    if s.api_write_limit < 1:
+        raise ConfigError("--api-write-limit must be at least 1")
+    try:
+        bind_budget(s)
+    except ValueError as e:
+        raise ConfigError(f"--extender-http-timeout: {e}") from None
     for name in ("default_memory", "default_cores", "default_gpu_num"):
         if getattr(s, name) < 0:
             raise ConfigError(f"{_flag(name)} must not be negative")
@@ -303,6 +342,10 @@ def validate(s: Settings) -> None:
         raise ConfigError("--log-format must be json or text")
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level must be debug, info, warning or error")
+
+
+def bind_budget(s: Settings) -> Budget:
+    return Budget.within(go_duration(s.extender_http_timeout), s.bind_write_timeout_seconds)
 
 
 def injection_config(s: Settings) -> InjectionConfig:

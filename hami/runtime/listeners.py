@@ -1,12 +1,19 @@
-"""Listening sockets that no client can hold open for free.
+"""Listening sockets that no client can hold open for free, and that never close a connection
+under a client that is about to use it.
 
 aiohttp leaves a half-sent request waiting for as long as its keep-alive
 timer (an hour by default) and asyncio gives a TLS handshake a minute, so a
-few hundred slow clients would pin memory and sockets indefinitely. Every
-listener here has one deadline, `read_timeout`, for each of the three phases
-a client controls: the TLS handshake, the request line and headers (which
-aiohttp's keep-alive timer also covers from the moment a connection opens),
-and the body.
+few hundred slow clients would pin memory and sockets indefinitely. Two
+deadlines bound what a client controls: `read_timeout` the TLS handshake and
+the body; `keepalive_timeout` an idle connection, including the wait for the
+request line and headers (aiohttp's keep-alive timer runs from the moment a
+connection opens). The idle deadline must be longer than the clients' own:
+Go's HTTP transport keeps an idle connection for 90 s (IdleConnTimeout of
+http.DefaultTransport, which client-go's transports inherit, and with them
+kube-apiserver's webhook client and kube-scheduler's extender client). A
+server that closes first races the client's next request on that connection,
+and Go does not send a POST again: kube-apiserver reports `failed calling
+webhook ... EOF` and, with failurePolicy Fail, refuses the pod.
 """
 
 import asyncio
@@ -76,6 +83,7 @@ async def listen(
     *,
     tls: ssl.SSLContext | None,
     read_timeout: float,
+    keepalive_timeout: float,
     shutdown_timeout: float,
 ) -> Listener:
     app.middlewares.append(read_body_within(read_timeout))
@@ -83,7 +91,7 @@ async def listen(
         app,
         access_log=None,
         handle_signals=False,
-        keepalive_timeout=read_timeout,
+        keepalive_timeout=keepalive_timeout,
         # A body left unread (the deadline passed) is not waited for: the connection closes.
         lingering_time=0,
         shutdown_timeout=shutdown_timeout,
@@ -98,6 +106,9 @@ async def listen(
             port,
             ssl=tls,
             ssl_handshake_timeout=read_timeout if tls is not None else None,
+            # A burst of new connections (kube-apiserver opening more for a webhook burst) must
+            # not overflow the accept queue: a dropped SYN costs the client a second or more.
+            backlog=1024,
         )
     except BaseException:
         await runner.cleanup()

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from hami.cache.store import ClusterCache
+from hami.kube.calls import WriteObserver
+from hami.kube.limiter import WriteLimiter
 from hami.runtime.exposition import ClusterExposition, Snapshot
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -22,6 +24,7 @@ class Metrics:
         events_dropped: Callable[[], int],
         legacy_names: bool = False,
         per_pod: bool = True,
+        writes: WriteLimiter | None = None,
     ) -> None:
         self.cluster = ClusterExposition(cache, legacy_names, per_pod)
         self.registry = CollectorRegistry()
@@ -77,6 +80,41 @@ class Metrics:
             registry=r,
         )
         dropped.set_function(lambda: float(events_dropped()))
+        self.bind_failures = Counter(
+            "hami_bind_failures_total",
+            "Binds that failed, by reason: lock-contention, deadline, not-leader, bound-elsewhere, "
+            "pod-gone, no-placement, card-taken, unknown-outcome or api-error",
+            ["reason"],
+            registry=r,
+        )
+        self.api_writes = Counter(
+            "hami_api_writes_total",
+            "Writes this process sent to the API server, by verb, resource and outcome (the "
+            "HTTP status, or unanswered)",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.api_write_seconds = Histogram(
+            "hami_api_write_duration_seconds",
+            "Time from sending a write to its answer, not counting the wait for a slot",
+            ["verb", "resource"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        if writes is not None:
+            limit = writes
+            in_flight = Gauge(
+                "hami_api_writes_in_flight",
+                "Writes sent and not yet answered (at most --api-write-limit)",
+                registry=r,
+            )
+            in_flight.set_function(lambda: float(limit.in_flight))
+            queued = Gauge(
+                "hami_api_writes_queued",
+                "Writes waiting for a slot under --api-write-limit",
+                registry=r,
+            )
+            queued.set_function(lambda: float(limit.queued))
 
     def snapshot(self) -> Snapshot:
         """What the next scrape shows of the cluster; cheap, taken on the event loop."""
@@ -86,6 +124,13 @@ class Metrics:
         """The whole scrape in chunks: our own series, then the cluster's; safe on a worker
         thread."""
         return [generate_latest(self.registry), *self.cluster.render(snap)]
+
+    def write_observer(self) -> WriteObserver:
+        def observe(verb: str, resource: str, code: str, seconds: float) -> None:
+            self.api_writes.labels(verb, resource, code).inc()
+            self.api_write_seconds.labels(verb, resource).observe(seconds)
+
+        return observe
 
     def preemption_observer(self) -> Callable[[str, str], None]:
         return lambda outcome, reason: self.preemptions.labels(outcome, reason).inc()

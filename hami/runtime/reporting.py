@@ -54,8 +54,11 @@ class FilterReporter:
         events: EventRecorder,
         score_lines_per_second: int = 200,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        success_events: bool = False,
     ) -> None:
         self.events = events
+        self.success_events = success_events
         self._scores = LineBudget(score_lines_per_second, clock)
 
     def __call__(self, outcome: FilterOutcome) -> None:
@@ -91,6 +94,8 @@ class FilterReporter:
                     "nodes_rejected": len(outcome.failed),
                 },
             )
+            if not self.success_events:
+                return
             self.events.record(
                 ref,
                 "Normal",

@@ -1,41 +1,58 @@
-"""The bind use case: lock the node, write the allocation, post the Binding; undo on failure.
+"""The bind use case: take the node lock, post the Binding that carries the allocation.
 
-This is where the filter's in-memory decision reaches the API server. The
-node lock is HAMi's (its device plugin finds the pod being allocated through
-it and releases it after Allocate), so on success the lock is left for the
-device plugin; on any failure everything this bind did is undone.
+The allocation annotations travel inside the Binding: kube-apiserver sets
+spec.nodeName and merges them in one update, and only while the pod is
+unbound, so a pod is bound with exactly the cards of the node it is bound to,
+or not at all. A late or repeated bind cannot overwrite the allocation of a
+pod another bind placed (its Binding is refused), and a failed bind leaves
+nothing on the pod to undo. HAMi's node lock is taken first (its device plugin
+finds the pod being allocated through it and releases it after Allocate); it
+is the only thing a failed bind may have to give back.
+
+Every bind answers within its Budget, before kube-scheduler's extender timeout
+sends the pod elsewhere; one bind per pod runs at a time; a bind writes
+nothing once the leadership term it started in has ended; and after any
+failed call the pod is read back (hami.service.bindrules) before deciding
+what happened.
 """
 
 import asyncio
 import logging
-import weakref
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
-from hami.kube.errors import KubeError
+from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
-from hami.kube.nodelock import NodeLockContention, lock_node, release_node
+from hami.kube.leader import Leadership, NotLeading, Term
+from hami.kube.nodelock import NodeLockContention
 from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.bindrules import Budget, Found, PodState, read_back
+from hami.service.deadline import Deadline
+from hami.service.locking import NodeLocker
 from hami.service.lockwatch import LockWatch
 
 log = logging.getLogger(__name__)
 
-# Called after the allocation is written and before the Binding is posted,
-# e.g. to fill the per-pod object that carries limits (fail closed: an error
-# aborts the bind).
+# Called after the node lock and before the Binding, e.g. to fill the per-pod object that
+# carries limits (fail closed: an error aborts the bind).
 BeforeBinding = Callable[[str, str, str, PodDevices], Awaitable[None]]
+# How many times an unanswered or throttled Binding is sent again while the pod is unbound.
+BINDING_ATTEMPTS = 3
 
 
 class BindError(Exception):
     """A bind that did not happen; the message is what kube-scheduler reports."""
+
+    def __init__(self, message: str, reason: str = "api-error") -> None:
+        super().__init__(message)
+        self.reason = reason  # a short word for the failure metric
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,221 +70,277 @@ class Binder:
         *,
         now: Callable[[], datetime],
         locks: LockWatch,
+        leadership: Leadership,
+        budget: Budget,
         lock_expiry: timedelta = timedelta(minutes=5),
         lock_wait: float = 20.0,
         before_binding: BeforeBinding | None = None,
+        on_failure: Callable[[str], None] | None = None,
+        success_events: bool = False,
     ) -> None:
         self.kube = kube
-        self.lock_wait = lock_wait
         self.cache = cache
         self.events = events
         self.now = now
-        self.lock_expiry = lock_expiry
         self.locks = locks
+        self.leadership = leadership
+        self.budget = budget
+        self.lock_expiry = lock_expiry
+        self.lock_wait = lock_wait
         self.before_binding = before_binding
-        # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
-        self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._in_flight: set[asyncio.Task[None]] = set()
-        self._binding: Counter[tuple[str, str]] = Counter()  # (namespace, name) of binds under way
-        # uid -> node of binds that succeeded lately: a retry whose first
-        # attempt succeeded must not take the node lock again, or the lock
-        # would outlive the device plugin's Allocate and block the node.
+        self.on_failure = on_failure
+        self.success_events = success_events
+        self.locker = NodeLocker(kube, locks, now=now, expiry=lock_expiry, binding=self.binding)
+        # The one bind under way per pod (namespace, name).
+        self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # uid -> node of binds that succeeded lately: a retry whose first attempt succeeded
+        # must not take the node lock again, or the lock would outlive the device plugin's
+        # Allocate and block the node.
         self._recent: OrderedDict[str, str] = OrderedDict()
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Bind or raise BindError. Runs shielded, so a disconnecting caller cannot cut a bind in half."""
-        task = asyncio.ensure_future(self._bind(namespace, name, uid, node))
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
+        """Bind or raise BindError. Runs shielded, so a disconnecting caller cannot cut a bind in
+        half; a second bind of the same pod waits for the first to end."""
+        key = (namespace, name)
+        while (earlier := self._flights.get(key)) is not None:
+            await asyncio.wait({earlier})
+        term = self.leadership.current()
+        if term is None:
+            raise BindError(
+                "this replica is not the leader; only the leader serves filter and bind",
+                "not-leader",
+            )
+        task = asyncio.ensure_future(self._bind(namespace, name, uid, node, term))
+        self._flights[key] = task
+        task.add_done_callback(
+            lambda done: self._flights.pop(key) if self._flights.get(key) is done else None
+        )
         await asyncio.shield(task)
+
+    def binding(self, namespace: str, name: str) -> bool:
+        """Whether a bind of that pod is under way here."""
+        return (namespace, name) in self._flights
 
     async def drain(self, within: float) -> int:
         """Wait for binds under way (graceful shutdown); returns how many did not finish."""
-        pending = set(self._in_flight)
+        pending = set(self._flights.values())
         if pending:
             _, pending = await asyncio.wait(pending, timeout=within)
         return len(pending)
 
-    async def _plan(self, namespace: str, name: str, uid: str, node: str) -> _Plan | None:
+    async def _bind(self, namespace: str, name: str, uid: str, node: str, term: Term) -> None:
+        ref = {"namespace": namespace, "name": name, "uid": uid}
+        ctx = {"namespace": namespace, "pod": name, "node": node}
+        deadline = Deadline(self.budget.total)
+        try:
+            plan = await self._plan(namespace, name, uid, node, deadline)
+            if plan is None:
+                log.info("pod already bound to this node", extra=ctx)
+                return
+            answered = await self._bind_plan(namespace, name, uid, node, plan, term, deadline)
+        except BindError as e:
+            log.warning("bind failed", extra={**ctx, "error": str(e), "reason": e.reason})
+            self.events.record(ref, "Warning", "BindingFailed", str(e))
+            if self.on_failure is not None:
+                self.on_failure(e.reason)
+            raise
+        if uid:
+            self._recent[uid] = node
+            if len(self._recent) > 10_000:
+                self._recent.popitem(last=False)
+        extra = {**ctx, "allocated": encode_pod_devices(plan.devices)}
+        if not answered:
+            log.warning("pod bound, though the Binding's answer was lost", extra=extra)
+        else:
+            log.info("pod bound", extra=extra)
+        if self.success_events:
+            self.events.record(
+                ref,
+                "Normal",
+                "BindingSucceed",
+                f"Successfully binding node [{node}] to {namespace}/{name}",
+            )
+
+    async def _plan(
+        self, namespace: str, name: str, uid: str, node: str, deadline: Deadline
+    ) -> _Plan | None:
         """What to bind, or None when the pod is already bound to `node` (a retried bind)."""
-        if uid and self._recent.get(uid) == node:
+        where = self._recent.get(uid) if uid else None
+        held = self.cache.allocation(uid) if uid else None
+        if held is not None and held.bound:
+            where = held.node
+        if where == node:
             return None
+        if where is not None:
+            raise _bound_elsewhere(namespace, name, node, where)
         res = self.cache.reservation(uid)
         if res is not None and res.node == node:
+            self._check_still_fits(namespace, name, uid, node, res.devices)
             return _Plan(res.devices, res.n_init)
-        pod = await self.kube.get_pod(namespace, name)
-        if pod is None:
-            self.cache.forget(uid)
-            raise BindError(f"pod {namespace}/{name} not found")
-        spec = pod.get("spec") or {}
-        if spec.get("nodeName") == node:
+        pod = await self._read(namespace, name, deadline)
+        state = read_back(pod, uid, node)
+        if state.found is Found.BOUND_HERE:
             return None
-        # A restart between writing the allocation and posting the Binding: the annotations
-        # the earlier bind wrote are the decision, as far as they add up (only the scheduler
-        # may write them, and the cache's vetting holds them to the pod's own request).
-        written = self.cache.vetted(pod)
-        if written is not None and written.node == node:
-            return _Plan(written.devices, written.n_init)
+        if state.found is Found.BOUND_ELSEWHERE:
+            raise _bound_elsewhere(namespace, name, node, state.node)
+        if state.found is not Found.UNBOUND or pod is None:
+            self.cache.forget(uid)
+            raise BindError(f"pod {namespace}/{name} not found or being deleted", "pod-gone")
         if self.cache.asks_for_no_gpu(pod):
             # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
             # HAMi binds it with no lock and no allocation, so does this; the device plugin is
             # never asked for it.
             return _Plan((), 0)
-        where = f"node {res.node}" if res is not None else "no node"
+        chose = f"node {res.node}" if res is not None else "no node"
         raise BindError(
-            f"pod {namespace}/{name} has no placement on node {node} (filter chose {where}); "
-            "the decision expired or came from another scheduler replica, kube-scheduler will retry"
+            f"pod {namespace}/{name} has no placement on node {node} (filter chose {chose}); "
+            "the decision expired or came from another scheduler replica, kube-scheduler will retry",
+            "no-placement",
         )
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        self._binding[namespace, name] += 1
-        try:
-            await self._bind_once(namespace, name, uid, node)
-        finally:
-            self._binding[namespace, name] -= 1
-            if not self._binding[namespace, name]:
-                del self._binding[namespace, name]
+    def _check_still_fits(
+        self, namespace: str, name: str, uid: str, node: str, devices: PodDevices
+    ) -> None:
+        """Refuse a plan that an allocation arrived since filter now overlaps (a previous
+        leader's last bind landing after the hand-over): it would over-commit the card."""
+        over = self.cache.overcommitted(node, {d.uuid for c in devices for d in c})
+        if over:
+            self.cache.forget(uid)
+            raise BindError(
+                f"pod {namespace}/{name}: card {', '.join(over)} of node {node} filled up since "
+                "filter (a bind of another scheduler replica landed); kube-scheduler will retry",
+                "card-taken",
+            )
 
-    async def _bind_once(self, namespace: str, name: str, uid: str, node: str) -> None:
-        ref = {"namespace": namespace, "name": name, "uid": uid}
-        ctx = {"namespace": namespace, "pod": name, "node": node}
-        plan = await self._plan(namespace, name, uid, node)
-        if plan is None:
-            log.info("pod already bound to this node", extra=ctx)
-            return
+    async def _bind_plan(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        plan: _Plan,
+        term: Term,
+        deadline: Deadline,
+    ) -> bool:
+        """Lock, then Binding; whether the Binding was answered (False: its answer was lost,
+        and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
         handshake = self.cache.handshake(node)
-        phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
-        unix = int(self.now().timestamp())
         needs_lock = handshake and any(plan.devices[plan.n_init :])
-        # A lock another pod holds is waited for before anything is written, so that a waiting
-        # pod claims nothing in the API. A free one (as the watch shows it) is taken while the
-        # allocation is written: both must be in place before the Binding, neither depends on
-        # the other, and the device plugin only looks at pods bound to its node.
-        wait_first = needs_lock and self.locks.value(node) is not None
-        locked = writing = False
         try:
-            if wait_first:
-                await self._lock(node, namespace, name)
-                locked = True
-            writes: dict[str, asyncio.Future[Any]] = {}
-            # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
-            if plan.devices:
-                writing = True
-                writes["allocation"] = asyncio.ensure_future(
-                    self.kube.patch_pod_metadata(
-                        namespace,
-                        name,
-                        allocation_annotations(node, plan.devices, unix, phase),
-                        allocation_labels(node),
-                    )
-                )
-            if needs_lock and not wait_first:
-                writes["lock"] = asyncio.ensure_future(self._lock(node, namespace, name))
-            try:
-                await asyncio.gather(*writes.values())
-            finally:
-                for write in writes.values():
-                    write.cancel()
-                await asyncio.gather(*writes.values(), return_exceptions=True)
-                lock = writes.get("lock")
-                if lock is not None:
-                    # A write cut short may still have landed; a refused one did not.
-                    locked = lock.cancelled() or lock.exception() is None
+            if needs_lock:
+                # The Binding and the read-back after it keep their share of the budget.
+                keep = self.budget.binding + self.budget.verify
+                wait = Deadline(max(0.0, min(deadline.left(keep), self.lock_wait)))
+                await self.locker.take(node, namespace, name, term, wait)
             if self.before_binding is not None and plan.devices:
-                await self.before_binding(namespace, name, uid, plan.devices)
-            await self.kube.bind_pod(namespace, name, uid, node)
-        except (KubeError, BindError, OSError, asyncio.CancelledError) as e:
-            await self._rollback(namespace, name, uid, node, locked, writing)
-            message = f"bind {namespace}/{name} to {node} failed: {e}"
-            log.warning("bind failed", extra={**ctx, "error": str(e)})
-            self.events.record(ref, "Warning", "BindingFailed", message)
-            if isinstance(e, asyncio.CancelledError):
-                raise
-            raise BindError(message) from e
-        if uid:
-            self._recent[uid] = node
-            if len(self._recent) > 10_000:
-                self._recent.popitem(last=False)
-        log.info(
-            "pod bound",
-            extra={
-                **ctx,
-                "allocated": encode_pod_devices(plan.devices),
-            },
+                term.check()
+                async with deadline.step(self.budget.binding + self.budget.verify):
+                    await self.before_binding(namespace, name, uid, plan.devices)
+            phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
+            return await self._post_binding(namespace, name, uid, node, plan, phase, term, deadline)
+        except (KubeError, NotLeading, TimeoutError, BindError) as e:
+            failure = e if isinstance(e, BindError) else _as_bind_error(e, namespace, name, node)
+            # A lock write of ours may have landed. The lock is left to the device plugin when
+            # the pod may be bound here after all, and to the lock rules once this term has
+            # ended (nothing may be written then).
+            if needs_lock and term.active and failure.reason != "unknown-outcome":
+                await self.locker.give_back(node, namespace, name, self.budget.write)
+            raise failure from e
+
+    async def _post_binding(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        plan: _Plan,
+        phase: str,
+        term: Term,
+        deadline: Deadline,
+    ) -> bool:
+        # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
+        unix = int(self.now().timestamp())
+        annotations = (
+            allocation_annotations(node, plan.devices, unix, phase) if plan.devices else {}
         )
-        self.events.record(
-            ref,
-            "Normal",
-            "BindingSucceed",
-            f"Successfully binding node [{node}] to {namespace}/{name}",
-        )
-
-    async def _lock(self, node: str, namespace: str, name: str) -> None:
-        """Take the node lock, waiting up to lock_wait seconds for the holder's Allocate.
-
-        The device plugin releases the lock within moments of a bind, so a bind
-        that waits beats one that fails and goes back into kube-scheduler's
-        queue with backoff (HAMi #1367: bursts onto one node). Waiters on one
-        node go in arrival order, each woken by the watch when the lock it met
-        is released, not by polling the Node.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.lock_wait
-        queue = self._queues.get(node)
-        if queue is None:
-            queue = self._queues[node] = asyncio.Lock()
-        try:
-            async with asyncio.timeout(self.lock_wait):
-                await queue.acquire()
-        except TimeoutError:
-            raise NodeLockContention(
-                f"node {node} has been locked within {self.lock_wait:g}s: node lock contention "
-                "(other binds to this node were still waiting for its lock)"
-            ) from None
-        try:
-            while True:
-                seen = self.locks.value(node)
-                try:
-                    await lock_node(
-                        self.kube,
-                        node,
-                        namespace,
-                        name,
-                        now=self.now,
-                        expiry=self.lock_expiry,
-                        # Only a free lock is taken on the watch's word; a held one is read
-                        # afresh, so a lagging watch never makes a bind wait for nothing.
-                        known=self.locks.node(node) if seen is None else None,
-                        binding=lambda ns, pod: self._binding[ns, pod] > 0,
-                    )
-                    return
-                except NodeLockContention:
-                    left = deadline - loop.time()
-                    if left <= 0:
-                        raise
-                    await self.locks.changed(node, seen, left)
-        finally:
-            queue.release()
-
-    async def _rollback(
-        self, namespace: str, name: str, uid: str, node: str, locked: bool, written: bool
-    ) -> None:
-        """Undo the lock and (`written`: its write was started, finished or not) the allocation;
-        neither undo touches what this bind did not write."""
-        self.cache.forget(uid)
-        try:
-            if written:
-                keys = allocation_annotations(node, (), 0)
-                await self.kube.patch_pod_metadata(
-                    namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
+        labels = allocation_labels(node) if plan.devices else {}
+        for attempt in range(1, BINDING_ATTEMPTS + 1):
+            term.check()
+            left = deadline.left(self.budget.verify)
+            if left <= 0:
+                raise TimeoutError
+            try:
+                await self.kube.bind_pod(
+                    namespace, name, uid, node, annotations, labels, min(left, self.budget.write)
                 )
-            if locked:
-                await release_node(self.kube, node, namespace, name)
-        except KubeError as e:
-            # The lock expires and the pod's next filter replaces the annotations.
-            log.warning(
-                "bind rollback incomplete",
-                extra={"namespace": namespace, "pod": name, "node": node, "error": str(e)},
+                return True
+            except NotFound:
+                raise BindError(f"pod {namespace}/{name} not found", "pod-gone") from None
+            except (Conflict, Unavailable) as e:
+                error: KubeError = e
+            state = read_back(await self._read(namespace, name, deadline), uid, node)
+            if state.found is Found.BOUND_HERE:
+                return False
+            if state.found is not Found.UNBOUND or attempt == BINDING_ATTEMPTS:
+                raise _from_state(state, namespace, name, node, error)
+            pause = min(0.1 * 2**attempt, deadline.left(self.budget.verify))
+            if isinstance(error, Unavailable) and error.retry_after:
+                pause = max(pause, min(error.retry_after, deadline.left(self.budget.verify)))
+            log.info(
+                "Binding not done, sending it again",
+                extra={"namespace": namespace, "pod": name, "node": node, "error": str(error)},
             )
+            await asyncio.sleep(max(0.0, pause))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _read(
+        self, namespace: str, name: str, deadline: Deadline
+    ) -> dict[str, object] | None:
+        """The pod as the API server holds it now; BindError when it cannot be read in time."""
+        try:
+            async with deadline.step():
+                return await self.kube.get_pod(namespace, name)
+        except (KubeError, TimeoutError) as e:
+            raise BindError(
+                f"bind {namespace}/{name}: cannot tell whether the pod was bound: reading it back "
+                f"failed ({_describe(e)}); kube-scheduler will retry",
+                "unknown-outcome",
+            ) from e
+
+
+def _describe(e: BaseException) -> str:
+    return str(e) or type(e).__name__
+
+
+def _bound_elsewhere(namespace: str, name: str, node: str, where: str) -> BindError:
+    return BindError(
+        f"pod {namespace}/{name} is already bound to node {where}, not {node}; nothing was changed",
+        "bound-elsewhere",
+    )
+
+
+def _from_state(
+    state: PodState, namespace: str, name: str, node: str, error: KubeError
+) -> BindError:
+    if state.found is Found.BOUND_ELSEWHERE:
+        return _bound_elsewhere(namespace, name, node, state.node)
+    if state.found in (Found.GONE, Found.DELETING):
+        return BindError(f"pod {namespace}/{name} was deleted while it was being bound", "pod-gone")
+    return BindError(f"bind {namespace}/{name} to {node} failed: {error}", "api-error")
+
+
+def _as_bind_error(e: BaseException, namespace: str, name: str, node: str) -> BindError:
+    prefix = f"bind {namespace}/{name} to {node} failed: "
+    if isinstance(e, NodeLockContention):
+        return BindError(prefix + str(e), "lock-contention")
+    if isinstance(e, NotLeading):
+        return BindError(prefix + str(e), "not-leader")
+    if isinstance(e, TimeoutError):
+        return BindError(
+            prefix + "out of time: the bind must answer before kube-scheduler's extender timeout; "
+            "kube-scheduler will retry",
+            "deadline",
+        )
+    return BindError(prefix + _describe(e), "api-error")

@@ -93,6 +93,14 @@ class Placement:
             return FilterOutcome(ref, error=f"pod {ref}: {e}")
         if asked is None:
             return FilterOutcome(ref, node_names=list(node_names), gpu=False)
+        held = self.cache.allocation(ref.uid)
+        if held is not None and held.bound:
+            # kube-scheduler filters only pods it has not bound: this one is a replay or comes
+            # from a stale cache. Placing it again would hold a second set of cards.
+            return FilterOutcome(
+                ref,
+                error=f"pod {ref} is already bound to node {held.node}; there is nothing to place",
+            )
         decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
         if decision.node is None or decision.devices is None:
             why = {

@@ -21,7 +21,7 @@ from hami.kube.connect import connect
 from hami.kube.errors import Conflict, NotFound
 from hami.kube.events import EventRecorder
 from hami.kube.informer import Informer
-from hami.kube.leader import LeaseFollower
+from hami.kube.leader import LeaseLeadership
 from hami.kube.nodelock import NodeLockContention, lock_node, lock_owner, release_node
 
 from .cluster import ControlPlane
@@ -113,14 +113,21 @@ class Recorder:
         self.objects: dict[str, Obj] = {}
         self.log: list[tuple[str, str]] = []
         self.replaces = 0
+        self.versions: list[Obj] = []
 
     def replace(self, objects: list[Obj]) -> None:
         self.replaces += 1
         self.objects = {o["metadata"]["name"]: o for o in objects}
+        self.versions += objects
 
     def upsert(self, obj: Obj) -> None:
         self.objects[obj["metadata"]["name"]] = obj
         self.log.append(("upsert", obj["metadata"]["name"]))
+        self.versions.append(obj)
+
+    def history(self, name: str) -> list[Obj]:
+        """Every version of the object delivered, in order."""
+        return [o for o in self.versions if o["metadata"]["name"] == name]
 
     def delete(self, obj: Obj) -> None:
         self.objects.pop(obj["metadata"]["name"], None)
@@ -205,7 +212,7 @@ async def test_a_silent_watch_reconnects_without_relisting(
 # --- bind -------------------------------------------------------------------------------------
 
 
-async def test_bind_is_idempotent_for_the_same_node(
+async def test_a_binding_sets_the_node_and_its_annotations_in_one_update(
     client: Kube,
     namespace: str,
     make_pod: Callable[..., Awaitable[Obj]],
@@ -214,19 +221,45 @@ async def test_bind_is_idempotent_for_the_same_node(
     node, other = await make_node(), await make_node()
     pod = await make_pod("bound")
     uid = pod["metadata"]["uid"]
+    allocation = {"hami.io/vgpu-node": node, "hami.io/vgpu-devices-allocated": "GPU-a,NVIDIA,1,0:;"}
+    sink = Recorder()
+    informer = Informer(client, "pods", sink, field_selector=f"metadata.namespace={namespace}")
+    stop, task = await start(informer)
+    await eventually(lambda: sink.objects.get("bound"), "the pod on the watch")
 
-    await client.bind_pod(namespace, "bound", uid, node)
-    await client.bind_pod(namespace, "bound", uid, node)
+    await client.bind_pod(namespace, "bound", uid, node, allocation, {"hami.io/vgpu-node": node})
     got = await client.get_pod(namespace, "bound")
     assert got is not None
     assert got["spec"]["nodeName"] == node
+    assert {k: got["metadata"]["annotations"][k] for k in allocation} == allocation
+    # PodTopologyLabelsAdmission (on by default from 1.35) copies the Binding's labels as well.
+    assert got["metadata"]["labels"]["hami.io/vgpu-node"] == node
+    # No watch event ever shows the pod bound without its allocation, or the reverse.
+    await eventually(lambda: sink.objects["bound"]["spec"].get("nodeName"), "the bound pod")
+    seen = [
+        (
+            bool(o["spec"].get("nodeName")),
+            "hami.io/vgpu-node" in (o["metadata"].get("annotations") or {}),
+        )
+        for o in sink.history("bound")
+    ]
+    assert set(seen) <= {(False, False), (True, True)}, seen
+    await finish(stop, task)
 
-    with pytest.raises(Conflict, match="already assigned"):
-        await client.bind_pod(namespace, "bound", uid, other)
+    # Once bound, a Binding is refused whatever it carries, to this node or another: a late bind
+    # can never replace the allocation of a pod that is already placed.
+    late = {"hami.io/vgpu-node": other, "hami.io/vgpu-devices-allocated": "GPU-b,NVIDIA,1,0:;"}
+    for target in (node, other):
+        with pytest.raises(Conflict, match="already assigned"):
+            await client.bind_pod(namespace, "bound", uid, target, late, {})
+    after = await client.get_pod(namespace, "bound")
+    assert after is not None and after["metadata"]["annotations"] == got["metadata"]["annotations"]
     with pytest.raises(Conflict):
-        await client.bind_pod(namespace, "bound", "00000000-0000-0000-0000-000000000000", node)
+        await client.bind_pod(
+            namespace, "bound", "00000000-0000-0000-0000-000000000000", node, {}, {}
+        )
     with pytest.raises(NotFound):
-        await client.bind_pod(namespace, "no-such-pod", "", node)
+        await client.bind_pod(namespace, "no-such-pod", "", node, {}, {})
 
 
 async def test_reads_of_missing_objects_return_none(client: Kube, namespace: str) -> None:
@@ -464,11 +497,13 @@ async def test_repeated_events_are_folded_into_one(
 # --- leadership -------------------------------------------------------------------------------
 
 
-async def test_lease_follower_tracks_the_holder_and_counts_terms(
+async def test_leadership_follows_the_lease_watch_and_ends_terms(
     client: Kube, namespace: str
 ) -> None:
     now = [1000.0]
-    follower = LeaseFollower(client, namespace, "hami-scheduler", "me", clock=lambda: now[0])
+    leadership = LeaseLeadership(
+        client, namespace, "hami-scheduler", "me", grace=2.0, clock=lambda: now[0]
+    )
 
     async def hold(holder: str) -> None:
         lease = await client.get_lease(namespace, "hami-scheduler")
@@ -488,30 +523,40 @@ async def test_lease_follower_tracks_the_holder_and_counts_terms(
                 {"spec": spec},
             )
 
-    await follower.poll()
-    assert (follower.is_leader, follower.term) == (False, 0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(leadership.run(stop))
+    await asyncio.wait_for(leadership.informer.synced.wait(), 10)
+    assert (leadership.is_leader, leadership.term, leadership.current()) == (False, 0, None)
 
     await hold("me_0f3a")
-    await follower.poll()
-    assert (follower.is_leader, follower.term) == (True, 1)
-    assert follower.became_leader.is_set()
+    await eventually(lambda: leadership.is_leader, "the watch to show our kube-scheduler lead")
+    assert leadership.term == 1
+    # Just taken over: the previous leader's last writes may still land for `grace` seconds.
+    assert leadership.current() is None
+    now[0] += 2.0
+    first = leadership.current()
+    assert first is not None and first.active
 
     await hold("other_77c1")
-    await follower.poll()
-    assert (follower.is_leader, follower.term) == (False, 1)
-    assert not follower.became_leader.is_set()
+    await eventually(lambda: not first.active, "the term to end when the Lease changes hands")
+    assert (leadership.is_leader, leadership.current()) == (False, None)
 
     await hold("me_9bd2")
-    await follower.poll()
-    assert (follower.is_leader, follower.term) == (True, 2)
-
-    now[0] += 16  # no renewal seen for longer than the lease lasts
-    await follower.poll()
-    assert not follower.is_leader
+    await eventually(lambda: leadership.is_leader, "the second term")
+    now[0] += 2.0
+    second = leadership.current()
+    assert second is not None and second.number == 2
+    # No renewal for two thirds of the lease: the holder's own renewDeadline has passed, and
+    # the term ends though no event says so.
+    now[0] += 10.5
+    await eventually(lambda: not second.active, "the term to end on a stale Lease")
+    assert not leadership.is_leader
 
     await hold("me_9bd2")
-    await follower.poll()
-    assert (follower.is_leader, follower.term) == (True, 3)
+    await eventually(lambda: leadership.term == 3, "a renewal to start a third term")
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert not leadership.is_leader
 
 
 async def test_events_queued_at_shutdown_are_flushed(

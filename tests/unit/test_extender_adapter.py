@@ -8,7 +8,7 @@ server. Binding itself is left to the e2e tests.
 
 import random
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -22,11 +22,14 @@ import scheduler.routes
 from hami.cache.store import ClusterCache
 from hami.engine import names, reasons
 from hami.engine.codec import encode_node_devices
-from hami.engine.model import DeviceInfo
+from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
+from hami.kube.leader import AlwaysLeader
 from hami.runtime.apps import MAX_BODY
+from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
+from hami.service.bindrules import Budget
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import FilterOutcome, Placement
 
@@ -98,7 +101,7 @@ class Harness:
         self.filtered: list[FilterOutcome] = []
         self.observed: list[tuple[str, str]] = []
 
-    def gate(self) -> str | None:
+    async def gate(self) -> str | None:
         return self.closed
 
 
@@ -119,7 +122,13 @@ def harness() -> Harness:
 async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: Kube) -> Client:
     h = harness
     binder = NeverBinder(
-        kube, h.cache, EventRecorder(kube), now=lambda: datetime.now(UTC), locks=LockWatch()
+        kube,
+        h.cache,
+        EventRecorder(kube),
+        now=lambda: datetime.now(UTC),
+        locks=LockWatch(),
+        leadership=AlwaysLeader(),
+        budget=Budget.within(timedelta(seconds=30), 5.0),
     )
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(
@@ -184,6 +193,26 @@ async def test_filter_shapes_place_a_gpu_pod_on_one_input_node(
     assert reservation is not None and reservation.node == answer["nodenames"][0]
     assert harness.observed == [("filter", "fit")]
     assert [o.pod.uid for o in harness.filtered] == ["uid-1"]
+
+
+async def test_filter_of_a_pod_the_cache_knows_bound_places_nothing(
+    client: Client, harness: Harness
+) -> None:
+    bound = pod(
+        annotations=allocation_annotations(
+            "node-a", ((ContainerDevice("GPU-node-a-0", 100, 0),),), 0
+        )
+    )
+    bound["spec"]["nodeName"] = "node-a"
+    harness.cache.upsert_pod(bound)
+    before = dict(harness.cache.usage().get("node-b", {}))
+    # A replay, or kube-scheduler's cache behind ours: neither a second reservation nor a node.
+    answer = await call(client, "filter", {"Pod": bound, "NodeNames": ["node-b", "node-c"]})
+    assert answer == {
+        "error": "pod team-a/pod-uid-1 is already bound to node node-a; there is nothing to place"
+    }
+    assert harness.cache.reservation("uid-1") is None
+    assert dict(harness.cache.usage().get("node-b", {})) == before
 
 
 async def test_missing_pod_is_an_error(client: Client, harness: Harness) -> None:

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from hami.cli import parser
-from hami.runtime.config import load_settings
+from hami.runtime.config import bind_budget, load_settings
+from hami.service.bindrules import go_duration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "hami"
@@ -389,6 +390,7 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
         "resourceNamespace": NAMESPACE,
     }
     assert config["profiles"] == [{"schedulerName": "hami-scheduler"}]
+    assert config["clientConnection"] == {"qps": 100, "burst": 200}
     assert config["extenders"] == [
         {
             "urlPrefix": "http://127.0.0.1:9444",
@@ -405,6 +407,19 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
             ],
         }
     ]
+
+
+@pytest.mark.parametrize(("timeout", "total"), [("30s", 27.0), ("1m", 55.0), ("10s", 9.0)])
+def test_helm_binds_end_within_the_extender_timeout_kube_scheduler_is_given(
+    timeout: str, total: float
+) -> None:
+    # One value, written once: kube-scheduler waits httpTimeout for /bind, and hami serve's
+    # bind budget (lock wait included) is cut from the very same value.
+    docs = render(f"scheduler.kubeScheduler.httpTimeout={timeout}")
+    assert scheduler_config(docs)["extenders"][0]["httpTimeout"] == timeout
+    budget = bind_budget(settings_from(container(docs, "hami")))
+    assert budget.total == total
+    assert budget.total < go_duration(timeout).total_seconds()
 
 
 def test_helm_one_replica_may_run_without_leader_election() -> None:
@@ -475,6 +490,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--memory-factor=1",
         "--node-lock-expiry-seconds=300",
         "--node-lock-wait-seconds=20",
+        "--extender-http-timeout=30s",
         "--legacy-metrics=false",
         "--preemption=false",
         "--preemption-hold-seconds=60",

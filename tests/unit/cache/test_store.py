@@ -361,3 +361,16 @@ def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> 
         cache.replace_nodes([node()])
         cache.upsert_pod(forged("p", written, **spec))
         assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written
+
+
+def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    cache.upsert_pod(pod("a", mem=15000))
+    assert cache.overcommitted("n", ["GPU-0", "GPU-1"]) == []
+    # A reservation made before an allocation arrived that shares its card (a previous leader's
+    # bind landing after the hand-over): together they no longer fit.
+    cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
+    assert cache.overcommitted("n", ["GPU-0"]) == ["GPU-0"]
+    assert cache.overcommitted("n", ["GPU-1"]) == []
+    assert cache.overcommitted("no-such-node", ["GPU-0"]) == []

@@ -1,0 +1,118 @@
+"""A bind's side of HAMi's node lock: wait for it in turn, take it, give it back.
+
+The device plugin releases a node's lock within moments of a bind, so a bind
+that waits beats one that fails and goes back into kube-scheduler's queue
+with backoff (HAMi #1367: bursts onto one node). Waiters on one node go in
+arrival order, each woken by the watch when the lock it met is released (or
+by the end of its leadership term), not by polling the Node.
+"""
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from hami.kube.client import Kube
+from hami.kube.errors import KubeError
+from hami.kube.leader import Term
+from hami.kube.nodelock import NodeLockContention, lock_node, release_node
+from hami.service.deadline import Deadline
+from hami.service.lockwatch import LockWatch
+
+log = logging.getLogger(__name__)
+
+
+class NodeLocker:
+    def __init__(
+        self,
+        kube: Kube,
+        locks: LockWatch,
+        *,
+        now: Callable[[], datetime],
+        expiry: timedelta,
+        binding: Callable[[str, str], bool],
+    ) -> None:
+        """`binding(namespace, name)` says whether a bind of that pod is under way here."""
+        self.kube = kube
+        self.locks = locks
+        self.now = now
+        self.expiry = expiry
+        self.binding = binding
+        # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
+        self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
+        """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
+        raises NodeLockContention when it did not, NotLeading when `term` ends first."""
+        waiting = max(0.0, wait.left())
+        queue = self._queues.get(node)
+        if queue is None:
+            queue = self._queues[node] = asyncio.Lock()
+        try:
+            async with wait.step():
+                await queue.acquire()
+        except TimeoutError:
+            raise NodeLockContention(
+                f"node {node} has been locked within {waiting:.3g}s: node lock "
+                "contention (other binds to this node were still waiting for its lock)"
+            ) from None
+        try:
+            while True:
+                term.check()
+                seen = self.locks.value(node)
+                try:
+                    async with wait.step():
+                        await lock_node(
+                            self.kube,
+                            node,
+                            namespace,
+                            name,
+                            now=self.now,
+                            expiry=self.expiry,
+                            # Only a free lock is taken on the watch's word; a held one is read
+                            # afresh, so a lagging watch never makes a bind wait for nothing.
+                            known=self.locks.node(node) if seen is None else None,
+                            binding=self.binding,
+                        )
+                    return
+                except NodeLockContention:
+                    if wait.left() <= 0:
+                        raise
+                    await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
+        finally:
+            queue.release()
+
+    async def give_back(self, node: str, namespace: str, name: str, within: float) -> None:
+        """Release the lock a failed bind may hold; a lock the watch shows as another pod's
+        costs no call, and a failure is only logged (the lock rules free such a lock: its holder
+        is neither bound to the node nor being bound)."""
+        owner = self.locks.value(node) or ""
+        if owner and not owner.endswith(f",{namespace},{name}"):
+            return
+        try:
+            async with asyncio.timeout(within):
+                await release_node(self.kube, node, namespace, name)
+        except (KubeError, TimeoutError) as e:
+            log.warning(
+                "node lock not released",
+                extra={
+                    "namespace": namespace,
+                    "pod": name,
+                    "node": node,
+                    "error": str(e) or type(e).__name__,
+                },
+            )
+
+
+async def _first(*waits: Awaitable[object]) -> None:
+    """Return as soon as any of `waits` does, cancelling the rest."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
