@@ -58,6 +58,7 @@ class NodeLocker:
                 f"node {node} has been locked within {waiting:.3g}s: node lock "
                 "contention (other binds to this node were still waiting for its lock)"
             ) from None
+        contention: NodeLockContention | None = None  # what the last attempt met
         try:
             while True:
                 term.check()
@@ -77,10 +78,16 @@ class NodeLocker:
                             binding=self.binding,
                         )
                     return
-                except NodeLockContention:
-                    if wait.left() <= 0:
+                except NodeLockContention as e:
+                    contention = e
+                except TimeoutError:
+                    # The wait ran out during an attempt: what the holder did is the reason.
+                    if contention is None:
                         raise
-                    await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
+                    raise contention from None
+                if wait.left() <= 0:
+                    raise contention
+                await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
         finally:
             queue.release()
 
