@@ -105,7 +105,11 @@ class Kube(ListWatch, CertificateCalls):
         return items
 
     async def patch_node_annotations(
-        self, name: str, annotations: Mapping[str, str | None], resource_version: str
+        self,
+        name: str,
+        annotations: Mapping[str, str | None],
+        resource_version: str,
+        request_timeout: float | None = None,
     ) -> None:
         """Merge-patch node annotations only if the node is still at `resource_version`.
 
@@ -116,6 +120,7 @@ class Kube(ListWatch, CertificateCalls):
             self.core.patch_node,
             name,
             {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
+            request_timeout=request_timeout,
             write=Write("patch", "nodes", Priority.BIND_STEP),
             _content_type=MERGE_PATCH,
         )

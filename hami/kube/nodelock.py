@@ -122,6 +122,7 @@ async def lock_node(
     now: Callable[[], datetime],
     expiry: timedelta = DEFAULT_EXPIRY,
     backoff: Backoff = DEFAULT_BACKOFF,
+    write_timeout: float | None = None,
     known: Mapping[str, Any] | None = None,
     binding: Callable[[str, str], bool] | None = None,
 ) -> None:
@@ -159,8 +160,12 @@ async def lock_node(
             return
         if decision.action is Action.CONTEND:
             raise NodeLockContention(_contention_message(node, existing or "", expiry, decision))
+        # An unanswered write may have landed: the retry reads the Node and finds it ours.
         await kube.patch_node_annotations(
-            node, {NODE_LOCK: encode_node_lock(now(), namespace, pod)}, metadata["resourceVersion"]
+            node,
+            {NODE_LOCK: encode_node_lock(now(), namespace, pod)},
+            metadata["resourceVersion"],
+            write_timeout,
         )
         log.info(
             "node lock taken over" if decision.action is Action.TAKE_OVER else "node lock taken",
@@ -204,6 +209,7 @@ async def release_node(
     pod: str,
     *,
     backoff: Backoff = DEFAULT_BACKOFF,
+    write_timeout: float | None = None,
 ) -> None:
     """Remove the node's lock if namespace/pod holds it; anyone else's lock is left alone."""
     context = {"node": node, "namespace": namespace, "pod": pod}
@@ -224,7 +230,9 @@ async def release_node(
                 extra={**context, "holder": existing},
             )
             return
-        await kube.patch_node_annotations(node, {NODE_LOCK: None}, metadata["resourceVersion"])
+        await kube.patch_node_annotations(
+            node, {NODE_LOCK: None}, metadata["resourceVersion"], write_timeout
+        )
         log.info("node lock released", extra=context)
 
     async with _mutex(node):

@@ -4,10 +4,11 @@ under a client that is about to use it.
 aiohttp leaves a half-sent request waiting for as long as its keep-alive
 timer (an hour by default) and asyncio gives a TLS handshake a minute, so a
 few hundred slow clients would pin memory and sockets indefinitely. Two
-deadlines bound what a client controls: `read_timeout` the TLS handshake and
-the body; `keepalive_timeout` an idle connection, including the wait for the
-request line and headers (aiohttp's keep-alive timer runs from the moment a
-connection opens). The idle deadline must be longer than the clients' own:
+deadlines bound what a client controls: `read_timeout` the TLS handshake, a
+request's line and headers from their first byte, and its body;
+`keepalive_timeout` an idle connection (aiohttp's keep-alive timer, which also
+runs from the moment a connection opens). The idle deadline must be longer
+than the clients' own:
 Go's HTTP transport keeps an idle connection for 90 s (IdleConnTimeout of
 http.DefaultTransport, which client-go's transports inherit, and with them
 kube-apiserver's webhook client and kube-scheduler's extender client). A
@@ -21,8 +22,10 @@ import ipaddress
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 
 def is_loopback(host: str) -> bool:
@@ -59,6 +62,60 @@ def read_body_within(seconds: float) -> Callable[..., Awaitable[web.StreamRespon
     return middleware
 
 
+class _Connection(RequestHandler):
+    """aiohttp's connection handler, with a deadline for a request's headers apart from the
+    idle keep-alive: once a request's first bytes arrive, its headers must follow within
+    `header_timeout`; the app's first middleware (`_headers_in`) says when they have."""
+
+    __slots__ = ("_header_timeout", "_header_timer", "_in_request")
+
+    def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._in_request = False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if data and not self._in_request and self._header_timer is None:
+            loop = asyncio.get_running_loop()
+            self._header_timer = loop.call_later(self._header_timeout, self._headers_late)
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if not self._in_request:
+            self.force_close()
+
+    def request_started(self) -> None:
+        self._in_request = True
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def request_finished(self) -> None:
+        self._in_request = False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+
+@web.middleware
+async def _headers_in(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    connection = request.protocol
+    if not isinstance(connection, _Connection):
+        return await handler(request)
+    connection.request_started()
+    try:
+        return await handler(request)
+    finally:
+        connection.request_finished()
+
+
 @dataclass
 class Listener:
     """One application on one address; `stop` lets requests in flight finish."""
@@ -86,22 +143,24 @@ async def listen(
     keepalive_timeout: float,
     shutdown_timeout: float,
 ) -> Listener:
+    app.middlewares.insert(0, _headers_in)
     app.middlewares.append(read_body_within(read_timeout))
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        handle_signals=False,
-        keepalive_timeout=keepalive_timeout,
+    handler_args: dict[str, Any] = {
+        "access_log": None,
+        "keepalive_timeout": keepalive_timeout,
         # A body left unread (the deadline passed) is not waited for: the connection closes.
-        lingering_time=0,
-        shutdown_timeout=shutdown_timeout,
+        "lingering_time": 0,
+    }
+    runner = web.AppRunner(
+        app, handle_signals=False, shutdown_timeout=shutdown_timeout, **handler_args
     )
     await runner.setup()
-    assert runner.server is not None
+    manager = runner.server
+    assert manager is not None
     loop = asyncio.get_running_loop()
     try:
         server = await loop.create_server(
-            runner.server,
+            lambda: _Connection(manager, loop=loop, header_timeout=read_timeout, **handler_args),
             host,
             port,
             ssl=tls,

@@ -53,6 +53,8 @@ class BindError(Exception):
     def __init__(self, message: str, reason: str = "api-error") -> None:
         super().__init__(message)
         self.reason = reason  # a short word for the failure metric
+        # Whether the bind may hold the node lock and must give it back (after answering).
+        self.release_lock = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,14 @@ class Binder:
         self.before_binding = before_binding
         self.on_failure = on_failure
         self.success_events = success_events
-        self.locker = NodeLocker(kube, locks, now=now, expiry=lock_expiry, binding=self.binding)
+        self.locker = NodeLocker(
+            kube,
+            locks,
+            now=now,
+            expiry=lock_expiry,
+            write_timeout=budget.write,
+            binding=self.binding,
+        )
         # The one bind under way per pod (namespace, name).
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
         # uid -> node of binds that succeeded lately: a retry whose first attempt succeeded
@@ -99,23 +108,37 @@ class Binder:
         self._recent: OrderedDict[str, str] = OrderedDict()
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Bind or raise BindError. Runs shielded, so a disconnecting caller cannot cut a bind in
-        half; a second bind of the same pod waits for the first to end."""
+        """Bind or raise BindError, within the budget from the moment the request came in.
+
+        The bind runs shielded, so a disconnecting caller cannot cut it in half, and its answer
+        may come before it has finished (a failed bind gives the node lock back afterwards).
+        A second bind of the same pod waits until the first has finished.
+        """
+        deadline = Deadline(self.budget.total)
         key = (namespace, name)
         while (earlier := self._flights.get(key)) is not None:
-            await asyncio.wait({earlier})
+            try:
+                async with deadline.step():
+                    await asyncio.wait({earlier})
+            except TimeoutError:
+                raise BindError(
+                    f"bind {namespace}/{name} to {node}: an earlier bind of this pod is still "
+                    "under way; kube-scheduler will retry",
+                    "deadline",
+                ) from None
         term = self.leadership.current()
         if term is None:
             raise BindError(
                 "this replica is not the leader; only the leader serves filter and bind",
                 "not-leader",
             )
-        task = asyncio.ensure_future(self._bind(namespace, name, uid, node, term))
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(self._bind(namespace, name, uid, node, term, deadline, answer))
         self._flights[key] = task
         task.add_done_callback(
             lambda done: self._flights.pop(key) if self._flights.get(key) is done else None
         )
-        await asyncio.shield(task)
+        await asyncio.shield(answer)
 
     def binding(self, namespace: str, name: str) -> bool:
         """Whether a bind of that pod is under way here."""
@@ -128,22 +151,37 @@ class Binder:
             _, pending = await asyncio.wait(pending, timeout=within)
         return len(pending)
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str, term: Term) -> None:
+    async def _bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        term: Term,
+        deadline: Deadline,
+        answer: "asyncio.Future[None]",
+    ) -> None:
         ref = {"namespace": namespace, "name": name, "uid": uid}
         ctx = {"namespace": namespace, "pod": name, "node": node}
-        deadline = Deadline(self.budget.total)
         try:
             plan = await self._plan(namespace, name, uid, node, deadline)
             if plan is None:
                 log.info("pod already bound to this node", extra=ctx)
+                answer.set_result(None)
                 return
             answered = await self._bind_plan(namespace, name, uid, node, plan, term, deadline)
         except BindError as e:
+            answer.set_exception(e)
+            answer.exception()  # whoever asked may have gone: nothing is left unretrieved
             log.warning("bind failed", extra={**ctx, "error": str(e), "reason": e.reason})
             self.events.record(ref, "Warning", "BindingFailed", str(e))
             if self.on_failure is not None:
                 self.on_failure(e.reason)
-            raise
+            if e.release_lock and term.active:
+                # After the answer: kube-scheduler's clock does not wait for the clean-up.
+                await self.locker.give_back(node, namespace, name)
+            return
+        answer.set_result(None)
         if uid:
             self._recent[uid] = node
             if len(self._recent) > 10_000:
@@ -242,11 +280,9 @@ class Binder:
             return await self._post_binding(namespace, name, uid, node, plan, phase, term, deadline)
         except (KubeError, NotLeading, TimeoutError, BindError) as e:
             failure = e if isinstance(e, BindError) else _as_bind_error(e, namespace, name, node)
-            # A lock write of ours may have landed. The lock is left to the device plugin when
-            # the pod may be bound here after all, and to the lock rules once this term has
-            # ended (nothing may be written then).
-            if needs_lock and term.active and failure.reason != "unknown-outcome":
-                await self.locker.give_back(node, namespace, name, self.budget.write)
+            # A lock write of ours may have landed. It is left to the device plugin when the pod
+            # may be bound here after all (the outcome is unknown).
+            failure.release_lock = needs_lock and failure.reason != "unknown-outcome"
             raise failure from e
 
     async def _post_binding(
@@ -328,6 +364,14 @@ def _from_state(
         return _bound_elsewhere(namespace, name, node, state.node)
     if state.found in (Found.GONE, Found.DELETING):
         return BindError(f"pod {namespace}/{name} was deleted while it was being bound", "pod-gone")
+    if isinstance(error, Unavailable) and error.status != 429:
+        # Unanswered, or failed inside the API server: the Binding may still commit after the
+        # pod was read, so the node lock stays for the device plugin (or the lock rules).
+        return BindError(
+            f"bind {namespace}/{name} to {node}: the Binding went unanswered ({error}); "
+            "kube-scheduler will retry",
+            "unknown-outcome",
+        )
     return BindError(f"bind {namespace}/{name} to {node} failed: {error}", "api-error")
 
 

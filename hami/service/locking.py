@@ -32,9 +32,11 @@ class NodeLocker:
         *,
         now: Callable[[], datetime],
         expiry: timedelta,
+        write_timeout: float,
         binding: Callable[[str, str], bool],
     ) -> None:
         """`binding(namespace, name)` says whether a bind of that pod is under way here."""
+        self.write_timeout = write_timeout
         self.kube = kube
         self.locks = locks
         self.now = now
@@ -72,6 +74,7 @@ class NodeLocker:
                             name,
                             now=self.now,
                             expiry=self.expiry,
+                            write_timeout=self.write_timeout,
                             # Only a free lock is taken on the watch's word; a held one is read
                             # afresh, so a lagging watch never makes a bind wait for nothing.
                             known=self.locks.node(node) if seen is None else None,
@@ -91,7 +94,7 @@ class NodeLocker:
         finally:
             queue.release()
 
-    async def give_back(self, node: str, namespace: str, name: str, within: float) -> None:
+    async def give_back(self, node: str, namespace: str, name: str) -> None:
         """Release the lock a failed bind may hold; a lock the watch shows as another pod's
         costs no call, and a failure is only logged (the lock rules free such a lock: its holder
         is neither bound to the node nor being bound)."""
@@ -99,8 +102,11 @@ class NodeLocker:
         if owner and not owner.endswith(f",{namespace},{name}"):
             return
         try:
-            async with asyncio.timeout(within):
-                await release_node(self.kube, node, namespace, name)
+            # A few attempts at most (each a read and a write), whatever the API server does.
+            async with asyncio.timeout(3 * self.write_timeout):
+                await release_node(
+                    self.kube, node, namespace, name, write_timeout=self.write_timeout
+                )
         except (KubeError, TimeoutError) as e:
             log.warning(
                 "node lock not released",

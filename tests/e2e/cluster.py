@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
 
-from . import loopback
+from . import faultproxy, loopback
 from .kube import Kube, wait_for
 from .nodesim import READY_MARKER
 from .nodespec import NodeSpec, dump_specs
@@ -186,6 +186,32 @@ class NodeSim:
             raise self.process.fail("while the test ran")
 
 
+@dataclass
+class FaultyApi:
+    """A :mod:`tests.e2e.faultproxy` in front of kube-apiserver, acting as our scheduler."""
+
+    kubeconfig: Path  # for `hami serve --kubeconfig`: kube-apiserver through the proxy
+    rules_file: Path
+    process: Process
+    _writes: int = 0
+
+    def set(self, *rules: Mapping[str, object]) -> None:
+        """Act on requests matching `rules` from now on (none: forward everything)."""
+        tmp = self.rules_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(list(rules)))
+        # A fresh mtime even within the file system's timestamp granularity.
+        stamp = time.time() + self._writes
+        os.utime(tmp, (stamp, stamp))
+        tmp.replace(self.rules_file)
+        self._writes += 1
+
+    def acted(self, action: str = "") -> list[str]:
+        """The proxy's log lines of what it did (``fault: <action> <method> <path>``)."""
+        prefix = f"fault: {action}"
+        lines = self.process.log.read_text(errors="replace").splitlines()
+        return [line.split(" fault: ", 1)[1] for line in lines if f" {prefix}" in line]
+
+
 class ControlPlane:
     """etcd, kube-apiserver, ``hami serve`` and kube-scheduler on free loopback ports.
 
@@ -228,7 +254,7 @@ class ControlPlane:
             self.extender_port,
             self.metrics_port,
             self.scheduler_port,
-        ) = _free_ports(7)
+        ) = free_ports(7)
         self.apiserver_url = f"https://127.0.0.1:{self.apiserver_port}"
         self.app_url = f"https://127.0.0.1:{self.app_port}"
         # /filter and /bind: plain HTTP on loopback, as kube-scheduler reaches them in the pod.
@@ -295,7 +321,11 @@ class ControlPlane:
                     errors.append(f"deleting the webhook configuration: {result.stderr.strip()}")
             except subprocess.TimeoutExpired:
                 errors.append("deleting the webhook configuration timed out")
-        others = [p for p in self._processes if p.name.startswith(("nodesim", "hami-serve"))]
+        others = [
+            p
+            for p in self._processes
+            if p.name.startswith(("nodesim", "hami-serve", "faultproxy", "replica"))
+        ]
         self._stop_all(others, errors)
         self._stop_all(apiserver, errors)
         self._stop_all([p for p in self._processes if p.name == "etcd"], errors)
@@ -339,7 +369,19 @@ class ControlPlane:
         self._app_args = tuple(extra_args)
         self._app_env = dict(env or {})
         self._app_starts += 1
-        argv = [
+        argv = self.app_command(
+            self.app_port, self.extender_port, self.metrics_port, self._app_args
+        )
+        env = self.app_env(self._app_env)
+        process = self._spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
+        context = ssl.create_default_context(cafile=str(self.app_tls.ca_file))
+        self._wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
+
+    def app_command(
+        self, port: int, extender_port: int, metrics_port: int, extra_args: Sequence[str] = ()
+    ) -> list[str]:
+        """``hami serve`` with the contract flags on the given ports, plus ``extra_args``."""
+        return [
             sys.executable,
             "-m",
             "hami",
@@ -349,31 +391,30 @@ class ControlPlane:
             "--bind-address",
             "127.0.0.1",
             "--port",
-            str(self.app_port),
+            str(port),
             "--extender-port",
-            str(self.extender_port),
+            str(extender_port),
             "--tls-cert-file",
             str(self.app_tls.cert_file),
             "--tls-key-file",
             str(self.app_tls.key_file),
             "--metrics-port",
-            str(self.metrics_port),
+            str(metrics_port),
             "--scheduler-name",
             SCHEDULER_NAME,
-            *self._app_args,
+            *extra_args,
         ]
+
+    def app_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         # Run from the run folder with the repository at the end of the path: the app imports
         # the project as installed, and a PYTHONPATH set by the caller still takes precedence.
         paths = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env = {
+        return {
             **self.env,
             "PYTHONPATH": os.pathsep.join([*paths, str(REPO_ROOT)]),
             "PYTHONUNBUFFERED": "1",
-            **self._app_env,
+            **(extra or {}),
         }
-        process = self._spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
-        context = ssl.create_default_context(cafile=str(self.app_tls.ca_file))
-        self._wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
 
     def stop_app(self) -> None:
         app = self.app
@@ -421,6 +462,46 @@ class ControlPlane:
                 raise process.fail("did not register its nodes within 30s")
             time.sleep(0.1)
         return NodeSim(tuple(nodes), process)
+
+    def start_fault_proxy(self) -> FaultyApi:
+        """A fault proxy acting as the scheduler's identity (the admission policy lets it write
+        scheduling state); point `hami serve` at it with ``--kubeconfig faulty.kubeconfig``."""
+        folder = self.run_dir / "faultproxy"
+        folder.mkdir(exist_ok=True)
+        config = yaml.safe_load(self.scheduler_kubeconfig.read_text())
+        user = config["users"][0]["user"]
+        (folder / "client.crt").write_bytes(base64.b64decode(user["client-certificate-data"]))
+        (folder / "client.key").write_bytes(base64.b64decode(user["client-key-data"]))
+        (folder / "client.key").chmod(0o600)
+        tls = write_dev_bundle(folder / "tls", ["127.0.0.1"])
+        (port,) = free_ports(1)
+        rules = folder / "rules.json"
+        rules.write_text("[]")
+        process = self._spawn(
+            "faultproxy",
+            [
+                sys.executable, "-m", "tests.e2e.faultproxy", "--port", str(port),
+                "--upstream", self.apiserver_url, "--ca", str(self.pki / "ca.crt"),
+                "--client-cert", str(folder / "client.crt"),
+                "--client-key", str(folder / "client.key"),
+                "--cert", str(tls.cert_file), "--key", str(tls.key_file), "--rules", str(rules),
+            ],
+            cwd=REPO_ROOT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while faultproxy.READY_MARKER not in process.log.read_text(errors="replace"):
+            if not process.alive() or time.monotonic() > deadline:
+                process.stop()
+                raise process.fail("before it was ready")
+            time.sleep(0.1)
+        config["clusters"][0]["cluster"] = {
+            "server": f"https://127.0.0.1:{port}",
+            "certificate-authority-data": _b64(tls.ca_file.read_bytes()),
+        }
+        kubeconfig = folder / "faulty.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+        kubeconfig.chmod(0o600)
+        return FaultyApi(kubeconfig, rules, process)
 
     def processes(self) -> list[Process]:
         """Every component started, live or not (benchmarks read their CPU time)."""
@@ -699,18 +780,22 @@ class ControlPlane:
 
         wait_for(mutated, timeout=30, what="the webhook to set schedulerName on a dry-run GPU pod")
 
-    def _start_scheduler(self) -> None:
-        configuration = {
+    def scheduler_configuration(
+        self, extender_url: str, scheduler_name: str = SCHEDULER_NAME
+    ) -> dict[str, Any]:
+        """kube-scheduler's configuration as the chart writes it, with our extender at
+        ``extender_url`` and short back-offs (tests wait for retries)."""
+        return {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(self.kubeconfig)},
             "leaderElection": {"leaderElect": False},
             "podInitialBackoffSeconds": 1,
             "podMaxBackoffSeconds": 2,
-            "profiles": [{"schedulerName": SCHEDULER_NAME}],
+            "profiles": [{"schedulerName": scheduler_name}],
             "extenders": [
                 {
-                    "urlPrefix": self.extender_url,
+                    "urlPrefix": extender_url,
                     "filterVerb": "filter",
                     "bindVerb": "bind",
                     "enableHTTPS": False,
@@ -724,6 +809,9 @@ class ControlPlane:
                 }
             ],
         }
+
+    def _start_scheduler(self) -> None:
+        configuration = self.scheduler_configuration(self.extender_url)
         config_file = self.run_dir / "kube-scheduler.yaml"
         config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
         process = self._spawn(
@@ -761,6 +849,25 @@ class ControlPlane:
 
     # --- plumbing ----------------------------------------------------------------------------
 
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        hostname: str | None = None,
+    ) -> Process:
+        """A component logging to ``<name>.log`` in the run folder, stopped with the plane;
+        ``hostname`` runs it in a UTS namespace of its own under that name (root only), as
+        kube-scheduler's Lease identity comes from its hostname."""
+        return self._spawn(name, argv, cwd=cwd, env=env, hostname=hostname)
+
+    def wait_http(
+        self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
+    ) -> None:
+        self._wait_http(process, url, context, timeout)
+
     def _spawn(
         self,
         name: str,
@@ -768,6 +875,7 @@ class ControlPlane:
         *,
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
+        hostname: str | None = None,
     ) -> Process:
         log = self.run_dir / f"{name}.log"
         with log.open("ab") as out:
@@ -779,7 +887,7 @@ class ControlPlane:
                 cwd=cwd or self.run_dir,
                 env=dict(env or self.env),
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent if hostname is None else _named(hostname),
             )
         process = Process(name, popen, log)
         self._processes.append(process)
@@ -818,7 +926,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     # All sockets stay open until every port is chosen, so the ports are distinct.
     sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
     try:
@@ -898,3 +1006,20 @@ def _die_with_parent() -> None:
     """Runs in the child before exec: if pytest itself is killed, take the component along."""
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_CLONE_NEWUTS = 0x04000000
+
+
+def _named(hostname: str) -> Callable[[], None]:
+    """Before exec: a UTS namespace of the child's own, under `hostname`."""
+    name = hostname.encode()
+
+    def preexec() -> None:
+        _die_with_parent()
+        if _libc is None or _libc.unshare(_CLONE_NEWUTS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUTS) failed (needs root)")
+        if _libc.sethostname(name, len(name)) != 0:
+            raise OSError(ctypes.get_errno(), "sethostname failed")
+
+    return preexec

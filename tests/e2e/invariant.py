@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
 from hami.engine.model import Usage
-from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_REGISTER
+from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK, NODE_REGISTER
 from hami.engine.state import pod_usage
 
 from .cluster import ControlPlane
@@ -102,3 +102,55 @@ def differences(a: Mapping[str, Usage], b: Mapping[str, Usage]) -> list[str]:
         for uuid in sorted({*a, *b})
         if a.get(uuid, Usage()) != b.get(uuid, Usage())
     ]
+
+
+def misplaced(kube: Kube, namespace: str | None = None) -> list[str]:
+    """Each bound GPU pod whose allocation is missing, names another node, or names a card its
+    node does not have, and each pod the device plugin refused (UnexpectedAdmissionError); read
+    from a fresh LIST."""
+    cards = {
+        node["metadata"]["name"]: {
+            c.id
+            for c in decode_node_devices(
+                (node["metadata"].get("annotations") or {}).get(NODE_REGISTER) or "[]"
+            )
+        }
+        for node in _items(kube, "nodes")
+    }
+    pods = _items(kube, "pods")
+    found = []
+    for pod in pods:
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        if namespace is not None and meta["namespace"] != namespace:
+            continue
+        key = f"{meta['namespace']}/{meta['name']}"
+        if status.get("reason") == "UnexpectedAdmissionError":
+            found.append(f"{key}: refused by the device plugin: {status.get('message', '')}")
+            continue
+        asks = any(
+            "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+            for c in spec.get("containers") or ()
+        )
+        node = spec.get("nodeName")
+        if not asks or not node:
+            continue
+        annotations = meta.get("annotations") or {}
+        if annotations.get(ASSIGNED_NODE) != node or DEVICES_ALLOCATED not in annotations:
+            found.append(f"{key}: bound to {node} without its allocation ({annotations})")
+            continue
+        held = {d.uuid for c in decode_pod_devices(annotations[DEVICES_ALLOCATED]) for d in c}
+        foreign = held - cards.get(node, set())
+        if foreign:
+            found.append(f"{key}: bound to {node} but holds {sorted(foreign)}")
+    return found
+
+
+def locks_left(kube: Kube, nodes: list[str]) -> dict[str, str]:
+    """HAMi node locks still set on `nodes`."""
+    left = {}
+    for node in _items(kube, "nodes"):
+        name = node["metadata"]["name"]
+        lock = (node["metadata"].get("annotations") or {}).get(NODE_LOCK)
+        if name in nodes and lock:
+            left[name] = lock
+    return left

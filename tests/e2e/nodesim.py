@@ -419,6 +419,7 @@ class Simulator:
 
     async def _allocate(self, pod: Obj) -> None:
         node_name = pod["spec"]["nodeName"]
+        await asyncio.sleep(self.nodes[node_name].allocate_delay)
         pending = await self._pending_pod(node_name)
         if pending is None:
             raise AdmissionError(f"no binding pod found on node {node_name}")

@@ -52,6 +52,9 @@ class NodeSpec:
     split: int = 10
     labels: Mapping[str, str] = field(default_factory=dict)
     plugin: str = "hami"
+    # Seconds the simulated device plugin takes for each pod's Allocate: a slow plugin keeps
+    # the node lock longer, so binds to the node queue behind it.
+    allocate_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.plugin not in PLUGINS:
@@ -176,6 +179,7 @@ def load_specs(text: str) -> list[NodeSpec]:
                 split=raw.get("split", 10),
                 labels=raw.get("labels", {}),
                 plugin=raw.get("plugin", "hami"),
+                allocate_delay=raw.get("allocate_delay", 0.0),
             )
         )
     return nodes

@@ -69,8 +69,8 @@ from .cluster import (
     NodeSim,
     Process,
     _die_with_parent,
-    _free_ports,
     ensure_binaries,
+    free_ports,
 )
 from .kube import Kube, KubectlError, wait_for
 from .nodespec import gke_t4_node, t4_node
@@ -354,7 +354,7 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
     docs = render(namespace=namespace, release=release)
     hami = container(docs, "hami")
     secret, configuration_name = f"{release}-scheduler-tls", f"{release}-webhook"
-    port, extender_port, metrics_port = _free_ports(3)
+    port, extender_port, metrics_port = free_ports(3)
     cert_dir = tmp_path / "tls"
     # The chart's webhook configuration, calling this process directly instead of the Service.
     configuration = find(docs, "MutatingWebhookConfiguration", configuration_name)
@@ -510,7 +510,7 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
     env = helm_env(control_plane, tmp_path)
     # The webhook is called at a loopback port where nothing listens: through the Service,
     # kube-apiserver would dial a ClusterIP, off loopback (and nothing serves it here either).
-    (dead_port,) = _free_ports(1)
+    (dead_port,) = free_ports(1)
     dead_url = f"https://127.0.0.1:{dead_port}/webhook"
     values = [
         "preset=gke",

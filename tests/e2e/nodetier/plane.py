@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import ssl
 
-from tests.e2e.cluster import ControlPlane, ControlPlaneError, _free_ports
+from tests.e2e.cluster import ControlPlane, ControlPlaneError, free_ports
 
 BRIDGE = "hami0"
 GATEWAY = "10.88.0.1"
@@ -60,7 +60,7 @@ class NodeControlPlane(ControlPlane):
     def _start_default_scheduler(self) -> None:
         """The cluster's own default-scheduler, for every pod the chart's scheduler does not
         take (the chart's pods included)."""
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         config_file = self.run_dir / "default-scheduler.yaml"
         configuration = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -74,7 +74,7 @@ class NodeControlPlane(ControlPlane):
         self._wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
 
     def _start_controller_manager(self) -> None:
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         pki = self.pki
         process = self._spawn(
             "kube-controller-manager",

@@ -49,10 +49,20 @@ async def closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
         return await reader.read()
 
 
-async def test_half_a_header_is_closed_at_the_idle_deadline(plain: Listener) -> None:
+async def test_half_a_header_is_closed_at_the_read_deadline(plain: Listener) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", plain.port)
     writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-")
     await writer.drain()
+    started = asyncio.get_running_loop().time()
+    assert await closed_within(reader, IDLE * 3) == b""
+    assert asyncio.get_running_loop().time() - started < IDLE, "not the idle keep-alive"
+    await hang_up(writer)
+
+
+async def test_a_connection_that_sends_nothing_is_closed_at_the_idle_deadline(
+    plain: Listener,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", plain.port)
     assert await closed_within(reader, IDLE * 3) == b""
     await hang_up(writer)
 
@@ -70,6 +80,10 @@ async def test_an_idle_connection_outlives_the_read_deadline(plain: Listener) ->
             assert head.startswith(b"HTTP/1.1 200"), head
             assert await reader.readexactly(2) == b"ok"
         await asyncio.sleep(DEADLINE * 2)  # idle past read_timeout, within keepalive_timeout
+    # Half of the next request: the read deadline applies again.
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\n")
+    await writer.drain()
+    assert await closed_within(reader, DEADLINE * 6) == b""
     await hang_up(writer)
 
 

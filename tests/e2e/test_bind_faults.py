@@ -1,0 +1,312 @@
+"""Binds under faults, on the real control plane: lost answers, a slow API server, replays,
+leader hand-over. Whatever happens, a bound GPU pod carries exactly the cards of its own node.
+
+The faults are injected on loopback: a proxy in front of kube-apiserver for our process
+(:mod:`tests.e2e.faultproxy`), and scheduler replicas stopped as the kubelet stops a deleted pod
+(:mod:`tests.e2e.replicas`). The node simulator plays kubelet and HAMi's device plugin; what is
+checked is what our webhook and scheduler wrote (the allocation annotations, which card, the node
+lock) and what the API server holds afterwards, read from a fresh LIST. Values that come from the
+simulator are named where they are used (the bind phase `success`, the pod's readiness).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from hami.engine.codec import decode_pod_devices
+from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
+
+from . import invariant
+from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, FaultyApi, NodeSim
+from .kube import Kube, wait_for
+from .nodespec import NodeSpec, t4_node
+from .prometheus import get
+from .replicas import HA_SCHEDULER, Replica, lease_holder, replicas, wait_for_leader
+from .test_bind import POD, post
+
+pytestmark = pytest.mark.e2e
+
+BINDING = r"^/api/v1/namespaces/[^/]+/pods/[^/]+/binding$"
+
+
+@pytest.fixture
+def faulty(control_plane: ControlPlane, app_args: Callable[..., None]) -> FaultyApi:
+    """Our process, talking to kube-apiserver through a fault proxy for this test."""
+    api = control_plane.start_fault_proxy()
+    app_args("--kubeconfig", str(api.kubeconfig))
+    return api
+
+
+def allocation(kube: Kube, namespace: str, name: str) -> tuple[str, set[str]]:
+    """(node, cards) of the allocation our bind wrote on the pod."""
+    annotations = kube.pod(namespace, name)["metadata"].get("annotations") or {}
+    devices = decode_pod_devices(annotations.get(DEVICES_ALLOCATED, ""))
+    return annotations.get(ASSIGNED_NODE, ""), {d.uuid for c in devices for d in c}
+
+
+def cards_of(node: NodeSpec) -> set[str]:
+    return {c.uuid for c in node.cards}
+
+
+def hold_lock(kube: Kube, namespace: str, node: NodeSpec) -> str:
+    """HAMi's node lock held by a pod bound to `node` that has not started yet (it waits for a
+    ConfigMap nobody makes), so its Allocate may still come and the lock is kept."""
+    holder = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
+        f"spec: {{nodeName: {node.name}, containers: [{{name: c, image: busybox}}], "
+        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
+    )
+    kube.apply(holder, namespace)
+    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
+    kube("annotate", *AS_SCHEDULER, "node", node.name, f"{NODE_LOCK}={lock}")
+    return lock
+
+
+def release_lock(kube: Kube, node: NodeSpec) -> None:
+    """What HAMi's device plugin does once the holder is allocated."""
+    kube("annotate", *AS_PLUGIN, "node", node.name, f"{NODE_LOCK}-")
+
+
+def consistent(kube: Kube, control_plane: ControlPlane, served_url: str | None = None) -> None:
+    """No card over capacity and no bound pod without its own node's cards, from a fresh LIST;
+    the serving replica's /metrics equal a cache rebuilt from that LIST."""
+    assert invariant.overcommitted(kube) == []
+    assert invariant.misplaced(kube) == []
+    served = (
+        invariant.card_usage(get(served_url, timeout=10).decode())
+        if served_url
+        else invariant.served(control_plane)
+    )
+    rebuilt = invariant.rebuilt(kube)
+    assert (
+        invariant.differences(
+            {k: v for k, v in served.items() if not v.empty},
+            {k: v for k, v in rebuilt.items() if not v.empty},
+        )
+        == []
+    )
+
+
+# --- one replica ------------------------------------------------------------------------------
+
+
+def test_a_binding_whose_answer_is_lost_keeps_its_allocation(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    faulty: FaultyApi,
+) -> None:
+    node = t4_node("lost-answer")
+    nodesim(node)
+    # kube-apiserver commits the Binding; its answer never reaches our process.
+    faulty.set({"method": "POST", "path": BINDING, "action": "drop-response", "times": 1})
+    kube.apply(POD.format(name="lost"), namespace)
+    kube.wait_ready(namespace, ["lost"], timeout=90)
+    assert faulty.acted("drop-response") == [
+        f"drop-response POST /api/v1/namespaces/{namespace}/pods/lost/binding"
+    ]
+    # What our bind wrote is still there, and it is this node's card: the simulated plugin
+    # allocated it (bind-phase `success` and Ready are the stand-in's).
+    bound_to, cards = allocation(kube, namespace, "lost")
+    assert bound_to == node.name and len(cards) == 1 and cards <= cards_of(node)
+    assert kube.pod_annotation(namespace, "lost", "hami.io/bind-phase") == "success"
+    assert not [e for e in kube.pod_events(namespace, "lost") if e["reason"] == "BindingFailed"]
+    assert NODE_LOCK not in (kube.get("node", node.name)["metadata"].get("annotations") or {})
+    consistent(kube, control_plane)
+
+
+def test_a_replayed_filter_and_bind_of_a_bound_pod_change_nothing(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    first, second = t4_node("replay-a"), t4_node("replay-b")
+    nodesim(first)
+    kube.apply(POD.format(name="placed"), namespace)
+    kube.wait_ready(namespace, ["placed"])
+    nodesim(second)
+    pod = kube.pod(namespace, "placed")
+    before = pod["metadata"]["annotations"]
+
+    # kube-scheduler's cache behind ours, or a replay: the pod is bound to replay-a already.
+    answer = post(control_plane, "filter", {"Pod": pod, "NodeNames": [second.name]})
+    assert answer == {
+        "error": f"pod {namespace}/placed is already bound to node {first.name}; "
+        "there is nothing to place"
+    }, answer
+    bind = {
+        "PodName": "placed",
+        "PodNamespace": namespace,
+        "PodUID": pod["metadata"]["uid"],
+        "Node": second.name,
+    }
+    answer = post(control_plane, "bind", bind)
+    assert f"is already bound to node {first.name}, not {second.name}" in str(answer["Error"])
+
+    assert kube.pod(namespace, "placed")["metadata"]["annotations"] == before
+    assert NODE_LOCK not in (kube.get("node", second.name)["metadata"].get("annotations") or {})
+    served = invariant.served(control_plane)
+    assert all(served[c].empty for c in cards_of(second) if c in served), served
+    consistent(kube, control_plane)
+
+
+def test_every_bind_answers_within_the_extender_timeout(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    faulty: FaultyApi,
+) -> None:
+    node = t4_node("slow-api")
+    nodesim(node)
+    hold_lock(kube, namespace, node)
+    # Every write of ours to the node (the lock) and every Binding answers 6 s late.
+    faulty.set(
+        {"method": "PATCH", "path": f"^/api/v1/nodes/{node.name}$", "action": "delay-response",
+         "seconds": 6},
+        {"method": "POST", "path": BINDING, "action": "delay-response", "seconds": 6},
+    )  # fmt: skip
+    created = time.monotonic()
+    kube.apply(POD.format(name="waits"), namespace)
+    # The holder's Allocate comes late: past what a bind can wait and still post its Binding
+    # (and answer) within kube-scheduler's 30 s extender timeout.
+    time.sleep(max(0.0, created + 19 - time.monotonic()))
+    release_lock(kube, node)
+    kube.wait_ready(namespace, ["waits"], timeout=120)
+
+    log = (control_plane.run_dir / "kube-scheduler.log").read_text(errors="replace")
+    timeouts = [
+        line
+        for line in log.splitlines()
+        if f"{namespace}/waits" in line
+        and ("Client.Timeout" in line or "deadline exceeded" in line)
+    ]
+    assert timeouts == [], "a bind outlived kube-scheduler's extender timeout"
+    bound_to, cards = allocation(kube, namespace, "waits")
+    assert bound_to == node.name and cards <= cards_of(node)
+    consistent(kube, control_plane)
+
+
+# --- two replicas, as the chart runs them ------------------------------------------------------
+
+
+def ha_pod(name: str, memory: int = 1000) -> str:
+    return (
+        POD.format(name=name)
+        .replace("spec:\n", f"spec:\n  schedulerName: {HA_SCHEDULER}\n", 1)
+        .replace("nvidia.com/gpumem: 1000", f"nvidia.com/gpumem: {memory}")
+    )
+
+
+def filters(replica: Replica) -> float:
+    text = get(replica.metrics_url, timeout=10).decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("hami_filter_duration_seconds_count")
+    )
+
+
+@pytest.fixture
+def two_replicas(control_plane: ControlPlane, namespace: str) -> Iterator[list[Replica]]:
+    with replicas(control_plane, namespace, "replica-a", "replica-b") as started:
+        yield started
+
+
+def test_a_hand_over_while_the_old_leader_waits_for_a_node_lock(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    two_replicas: list[Replica],
+) -> None:
+    old, new = two_replicas
+    locked, free = t4_node("handover-x"), t4_node("handover-y")
+    nodesim(locked, free)
+    hold_lock(kube, namespace, locked)
+    kube("cordon", free.name)  # the old leader's only choice is the locked node
+    kube.apply(ha_pod("moved"), namespace)
+    wait_for(lambda: filters(old) >= 1, timeout=30, what="the old leader to place the pod")
+    time.sleep(1)  # its bind now waits for the holder's Allocate
+
+    # The old leader's pod is deleted: its kube-scheduler stops (and releases the Lease) while
+    # its hami serve runs on through the preStop sleep, its bind still waiting.
+    kube("uncordon", free.name)
+    kube("cordon", locked.name)
+    old.scheduler.stop()
+    wait_for_leader(control_plane, namespace, new.name)
+    wait_for(
+        lambda: kube.pod(namespace, "moved")["spec"].get("nodeName"),
+        timeout=60,
+        what="the new leader to bind the pod",
+    )
+    kube.wait_ready(namespace, ["moved"], timeout=60)
+    placed = kube.pod(namespace, "moved")
+    assert placed["spec"]["nodeName"] == free.name
+    # The holder is allocated now: the old leader's bind wakes, in a term that has ended.
+    release_lock(kube, locked)
+    time.sleep(3)
+
+    after = kube.pod(namespace, "moved")
+    assert after["metadata"]["annotations"] == placed["metadata"]["annotations"]
+    bound_to, cards = allocation(kube, namespace, "moved")
+    assert bound_to == free.name and len(cards) == 1 and cards <= cards_of(free)
+    assert invariant.locks_left(kube, [locked.name, free.name]) == {}
+    # Which replica bound it: the new leader; the old one stopped when its term ended.
+    assert '"pod bound"' in _lines_about(new.app.log.read_text(), "moved")
+    old_lines = _lines_about(old.app.log.read_text(), "moved")
+    assert "stopped leading" in old_lines and '"pod bound"' not in old_lines
+    consistent(kube, control_plane, new.metrics_url)
+    assert lease_holder(control_plane, namespace).startswith(new.name + "_")
+
+
+def test_a_scheduler_pod_deleted_during_a_burst_leaves_every_pod_consistent(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    two_replicas: list[Replica],
+) -> None:
+    old, new = two_replicas
+    # A slow device plugin: every Allocate takes 0.3 s, and binds to a node queue behind it.
+    nodes = [
+        NodeSpec(n.name, n.cards, n.split, allocate_delay=0.3)
+        for n in (t4_node(f"burst-ha-{i}") for i in range(4))
+    ]
+    nodesim(*nodes)
+    count = 80
+    manifest = "\n---\n".join(ha_pod(f"b-{i:02d}") for i in range(count))
+    kube.apply(manifest, namespace)
+    time.sleep(2)
+    # Mid-burst, the leader's pod is deleted as a rolling upgrade does: kube-scheduler stops at
+    # once, hami serve 10 s later (the chart's preStop sleep).
+    old.delete(pre_stop=10)
+    names = [f"b-{i:02d}" for i in range(count)]
+    kube.wait_ready(namespace, names, timeout=300)
+
+    assert invariant.misplaced(kube, namespace) == []
+    assert invariant.overcommitted(kube) == []
+    wait_for(
+        lambda: not invariant.locks_left(kube, [n.name for n in nodes]),
+        timeout=30,
+        what="every node lock to be released",
+    )
+    consistent(kube, control_plane, new.metrics_url)
+    assert lease_holder(control_plane, namespace).startswith(new.name + "_")
+
+
+def _lines_about(log: str, pod: str) -> str:
+    """The JSON log lines of `hami serve` that name the pod."""
+    out = []
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("pod") == pod:
+            out.append(line)
+    return "\n".join(out)
