@@ -178,6 +178,7 @@ def test_every_bind_answers_within_the_extender_timeout(
     release_lock(kube, node)
     kube.wait_ready(namespace, ["waits"], timeout=120)
 
+    time.sleep(6)  # klog writes its buffer out every 5 s
     log = (control_plane.run_dir / "kube-scheduler.log").read_text(errors="replace")
     timeouts = [
         line
