@@ -102,6 +102,15 @@ CARD_SERIES = (
         lambda c: c.usage.used,
     ),
     Series(
+        # Not one of HAMi's: the slots a card has, beside hami_gpu_shared_count's slots used.
+        "hami_gpu_shared_limit",
+        "hami_gpu_shared_limit",
+        "Tasks the card may be shared by (the device plugin's split count)",
+        CARD,
+        CARD,
+        lambda c: c.info.count,
+    ),
+    Series(
         "hami_gpu_core_allocated_ratio",
         "GPUDeviceCoreAllocated",
         "Cores allocated (percent of SMs)",

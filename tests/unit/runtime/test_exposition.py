@@ -72,7 +72,7 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
     # headers differ from the reference.
     kept = [line for line in written.splitlines() if "quota" not in line.lower()]
     assert kept == expected.splitlines()
-    assert sum(1 for _ in text_string_to_metric_families(written)) == 11 - legacy
+    assert sum(1 for _ in text_string_to_metric_families(written)) == 12 - legacy
 
 
 def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:
