@@ -16,6 +16,7 @@ import base64
 import contextlib
 import ctypes
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -117,6 +118,24 @@ def ensure_binaries() -> Path:
             f"{build_log}:\n{_tail(build_log)}"
         )
     return _check_binaries(Path(result.stdout.strip().splitlines()[-1]), str(BUILD_SCRIPT))
+
+
+@functools.cache
+def built_tool(name: str, override: str) -> Path:
+    """One of the built binaries (helm, promtool) for tests outside the e2e tier: the path in
+    the environment variable `override`, else the one build.sh builds (with Go on PATH or
+    $HAMI_E2E_BIN_DIR), else `name` on PATH; without any, the test is skipped."""
+    explicit = os.environ.get(override)
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("HAMI_E2E_BIN_DIR") or shutil.which("go"):
+        pinned = ensure_binaries() / name
+        if pinned.is_file():
+            return pinned
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    pytest.skip(f"no {name} binary: set {override}, or put Go or {name} on PATH")
 
 
 def _check_binaries(folder: Path, origin: str) -> Path:

@@ -9,6 +9,11 @@ from hami.service.annotations import allocation_annotations
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:
+    return scrape(metrics_of_one_pod(legacy, per_pod))
+
+
+def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
+    """One T4 node, one pod holding 1000 MiB and 30 cores of it, one quota."""
     cache = ClusterCache(clock=lambda: 0.0)
     devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     cache.replace_nodes([
@@ -22,7 +27,9 @@ def metrics(legacy: bool, per_pod: bool = True) -> str:
             "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
         "status": {"phase": "Running"},
     })  # fmt: skip
-    return scrape(Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod))
+    cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
+                           "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip
+    return Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod)
 
 
 def scrape(m: Metrics) -> str:
