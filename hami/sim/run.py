@@ -17,6 +17,7 @@ from hami.engine.names import DEVICES_ALLOCATED
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.placement import Placement
+from hami.service.status import lab_card
 from hami.sim.scenario import Scenario
 
 # Fixed so that replays are byte-identical; the value only reaches vgpu-time/bind-time.
@@ -157,8 +158,7 @@ def render_text(results: list[StepResult], verbose: bool) -> str:
             lines.append(
                 f'Error from server: admission webhook "vgpu.hami.io" denied the request: {message} (pod {pod})'
             )
-        width = max((len(p.name) for p in step.pods), default=0) + 3
-        lines.extend(f"{p.name:<{width}}{p.allocated or '<none>'}" for p in step.pods)
+        lines.extend(lab_card([(p.name, p.allocated) for p in step.pods]))
         lines.extend(
             f"{p.name} is Pending: {p.pending_reason}" for p in step.pods if p.pending_reason
         )
