@@ -97,7 +97,7 @@ def ensure_binaries() -> Path:
     if prebuilt:
         return _check_binaries(Path(prebuilt), "HAMI_E2E_BIN_DIR")
     if shutil.which("go") is None:
-        _unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
+        unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
     LOG_ROOT.mkdir(parents=True, exist_ok=True)
     build_log = LOG_ROOT / "k8sbins-build.log"
     with build_log.open("w") as log:
@@ -111,9 +111,9 @@ def ensure_binaries() -> Path:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            _unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
+            unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
     if result.returncode != 0:
-        _unavailable(
+        unavailable(
             f"building the Kubernetes binaries failed (exit {result.returncode}); "
             f"{build_log}:\n{_tail(build_log)}"
         )
@@ -141,11 +141,11 @@ def built_tool(name: str, override: str) -> Path:
 def _check_binaries(folder: Path, origin: str) -> Path:
     missing = [b for b in BINARIES if not os.access(folder / b, os.X_OK)]
     if missing:
-        _unavailable(f"{origin}: {folder} lacks {', '.join(missing)}")
+        unavailable(f"{origin}: {folder} lacks {', '.join(missing)}")
     return folder
 
 
-def _unavailable(reason: str) -> NoReturn:
+def unavailable(reason: str) -> NoReturn:
     if os.environ.get("E2E_REQUIRED") == "1":
         pytest.fail(f"e2e tests required (E2E_REQUIRED=1) but {reason}", pytrace=False)
     pytest.skip(f"e2e tests skipped: {reason}")
