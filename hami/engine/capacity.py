@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hami.engine import reasons as r
-from hami.engine.fit import card_scores, core_verdict, type_ok
+from hami.engine.checks import core_verdict, type_ok
 from hami.engine.model import PERCENTAGE_UNSET, Card, CardScores, NodeState, PodRequest
 from hami.engine.policy import PodOptions
-from hami.engine.score import DEFAULT_WEIGHTS
+from hami.engine.score import DEFAULT_WEIGHTS, card_scores
 
 ALL_CORES = 100
 
@@ -102,6 +102,9 @@ class Capacity:
     # mode selectors look at; None when they differ.
     kind: Card | None
     scored: CardScores  # what a decision logs when the pod's first container asks for a GPU
+    # Some card is in MIG mode: whether it fits depends on its placements, which the counts
+    # above do not keep, so such a node is always fitted card by card.
+    mig: bool = False
     # (reason, cards passing) by what decides them: pods of every shape that leave the same
     # cards short of memory, with the same cores, get the same counts, so each text is made
     # once a state.
@@ -152,7 +155,7 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
     not_healthy = cordoned_n = exhausted = 0
     open_cards: list[Card] = []
     for c in cards:
-        if not c.info.health:
+        if not c.healthy:
             not_healthy += 1
         elif c.info.id in cordoned:
             cordoned_n += 1
@@ -172,6 +175,7 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
         idle=pool if len(idle_cards) == len(open_cards) else _pool(idle_cards),
         kind=cards[0] if len(kinds) == 1 else None,
         scored=CardScores(name, 0, cards, card_scores(cards, DEFAULT_WEIGHTS)),
+        mig=any(c.info.mig for c in cards),
     )
 
 
@@ -223,7 +227,7 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
 
     def check(node: NodeState, log: list[CardScores]) -> str | None:
         cap = node.capacity
-        if cap is None:
+        if cap is None or cap.mig:
             return None
         if nums > cap.cards:
             text = r.NODE_INSUFFICIENT_DEVICE
