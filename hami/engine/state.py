@@ -3,7 +3,9 @@
 from collections.abc import Iterable, Mapping
 
 from hami.engine.capacity import summarize
+from hami.engine.inventory import PodAllocation
 from hami.engine.mig import pod_instances, stray_instances, untrusted
+from hami.engine.migalloc import by_card
 from hami.engine.model import DeviceInfo, MigInstance, NodeState, PodDevices, Usage, is_nvidia
 from hami.engine.score import make_card, node_score
 
@@ -84,3 +86,13 @@ def pod_usage(
         if uuid not in out and mig:
             out[uuid] = Usage(mig=mig)
     return out
+
+
+def mig_cards(node: NodeState | None) -> frozenset[str]:
+    return frozenset() if node is None else frozenset(c.info.id for c in node.cards if c.info.mig)
+
+
+def held(alloc: PodAllocation, mig: frozenset[str]) -> dict[str, Usage]:
+    """What a pod's allocation annotations take from each card of its node; `mig` are the
+    node's cards in MIG mode."""
+    return pod_usage(alloc.devices, alloc.n_init, alloc.init_done, by_card(alloc.mig), mig)

@@ -23,7 +23,7 @@ from hami.kube.client import Kube
 from hami.kube.errors import KubeError
 from hami.kube.events import EventRecorder
 from hami.kube.nodelock import NodeLockContention, lock_node, release_node
-from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.annotations import allocation_annotations, allocation_keys, allocation_labels
 from hami.service.lockwatch import LockWatch
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ class Binder:
         self.cache.forget(uid)
         try:
             if written:
-                keys = allocation_annotations(node, (), 0)
+                keys = allocation_keys()
                 await self.kube.patch_pod_metadata(
                     namespace, name, dict.fromkeys(keys), dict.fromkeys(allocation_labels(node))
                 )
