@@ -54,14 +54,14 @@ def candidates(profiles: Sequence[MigProfile]) -> list[MigProfile]:
 
 def select(
     profiles: Sequence[MigProfile], occupied: Sequence[MigPlacement], memory: int, cores: int
-) -> MigInstance | None:
-    """The instance a container asking `memory` MiB and `cores` percent gets, or None."""
+) -> tuple[MigProfile, MigPlacement] | None:
+    """The profile and placement a container asking `memory` MiB and `cores` percent gets."""
     for profile in candidates(profiles):
         if profile.memory < memory or profile.core < cores:
             continue
         placement = free_placement(profiles, occupied, profile.name)
         if placement is not None:
-            return MigInstance(profile.name, placement)
+            return profile, placement
     return None
 
 
@@ -69,14 +69,15 @@ def instance_device(
     card: Card, memory: int, cores: int, taken: Sequence[ContainerDevice]
 ) -> ContainerDevice | None:
     """The device a container gets on MIG card `card` after the `taken` ones of its own (any
-    card), or None when no profile covering the ask has a free placement."""
+    card), or None when no profile covering the ask has a free placement. It holds what the
+    profile holds."""
     occupied = [i.placement for i in card.usage.mig]
     occupied += [d.mig.placement for d in taken if d.uuid == card.info.id and d.mig is not None]
-    profiles = card.info.mig_profiles
-    instance = select(profiles, occupied, memory, cores)
-    if instance is None:
+    chosen = select(card.info.mig_profiles, occupied, memory, cores)
+    if chosen is None:
         return None
-    profile = next(p for p in profiles if p.name == instance.profile)
+    profile, placement = chosen
+    instance = MigInstance(profile.name, placement)
     return ContainerDevice(card.info.id, profile.memory, profile.core, mig=instance)
 
 

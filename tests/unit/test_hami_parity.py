@@ -22,11 +22,19 @@ from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.codec import encode_node_devices
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
-from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement, MigProfile
+from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 from tests.reference import hami_v210 as hami
 from tests.reference import hami_v210_mig as hami_mig
+from tests.reference.geometries import (
+    A100_40GB,
+    A100_40GB_MEMORY,
+    A100_EXAMPLE,
+    H100_80GB,
+    H100_80GB_MEMORY,
+    engine_profiles,
+)
 
 POLICIES = (
     "spread",
@@ -80,15 +88,23 @@ ASK = st.sampled_from(
     )
 )
 
-POD = st.builds(
-    hami.Pod,
-    init=st.lists(ASK, max_size=1).map(tuple),
-    app=st.lists(ASK, min_size=1, max_size=3).map(tuple),
-    gpu_policy=st.sampled_from(POLICIES),
-    node_policy=st.sampled_from(("binpack", "spread")),
-    weights=st.sampled_from(WEIGHTS),
-    numa_bind=st.sampled_from((False, False, False, True)),
-)
+
+def pods(
+    ask: st.SearchStrategy[hami.Ask | None], modes: tuple[str | None, ...] = (None,)
+) -> st.SearchStrategy[hami.Pod]:
+    return st.builds(
+        hami.Pod,
+        init=st.lists(ask, max_size=1).map(tuple),
+        app=st.lists(ask, min_size=1, max_size=3).map(tuple),
+        gpu_policy=st.sampled_from(POLICIES),
+        node_policy=st.sampled_from(("binpack", "spread")),
+        weights=st.sampled_from(WEIGHTS),
+        numa_bind=st.sampled_from((False, False, False, True)),
+        vgpu_mode=st.sampled_from(modes),
+    )
+
+
+POD = pods(ASK)
 
 STEPS = st.lists(st.one_of(POD, POD, st.integers(0, 20)), min_size=1, max_size=12)
 
@@ -98,12 +114,6 @@ def resolved(ask: hami.Ask | None) -> hami.Ask | None:
     if ask is None or ask.mem or ask.pct != hami.PCT_UNSET:
         return ask
     return hami.Ask(ask.nums, 0, 100, ask.cores)
-
-
-def profile(p: hami_mig.Profile) -> MigProfile:
-    return MigProfile(
-        p.name, p.memory, p.core, p.slices, tuple(MigPlacement(*x) for x in p.placements)
-    )
 
 
 def node_object(name: str, cards: list[hami.Card]) -> dict[str, Any]:
@@ -118,7 +128,7 @@ def node_object(name: str, cards: list[hami.Card]) -> dict[str, Any]:
             c.numa,
             mode=c.mode,
             health=c.health,
-            mig_profiles=tuple(profile(p) for p in c.profiles),
+            mig_profiles=engine_profiles(c.profiles),
         )
         for c in cards
     )
@@ -284,27 +294,7 @@ def test_same_decisions_as_hami(cluster: dict[str, list[hami.Card]], steps: list
     run_steps(cluster, steps)
 
 
-def _p(name: str, memory: int, core: int, slices: int, starts: Any, size: int) -> hami_mig.Profile:
-    return hami_mig.Profile(name, memory, core, slices, tuple((s, size) for s in starts))
-
-
-# As HAMi's device plugin registers them from NVML (memory in MiB, cores rounded up).
-A100_40GB = (
-    _p("1g.5gb", 4864, 15, 1, range(7), 1),
-    _p("2g.10gb", 9856, 29, 2, (0, 2, 4), 2),
-    _p("3g.20gb", 19968, 43, 3, (0, 4), 4),
-    _p("4g.20gb", 19968, 58, 4, (0,), 4),
-    _p("7g.40gb", 40192, 100, 7, (0,), 8),
-)
-H100_80GB = (
-    _p("1g.10gb", 9984, 13, 1, range(7), 1),
-    _p("1g.20gb", 20096, 20, 1, (0, 2, 4, 6), 2),
-    _p("2g.20gb", 20096, 25, 2, (0, 2, 4), 2),
-    _p("3g.40gb", 40448, 46, 3, (0, 4), 4),
-    _p("4g.40gb", 40448, 49, 4, (0,), 4),
-    _p("7g.80gb", 81152, 100, 7, (0,), 8),
-)
-REAL = {40960: A100_40GB, 81559: H100_80GB}
+REAL = {A100_40GB_MEMORY: A100_40GB, H100_80GB_MEMORY: H100_80GB}
 
 
 @st.composite
@@ -313,7 +303,10 @@ def made_up_profile(draw: st.DrawFn) -> hami_mig.Profile:
     size = draw(st.sampled_from((1, 2, 4, 8)))
     starts = draw(st.lists(st.integers(0, 8 - size), min_size=1, max_size=4, unique=True))
     memory = draw(st.sampled_from((4000, 4864, 9856, 15000, 19968, 40192)))
-    return _p(f"{g}g.{memory // 1000}gb", memory, draw(st.integers(0, 100)), g, starts, size)
+    placements = tuple((s, size) for s in starts)
+    return hami_mig.Profile(
+        f"{g}g.{memory // 1000}gb", memory, draw(st.integers(0, 100)), g, placements
+    )
 
 
 @st.composite
@@ -359,16 +352,7 @@ MIG_ASK = st.sampled_from(
     )
 )
 
-MIG_POD = st.builds(
-    hami.Pod,
-    init=st.lists(MIG_ASK, max_size=1).map(tuple),
-    app=st.lists(MIG_ASK, min_size=1, max_size=3).map(tuple),
-    gpu_policy=st.sampled_from(POLICIES),
-    node_policy=st.sampled_from(("binpack", "spread")),
-    weights=st.sampled_from(WEIGHTS),
-    numa_bind=st.sampled_from((False, False, False, True)),
-    vgpu_mode=st.sampled_from((None, None, None, "mig", "hami-core", "hami-core,mig")),
-)
+MIG_POD = pods(MIG_ASK, (None, None, None, "mig", "hami-core", "hami-core,mig"))
 FOREIGN = st.builds(
     Foreign, st.integers(0, 2), st.integers(0, 2), st.sampled_from(("bare", "stray", "on-core"))
 )
@@ -377,10 +361,10 @@ MIG_STEPS = st.lists(
 )
 
 
-def a100(
-    index: int, profiles: tuple[hami_mig.Profile, ...] = A100_40GB[:3] + A100_40GB[4:]
-) -> hami.Card:
-    return hami.Card(f"GPU-0-{index}", index, 7, 40960, 100, mode="mig", profiles=profiles)
+def a100(index: int) -> hami.Card:
+    return hami.Card(
+        f"GPU-0-{index}", index, 7, A100_40GB_MEMORY, mode="mig", profiles=A100_EXAMPLE
+    )
 
 
 @settings(max_examples=300, deadline=None)
