@@ -112,6 +112,14 @@ class Prometheus:
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result
 
+    def label_values(self, label: str, match: str) -> list[str]:
+        """What Grafana's label_values(match, label) lists."""
+        query = urllib.parse.urlencode({"match[]": match})
+        answer = orjson.loads(get(f"{self.url}/api/v1/label/{label}/values?{query}"))
+        assert answer["status"] == "success", answer
+        values: list[str] = answer["data"]
+        return values
+
     def by(self, label: str, promql: str) -> dict[str, float]:
         return {r["metric"].get(label, ""): float(r["value"][1]) for r in self.query(promql)}
 
