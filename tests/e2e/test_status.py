@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.unit.engine.test_lab14_replay import STEP_4
@@ -111,3 +112,26 @@ def test_watch_redraws_the_cards_in_place(
     terminal("send-keys", "-t", SESSION, "C-c")
     wait_for(lambda: terminal.pane("pane_dead") == "1", timeout=30, what="hami status to exit")
     assert terminal.pane("pane_dead_status") == "0"
+
+
+def test_watch_json_is_one_document_per_read(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    nodesim(t4_node(NODE, UUIDS))
+    apply(kube, namespace, "01-spread-pods.yaml")
+    wait_ready(kube, namespace, "policy-spread-a", "policy-spread-b")
+    argv = [sys.executable, "-m", "hami", "status", "--watch", "--json", "--interval", "0.2"]
+    argv += ["--kubeconfig", str(control_plane.kubeconfig)]
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, text=True, env=control_plane.env
+    ) as process:
+        try:
+            assert process.stdout is not None
+            reads = [orjson.loads(process.stdout.readline()) for _ in range(3)]
+        finally:
+            process.kill()
+    for doc in reads:
+        (node,) = doc["nodes"]
+        assert node["name"] == NODE
+        held = sorted(p["name"] for p in doc["pods"] if p["namespace"] == namespace)
+        assert held == ["policy-spread-a", "policy-spread-b"]
