@@ -10,8 +10,8 @@ built from the repository. The tests run in order on one release, as a user woul
    out are read from inside the running container;
 3. Prometheus finds the scheduler pods through Kubernetes service discovery and their
    ``prometheus.io/*`` annotations, and PromQL returns Lab 14's allocations per card; every
-   query of the Grafana dashboard returns Lab 14's cards (and `hami status` shows the lab's
-   table at every step of 2);
+   query of the Grafana dashboard returns Lab 14's cards, and the chart's alert rules evaluate
+   on those series with none firing (`hami status` shows the lab's table at every step of 2);
 4. a GPU pod created the moment the leader is deleted is placed by the other replica;
 5. ``helm upgrade`` changing the default card policy rolls the pods, keeps every allocation,
    and places the next pod by the new default;
@@ -39,6 +39,7 @@ from hami.engine.names import DEVICES_ALLOCATED
 from tests.unit.engine.test_lab14_replay import STEP_7
 from tests.unit.monitoring.dashboard import load as load_dashboard
 from tests.unit.monitoring.dashboard import queries
+from tests.unit.monitoring.test_alert_rules import RULES, alert_names
 
 from .cluster import DEVICE_PLUGIN_USER
 from .kube import Kube, eventually, wait_for
@@ -130,9 +131,9 @@ def scrape_job(kubeconfig: Path) -> dict[str, object]:
 def prometheus(
     node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
-    """Prometheus finding the scheduler pods through Kubernetes service discovery; started
-    before Lab 14 so that the dashboard's rates and latencies cover the lab's reviews, filters
-    and binds."""
+    """Prometheus finding the scheduler pods through Kubernetes service discovery, with the
+    chart's alert rules; started before Lab 14 so that the dashboard's rates and latencies
+    cover the lab's reviews, filters and binds."""
     plane = node_tier.plane
     server = Prometheus(
         find_tools(plane.bin_dir),
@@ -140,6 +141,7 @@ def prometheus(
         plane.run_dir,
         tmp_path_factory.mktemp("prometheus"),
         plane.env,
+        rule_files=(RULES,),
     )
     try:
         server.wait_ready()
@@ -258,7 +260,7 @@ def test_prometheus_discovers_the_pods_and_sees_lab14s_allocations(
     assert prometheus.by("pod", memory) == dict.fromkeys(allocations(chart.kube, LAB), 1000 * 2**20)
 
 
-def test_every_dashboard_query_returns_lab14s_cards(
+def test_every_dashboard_query_returns_lab14s_cards_and_no_alert_fires(
     chart: Release, node_tier: NodeCluster, prometheus: Prometheus
 ) -> None:
     """Every panel of helm/hami/monitoring/hami-dashboard.json, as Grafana would send it, against
@@ -270,6 +272,14 @@ def test_every_dashboard_query_returns_lab14s_cards(
     assert prometheus.label_values("node", "hami_gpu_memory_limit_bytes") == [NODE]
     assert prometheus.label_values("namespace", "hami_vgpu_memory_allocated_bytes") == [LAB]
     check_every_query(prometheus, lab, queries(load_dashboard()))
+    # The alert rules run on the same live series: every one evaluates without error, and in
+    # this healthy cluster none fires.
+    rules = prometheus.rules()
+    assert {r["name"] for r in rules} == alert_names()
+    for rule in rules:
+        assert (rule["health"], rule.get("lastError", "")) == ("ok", ""), rule
+        assert rule["lastEvaluation"] > "2000", rule  # evaluated, not just loaded
+        assert [a for a in rule["alerts"] if a["state"] == "firing"] == [], rule
     # What a user sees in a terminal at this point (README's Monitoring section).
     (node_tier.plane.run_dir / "hami-status.txt").write_text(hami_status(chart.kube))
 

@@ -30,9 +30,12 @@ def promtool(*args: str) -> str:
     return result.stdout
 
 
+def alert_names() -> set[str]:
+    return {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+
+
 def test_promtool_checks_the_rules() -> None:
-    alerts = [r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
-    assert f"SUCCESS: {len(alerts)} rules found" in promtool("check", "rules", str(RULES))
+    assert f"SUCCESS: {len(alert_names())} rules found" in promtool("check", "rules", str(RULES))
 
 
 def test_every_alert_has_promtool_unit_tests() -> None:
@@ -42,6 +45,5 @@ def test_every_alert_has_promtool_unit_tests() -> None:
         for case in group["alert_rule_test"]
         if case["exp_alerts"]
     }
-    alerts = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
-    assert tested == alerts
+    assert tested == alert_names()
     assert "SUCCESS" in promtool("test", "rules", str(UNIT_TESTS))
