@@ -81,6 +81,29 @@ def instance_device(
     return ContainerDevice(card.info.id, profile.memory, profile.core, mig=instance)
 
 
+def label(instance: MigInstance) -> str:
+    """`3g.20gb@4-7`: the profile and the memory slices its placement spans."""
+    first, last = instance.placement.start, instance.placement.start + instance.placement.size - 1
+    return f"{instance.profile}@{first}" + (f"-{last}" if last != first else "")
+
+
+def blocked(card: Card, memory: int, cores: int) -> list[str]:
+    """What stands in the way on a MIG card: for each profile that covers the ask, its
+    placements in the order they are tried, each with the instances it overlaps."""
+    profiles = card.info.mig_profiles
+    out = []
+    for profile in candidates(profiles):
+        if profile.memory < memory or profile.core < cores:
+            continue
+        tried = []
+        for placement in placement_order(profile.name, _placements(profiles, profile.name)):
+            hits = [label(i) for i in card.usage.mig if placement.overlaps(i.placement)]
+            where = label(MigInstance(profile.name, placement))
+            tried.append(f"{where} overlaps {', '.join(hits)}" if hits else f"{where} is free")
+        out.append("; ".join(tried) or f"{profile.name} has no placement")
+    return out
+
+
 def mig_request(cards: Sequence[Card], opts: PodOptions) -> bool:
     """HAMi's isMIGRequest: a container may take more instances than the node has cards when
     a card is in MIG mode and the pod's `nvidia.com/vgpu-mode`, if set, allows `mig`."""

@@ -22,6 +22,7 @@ from hami.engine.codec import (
     go_placement,
     go_string,
 )
+from hami.engine.mig import label
 from hami.engine.model import MigInstance, PodDevices
 
 
@@ -125,3 +126,14 @@ def _allocation(entry: dict[str, Any], what: str) -> MigAllocation:
     if sum((bool(uuid), gi is not None, ci is not None)) not in (0, 3):
         raise CodecError(f"{what} has partial runtime identity")
     return alloc
+
+
+def summary(value: str | None) -> str | None:
+    """The annotation in a line (`3g.20gb@4-7,1g.5gb@3`), as the lab-card table shows it; the
+    value as written when it cannot be read, None when there is none."""
+    if not value:
+        return None
+    try:
+        return ",".join(label(a.instance) for a in decode_allocations(value))
+    except CodecError:
+        return value

@@ -11,6 +11,8 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.inventory import is_terminal
+from hami.engine.mig import label
+from hami.engine.migalloc import summary
 from hami.engine.requests import RequestError, ResourceDefaults, pod_request
 
 
@@ -21,6 +23,7 @@ class Holder:
     container: int  # index in the allocation, init containers first
     memory: int  # MiB
     cores: int
+    mig: str = ""  # on a card in MIG mode, the instance (`3g.20gb@4-7`)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class GpuPod:
     node: str | None
     allocated: str | None  # hami.io/vgpu-devices-allocated, as the lab's lab-card prints it
     pending: str | None  # kube-scheduler's PodScheduled message while the pod waits
+    mig: str | None = None  # hami.io/vgpu-mig-allocations, on cards in MIG mode
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,9 @@ def status(
     for alloc in cache.pods():
         for index, container in enumerate(alloc.devices):
             for d in container:
+                instance = "" if d.mig is None else label(d.mig)
                 holders.setdefault((alloc.node, d.uuid), []).append(
-                    Holder(alloc.namespace, alloc.name, index, d.usedmem, d.usedcores)
+                    Holder(alloc.namespace, alloc.name, index, d.usedmem, d.usedcores, instance)
                 )
     nodes = tuple(
         NodeStatus(
@@ -85,7 +90,7 @@ def status(
                     c.info.index,
                     c.info.id,
                     c.info.type,
-                    c.info.health and c.info.id not in node.cordoned,
+                    c.healthy and c.info.id not in node.cordoned,
                     (c.usage.usedmem, c.info.devmem),
                     (c.usage.usedcores, c.info.devcore),
                     (c.usage.used, c.info.count),
@@ -112,7 +117,8 @@ def _gpu_pod(pod: Mapping[str, Any], resources: ResourceDefaults) -> GpuPod | No
         return None
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    allocated = (meta.get("annotations") or {}).get(names.DEVICES_ALLOCATED)
+    annotations = meta.get("annotations") or {}
+    allocated = annotations.get(names.DEVICES_ALLOCATED)
     try:
         wants = pod_request(spec, resources).wants_gpu
     except RequestError:
@@ -126,6 +132,7 @@ def _gpu_pod(pod: Mapping[str, Any], resources: ResourceDefaults) -> GpuPod | No
         node,
         allocated,
         None if node else _scheduling_message(pod),
+        annotations.get(names.MIG_ALLOCATIONS),
     )
 
 
@@ -136,11 +143,22 @@ def _scheduling_message(pod: Mapping[str, Any]) -> str:
     return NOT_TRIED
 
 
-def lab_card(rows: Sequence[tuple[str, str | None]]) -> list[str]:
+def lab_card(rows: Sequence[tuple[str, str | None]], mig: Sequence[str | None] = ()) -> list[str]:
     """`name   allocation` lines as Lab 14's lab-card helper prints them (kubectl custom
-    columns without headers: three spaces after the longest name, `<none>` when unset)."""
+    columns without headers: three spaces after the longest name, `<none>` when unset).
+
+    `mig` holds each pod's hami.io/vgpu-mig-allocations; when some pod has one, a third
+    column shows its profiles and slices (`3g.20gb@4-7`)."""
     width = max((len(name) for name, _ in rows), default=0) + 3
-    return [f"{name:<{width}}{allocated or '<none>'}" for name, allocated in rows]
+    lines = [f"{name:<{width}}{allocated or '<none>'}" for name, allocated in rows]
+    shown = [summary(m) for m in mig]
+    if not any(shown):
+        return lines
+    second = max(len(allocated or "<none>") for _, allocated in rows) + 3
+    return [
+        f"{name:<{width}}{allocated or '<none>':<{second}}{text or '<none>'}"
+        for (name, allocated), text in zip(rows, shown, strict=True)
+    ]
 
 
 def render_text(s: Status) -> list[str]:
@@ -153,7 +171,8 @@ def render_text(s: Status) -> list[str]:
         lines += [f"{s.unregistered} more node(s) without HAMi's GPU registration", ""]
     for namespace in sorted({p.namespace for p in s.pods}):
         lines.append(f"PODS {namespace}")
-        lines.extend(lab_card([(p.name, p.allocated) for p in s.pods if p.namespace == namespace]))
+        shown = [p for p in s.pods if p.namespace == namespace]
+        lines.extend(lab_card([(p.name, p.allocated) for p in shown], [p.mig for p in shown]))
         lines.append("")
     lines.append(f"PENDING GPU PODS: {len(s.pending) or 'none'}")
     lines.extend(f"  {p.namespace}/{p.name}: {p.pending}" for p in s.pending)
@@ -171,10 +190,14 @@ def _card_rows(cards: Sequence[CardStatus]) -> list[list[str]]:
                 f"{c.memory[0]}/{c.memory[1]}",
                 f"{c.cores[0]}/{c.cores[1]}",
                 f"{c.slots[0]}/{c.slots[1]}",
-                " ".join(f"{h.namespace}/{h.pod}" for h in c.holders) or "-",
+                " ".join(_holder_text(h) for h in c.holders) or "-",
             ]
         )
     return rows
+
+
+def _holder_text(h: Holder) -> str:
+    return f"{h.namespace}/{h.pod}" + (f" {h.mig}" if h.mig else "")
 
 
 def _table(rows: list[list[str]]) -> list[str]:

@@ -110,8 +110,10 @@ def test_json() -> None:
         "cores_percent": {"allocated": 30, "total": 100},
         "slots": {"used": 2, "total": 10},
         "pods": [
-            {"namespace": "team", "pod": "notebook", "container": 0, "memory": 1000, "cores": 0},
-            {"namespace": "team", "pod": "trainer", "container": 0, "memory": 3000, "cores": 30},
+            {"namespace": "team", "pod": "notebook", "container": 0, "memory": 1000, "cores": 0}
+            | {"mig": ""},
+            {"namespace": "team", "pod": "trainer", "container": 0, "memory": 3000, "cores": 30}
+            | {"mig": ""},
         ],
     }
     assert node["cards"][1]["healthy"] is False
