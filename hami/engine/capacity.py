@@ -102,9 +102,6 @@ class Capacity:
     # mode selectors look at; None when they differ.
     kind: Card | None
     scored: CardScores  # what a decision logs when the pod's first container asks for a GPU
-    # Some card is in MIG mode: whether it fits depends on its placements, which the counts
-    # above do not keep, so such a node is always fitted card by card.
-    mig: bool = False
     # (reason, cards passing) by what decides them: pods of every shape that leave the same
     # cards short of memory, with the same cores, get the same counts, so each text is made
     # once a state.
@@ -151,7 +148,11 @@ def _reasons(cards: int, counts: dict[str, int]) -> str:
     return r.card_reasons({k: n for k, n in counts.items() if n}, cards)
 
 
-def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity:
+def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity | None:
+    """None for a node with a card in MIG mode: whether it fits depends on the card's
+    placements, which counts do not keep, so such a node is always fitted card by card."""
+    if any(c.info.mig for c in cards):
+        return None
     not_healthy = cordoned_n = exhausted = 0
     open_cards: list[Card] = []
     for c in cards:
@@ -175,7 +176,6 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
         idle=pool if len(idle_cards) == len(open_cards) else _pool(idle_cards),
         kind=cards[0] if len(kinds) == 1 else None,
         scored=CardScores(name, 0, cards, card_scores(cards, DEFAULT_WEIGHTS)),
-        mig=any(c.info.mig for c in cards),
     )
 
 
@@ -227,7 +227,7 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
 
     def check(node: NodeState, log: list[CardScores]) -> str | None:
         cap = node.capacity
-        if cap is None or cap.mig:
+        if cap is None:
             return None
         if nums > cap.cards:
             text = r.NODE_INSUFFICIENT_DEVICE
