@@ -16,6 +16,8 @@ import ssl
 import tempfile
 from pathlib import Path
 
+from cryptography import x509
+
 __all__ = ["ReloadingServerContext"]
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class ReloadingServerContext:
         pem = self._read_pair()
         _load_pem(self.context, pem)
         self._loaded = stamp
+        self.not_after = _not_after(pem)
 
     def maybe_reload(self) -> bool:
         """Load the files into :attr:`context` if either changed since the last load.
@@ -72,6 +75,7 @@ class ReloadingServerContext:
             return False
         _load_pem(self.context, pem)
         self._loaded = before
+        self.not_after = _not_after(pem)
         log.info("reloaded TLS certificate from %s", self.cert_file)
         return True
 
@@ -101,6 +105,12 @@ class ReloadingServerContext:
         # Certificate chain and key in one buffer, so validation and the live load use exactly
         # the same bytes even if the files change in between.
         return self.cert_file.read_bytes().rstrip(b"\n") + b"\n" + self.key_file.read_bytes()
+
+
+def _not_after(pem: bytes) -> float:
+    """When the served certificate (the chain's first) expires, in Unix seconds: for the
+    expiry metric, so that a rotation that never happens is seen before clients refuse it."""
+    return x509.load_pem_x509_certificates(pem)[0].not_valid_after_utc.timestamp()
 
 
 def _load_pem(context: ssl.SSLContext, pem: bytes) -> None:

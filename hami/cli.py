@@ -1,10 +1,11 @@
-"""The `hami` command: simulate (offline replay), serve (the scheduler process), bench."""
+"""The `hami` command: simulate (offline replay), serve (the scheduler process), explain and
+status (a live cluster, read-only), bench."""
 
 import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import orjson
 
@@ -70,10 +71,32 @@ def _explain(args: argparse.Namespace) -> int:
     return explain_pod(args)
 
 
+def _status(args: argparse.Namespace) -> int:
+    from hami.runtime.status import show_status
+
+    return show_status(args)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from hami.runtime.main import serve
 
     return serve(args)
+
+
+# Flags `hami explain` and `hami status` share: (names, keyword arguments of add_argument).
+KUBECONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("--kubeconfig",),
+    {"default": "", "help": "kubeconfig file; in-cluster credentials when empty"},
+)
+GFD_SPLIT: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("--gfd-split-count",),
+    {
+        "type": int,
+        "default": 0,
+        "help": "as hami serve's: nodes without HAMi's plugin are read from their GFD labels "
+        "(0: off)",
+    },
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,23 +140,31 @@ def parser() -> argparse.ArgumentParser:
         "explain", help="why a GPU pod is pending (or where it went), from the cluster's state"
     )
     exp.add_argument("pod", help="NAMESPACE/NAME")
-    exp.add_argument(
-        "--kubeconfig", default="", help="kubeconfig file; in-cluster credentials when empty"
-    )
+    exp.add_argument(*KUBECONFIG[0], **KUBECONFIG[1])
     exp.add_argument(
         "--gpu-scheduler-policy", default="spread", help="the scheduler's default card policy"
     )
     exp.add_argument(
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
-    exp.add_argument(
-        "--gfd-split-count",
-        type=int,
-        default=0,
-        help="as hami serve's: nodes without HAMi's plugin are read from their GFD labels (0: off)",
-    )
+    exp.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
     exp.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     exp.set_defaults(func=_explain)
+
+    st = sub.add_parser(
+        "status",
+        help="every node's cards (memory, cores, slots, pods) and the GPU pods still waiting",
+    )
+    st.add_argument(*KUBECONFIG[0], **KUBECONFIG[1])
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument(
+        "-w", "--watch", action="store_true", help="read again and redraw in place until Ctrl-C"
+    )
+    st.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between reads with --watch"
+    )
+    st.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
+    st.set_defaults(func=_status)
 
     from hami.runtime.config import add_serve_arguments
 

@@ -24,7 +24,7 @@ from hami.engine.inventory import (
 from hami.engine.model import NodeState, PodDevices, Usage
 from hami.engine.quota import card_total
 from hami.engine.requests import RequestError, ResourceDefaults, pod_request
-from hami.engine.state import build_node, pod_usage
+from hami.engine.state import build_node, held, mig_cards, pod_usage
 from hami.engine.vetting import Vetted, vet_allocation
 
 # (namespace, name, why): an allocation annotation the cache did not count as written.
@@ -105,8 +105,11 @@ class ClusterCache:
             return inv.name
         self.unregistered.pop(inv.name, None)
         if self._inventory.get(inv.name) != inv:
+            was = mig_cards(self._states.get(inv.name))
             self._inventory[inv.name] = inv
             self._rebuild(inv.name)
+            if mig_cards(self._states.get(inv.name)) != was:
+                self._recount(inv.name)
             # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
             self._released(inv.name)
         return inv.name
@@ -147,6 +150,15 @@ class ClusterCache:
                 per_card[uuid] = total
         self._rebuild(node)
 
+    def _recount(self, node: str) -> None:
+        """Count the node's pods again: which of its cards are in MIG mode changed, and with
+        it what a pod holding one without a MIG allocation means (hami.engine.mig)."""
+        for uid in [u for u, a in self._pods.items() if a.node == node]:
+            alloc = self._pods[uid]
+            self._account(node, alloc.namespace, self._pod_usage[uid], -1)
+            self._pod_usage[uid] = held(alloc, mig_cards(self._states.get(node)))
+            self._account(node, alloc.namespace, self._pod_usage[uid], +1)
+
     # --- pods --------------------------------------------------------------
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
@@ -178,7 +190,7 @@ class ClusterCache:
         self._remove_pod(uid)
         # The pod's own annotations are now the truth; the reservation has done its job.
         self._drop_reservation(uid)
-        usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
+        usage = held(alloc, mig_cards(self._states.get(alloc.node)))
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
         self._account(alloc.node, alloc.namespace, usage, +1)
@@ -220,7 +232,7 @@ class ClusterCache:
                 alloc,
                 str(spec.get("nodeName") or ""),
                 request,
-                {d.id: d.devmem for d in inv.devices} if inv is not None else {},
+                {d.id: d.share_base for d in inv.devices} if inv is not None else {},
             )
         if not verdict.problem:
             self._distrusted.pop(alloc.uid, None)

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hami.engine import reasons as r
-from hami.engine.fit import card_scores, core_verdict, type_ok
+from hami.engine.checks import core_verdict, type_ok
 from hami.engine.model import PERCENTAGE_UNSET, Card, CardScores, NodeState, PodRequest
 from hami.engine.policy import PodOptions
-from hami.engine.score import DEFAULT_WEIGHTS
+from hami.engine.score import DEFAULT_WEIGHTS, card_scores
 
 ALL_CORES = 100
 
@@ -148,11 +148,15 @@ def _reasons(cards: int, counts: dict[str, int]) -> str:
     return r.card_reasons({k: n for k, n in counts.items() if n}, cards)
 
 
-def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity:
+def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity | None:
+    """None for a node with a card in MIG mode: whether it fits depends on the card's
+    placements, which counts do not keep, so such a node is always fitted card by card."""
+    if any(c.info.mig for c in cards):
+        return None
     not_healthy = cordoned_n = exhausted = 0
     open_cards: list[Card] = []
     for c in cards:
-        if not c.info.health:
+        if not c.healthy:
             not_healthy += 1
         elif c.info.id in cordoned:
             cordoned_n += 1

@@ -3,20 +3,123 @@
 Allocation strings: `<uuid>,NVIDIA,<MiB>,<cores>:` per card, `;` after every
 container, init containers first (`GPU-a,NVIDIA,1000,0:;`).
 Node registration: a JSON array since HAMi v2.8 (zero and false fields
-omitted), the colon-separated legacy form before it.
+omitted), the colon-separated legacy form before it. A card in `mig` mode
+lists the MIG profiles it offers (`migProfiles`, HAMi v2.10); one registered
+by an older device plugin (`migtemplate`, or the legacy form) lists none, and
+no profile fits it, as under HAMi v2.10.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from hami.engine.model import ContainerDevice, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.model import (
+    ContainerDevice,
+    ContainerDevices,
+    DeviceInfo,
+    MigPlacement,
+    MigProfile,
+    PodDevices,
+)
 
 
 class CodecError(ValueError):
     """An annotation value that does not follow HAMi's format."""
+
+
+# HAMi reads its JSON with Go's encoding/json, which matches keys without regard to case
+# (`memorymb` reads as `memoryMB`) and takes null as absent; so do the readers below.
+UINT32_MAX = 2**32 - 1
+INT32_MAX = 2**31 - 1
+
+
+def go_keys(entry: Any, what: str) -> dict[str, Any]:
+    """A JSON object as Go decodes it into a struct: keys folded to lower case (the later of
+    two spellings wins), and a null never replaces a value."""
+    if not isinstance(entry, dict):
+        raise CodecError(f"{what} must be a JSON object, got {entry!r}")
+    out: dict[str, Any] = {}
+    for k, v in entry.items():
+        if v is None:
+            out.setdefault(k.lower(), None)
+        else:
+            out[k.lower()] = v
+    return out
+
+
+def go_int(entry: Mapping[str, Any], key: str, what: str, low: int, high: int) -> int:
+    v = entry.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise CodecError(f"{what}: {key} must be an integer from {low} to {high}, got {v!r}")
+    return v
+
+
+def go_string(entry: Mapping[str, Any], key: str, what: str) -> str:
+    v = entry.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise CodecError(f"{what}: {key} must be a string, got {v!r}")
+    return v
+
+
+def go_list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CodecError(f"{what} must be a JSON array")
+    return value
+
+
+def go_placement(raw: Any, what: str) -> MigPlacement:
+    entry = go_keys(raw, what)
+    return MigPlacement(
+        go_int(entry, "start", what, 0, UINT32_MAX), go_int(entry, "size", what, 0, UINT32_MAX)
+    )
+
+
+def decode_profiles(raw: Any, card: str) -> tuple[MigProfile, ...]:
+    """A card's `migProfiles`. A placement of no slices is refused: it would overlap nothing,
+    so one card could hand out instances without end (NVML never reports one)."""
+    out = []
+    for i, item in enumerate(go_list(raw, f"{card}: migProfiles")):
+        what = f"{card}: MIG profile {i}"
+        entry = go_keys(item, what)
+        name = go_string(entry, "name", what)
+        placements = tuple(
+            go_placement(p, f"{what} ({name}) placement {j}")
+            for j, p in enumerate(go_list(entry.get("placements"), f"{what} placements"))
+        )
+        if any(p.size == 0 for p in placements):
+            raise CodecError(f"{what} ({name}): a placement must span at least one slice")
+        out.append(
+            MigProfile(
+                name=name,
+                memory=go_int(entry, "memorymb", what, -(2**31), INT32_MAX),
+                core=go_int(entry, "core", what, -(2**31), INT32_MAX),
+                slices=go_int(entry, "slicecount", what, 0, UINT32_MAX),
+                placements=placements,
+            )
+        )
+    return tuple(out)
+
+
+def encode_profiles(profiles: Iterable[MigProfile]) -> list[dict[str, Any]]:
+    """As HAMi's device plugin writes them (no field is omitted when zero)."""
+    return [
+        {
+            "name": p.name,
+            "memoryMB": p.memory,
+            "core": p.core,
+            "sliceCount": p.slices,
+            "placements": [{"start": x.start, "size": x.size} for x in p.placements],
+        }
+        for p in profiles
+    ]
 
 
 def encode_pod_devices(devices: PodDevices) -> str:
@@ -49,13 +152,6 @@ def decode_pod_devices(value: str) -> PodDevices:
     return tuple(_decode_container(s) for s in segments)
 
 
-def _int_field(entry: Mapping[str, Any], key: str) -> int:
-    v = entry.get(key, 0)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise CodecError(f"field {key!r} must be an integer, got {v!r}")
-    return v
-
-
 def decode_node_devices(value: str) -> tuple[DeviceInfo, ...]:
     """Parse `hami.io/node-nvidia-register` in either format."""
     text = value.strip()
@@ -72,20 +168,23 @@ def _decode_node_json(text: str) -> tuple[DeviceInfo, ...]:
     if not isinstance(entries, list):
         raise CodecError("node device list must be a JSON array")
     out = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-            raise CodecError(f"device entry without an id: {entry!r}")
+    for raw in entries:
+        entry = go_keys(raw, "device entry")
+        card = entry.get("id")
+        if not isinstance(card, str):
+            raise CodecError(f"device entry without an id: {raw!r}")
         out.append(
             DeviceInfo(
-                id=entry["id"],
-                index=_int_field(entry, "index"),
-                count=_int_field(entry, "count"),
-                devmem=_int_field(entry, "devmem"),
-                devcore=_int_field(entry, "devcore"),
-                type=str(entry.get("type", "")),
-                numa=max(_int_field(entry, "numa"), 0),
-                mode=str(entry.get("mode", "")) or "hami-core",
+                id=card,
+                index=go_int(entry, "index", card, 0, 2**64 - 1),
+                count=go_int(entry, "count", card, -(2**31), INT32_MAX),
+                devmem=go_int(entry, "devmem", card, -(2**31), INT32_MAX),
+                devcore=go_int(entry, "devcore", card, -(2**31), INT32_MAX),
+                type=str(entry.get("type") or ""),
+                numa=max(go_int(entry, "numa", card, -(2**63), 2**63 - 1), 0),
+                mode=str(entry.get("mode") or "") or "hami-core",
                 health=entry.get("health") is True,
+                mig_profiles=decode_profiles(entry.get("migprofiles"), card),
             )
         )
     return tuple(out)
@@ -131,6 +230,7 @@ def encode_node_devices(devices: tuple[DeviceInfo, ...]) -> str:
             ("type", d.type),
             ("numa", d.numa),
             ("mode", d.mode),
+            ("migProfiles", encode_profiles(d.mig_profiles)),
             ("health", d.health),
         ):
             if v:

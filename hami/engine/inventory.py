@@ -11,7 +11,7 @@ Node or Pod object is not kept.
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hami.engine import gfd, names
@@ -22,6 +22,7 @@ from hami.engine.codec import (
     decode_pod_devices,
     split_list,
 )
+from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
 
@@ -115,6 +116,8 @@ class PodAllocation:
     n_init: int
     init_done: bool
     bound: bool  # spec.nodeName is set
+    # hami.io/vgpu-mig-allocations; those that match an entry of `devices` are on it as well.
+    mig: tuple[MigAllocation, ...] = ()
 
 
 def _init_done(pod: Mapping[str, Any], n_init: int) -> bool:
@@ -141,6 +144,10 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
         devices = decode_pod_devices(annotations.get(names.DEVICES_ALLOCATED, ""))
     except CodecError:
         return None
+    try:
+        mig = decode_allocations(annotations.get(names.MIG_ALLOCATIONS) or "")
+    except CodecError:
+        mig = ()  # as HAMi: none at all, so the MIG cards it holds are no longer trusted
     spec = pod.get("spec") or {}
     n_init = len(spec.get("initContainers") or ())
     return PodAllocation(
@@ -149,8 +156,20 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
         namespace=sys.intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
         node=sys.intern(str(node)),
-        devices=devices,
+        devices=with_instances(devices, mig),
         n_init=n_init,
         init_done=_init_done(pod, n_init),
         bound=bool(spec.get("nodeName")),
+        mig=mig,
+    )
+
+
+def with_instances(devices: PodDevices, mig: tuple[MigAllocation, ...]) -> PodDevices:
+    """The allocation with each MIG entry on the card it names (by container and position)."""
+    if not mig:
+        return devices
+    at = {(m.container, m.device, m.gpu): m.instance for m in mig}
+    return tuple(
+        tuple(replace(d, mig=at.get((c, i, d.uuid), d.mig)) for i, d in enumerate(container))
+        for c, container in enumerate(devices)
     )

@@ -14,6 +14,50 @@ PERCENTAGE_UNSET = 101
 
 
 @dataclass(frozen=True, slots=True)
+class MigPlacement:
+    """Where a MIG instance sits on its card: memory slices start..start+size-1 (NVML's)."""
+
+    start: int
+    size: int
+
+    def overlaps(self, other: "MigPlacement") -> bool:
+        return self.start < other.start + other.size and other.start < self.start + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """A MIG profile a card in `mig` mode offers, as its device plugin registers it."""
+
+    name: str  # e.g. "3g.20gb"
+    memory: int  # MiB (memoryMB)
+    core: int  # percent of the card's SMs, rounded up by the device plugin
+    slices: int  # sliceCount
+    placements: tuple[MigPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MigInstance:
+    """One MIG instance a container holds: the profile and placement the scheduler chose,
+    and, once HAMi's device plugin has created it, its runtime identity."""
+
+    profile: str
+    placement: MigPlacement
+    uuid: str = ""  # migUUID
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the device plugin has recorded the instance it created (HAMi's RuntimeReady)."""
+        return (
+            bool(self.uuid) and self.gpu_instance is not None and self.compute_instance is not None
+        )
+
+
+MIG_MODE = "mig"
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceInfo:
     """One card as HAMi's device plugin registers it on the node."""
 
@@ -26,6 +70,21 @@ class DeviceInfo:
     numa: int = 0
     mode: str = "hami-core"
     health: bool = True
+    mig_profiles: tuple[MigProfile, ...] = ()
+
+    @property
+    def mig(self) -> bool:
+        """In MIG mode, a card is handed out by profile and placement, never as a plain share."""
+        return self.mode == MIG_MODE
+
+    @property
+    def share_base(self) -> int:
+        """The MiB a percentage of this card is taken of. In MIG mode the largest profile: the
+        registered memory is more than any instance can hold (40,960 against 40,192 MiB on an
+        A100-40GB), so the whole card is the largest profile (see DELIBERATE_DIFFERENCES)."""
+        if self.mig and self.mig_profiles:
+            return max(p.memory for p in self.mig_profiles)
+        return self.devmem
 
 
 def is_nvidia(device: DeviceInfo) -> bool:
@@ -35,25 +94,52 @@ def is_nvidia(device: DeviceInfo) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What allocations already take from one card."""
+    """What allocations already take from one card.
+
+    On a MIG card also the instances placed on it, and how many pods use the card without a
+    MIG allocation for it (HAMi then stops trusting the card: hami.engine.mig.untrusted).
+    """
 
     used: int = 0  # tasks (slots)
     usedmem: int = 0  # MiB
     usedcores: int = 0  # percent
+    mig: tuple[MigInstance, ...] = ()
+    bare: int = 0  # pods holding the card without a MIG allocation for it
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
-            self.used + other.used, self.usedmem + other.usedmem, self.usedcores + other.usedcores
+            self.used + other.used,
+            self.usedmem + other.usedmem,
+            self.usedcores + other.usedcores,
+            self.mig + other.mig if other.mig else self.mig,
+            self.bare + other.bare,
         )
 
     def __sub__(self, other: "Usage") -> "Usage":
+        mig = self.mig
+        if other.mig:
+            left = list(mig)
+            for instance in other.mig:
+                if instance in left:
+                    left.remove(instance)
+            mig = tuple(left)
         return Usage(
-            self.used - other.used, self.usedmem - other.usedmem, self.usedcores - other.usedcores
+            self.used - other.used,
+            self.usedmem - other.usedmem,
+            self.usedcores - other.usedcores,
+            mig,
+            self.bare - other.bare,
         )
 
     @property
     def empty(self) -> bool:
-        return self.used == 0 and self.usedmem == 0 and self.usedcores == 0
+        return (
+            self.used == 0
+            and self.usedmem == 0
+            and self.usedcores == 0
+            and not self.mig
+            and self.bare == 0
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +153,12 @@ class Card:
     info: DeviceInfo
     usage: Usage
     score: float
+    # HAMi marks a card unhealthy when its MIG allocations do not add up (hami.engine.mig).
+    untrusted: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        return self.info.health and not self.untrusted
 
 
 class CardScores(NamedTuple):
@@ -142,6 +234,7 @@ class ContainerDevice:
     usedmem: int
     usedcores: int
     type: str = NVIDIA
+    mig: MigInstance | None = None  # on a card in MIG mode: the instance it holds
 
 
 # One entry per container, init containers first, in spec order.

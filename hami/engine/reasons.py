@@ -19,6 +19,8 @@ RESOURCE_QUOTA_NOT_FIT: Final = "ResourceQuotaNotFit"
 CARD_INSUFFICIENT_MEMORY: Final = "CardInsufficientMemory"
 CARD_INSUFFICIENT_CORE: Final = "CardInsufficientCore"
 CARD_COMPUTE_UNITS_EXHAUSTED: Final = "CardComputeUnitsExhausted"
+# A MIG card where no profile covering the ask has a free placement.
+CARD_MIG_TOPOLOGY_INFEASIBLE: Final = "CardMigTopologyInfeasible"
 ALLOCATED_CARDS_INSUFFICIENT: Final = "AllocatedCardsInsufficientRequest"
 
 NODE_INSUFFICIENT_DEVICE: Final = "NodeInsufficientDevice"

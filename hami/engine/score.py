@@ -7,7 +7,7 @@ card's score reflects existing usage only. Lab 14's logged `1.651042` (one
 reproduced that way, and matching placements is the point of compatibility.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hami.engine.f32 import f32
@@ -40,8 +40,15 @@ def card_score(info: DeviceInfo, usage: Usage, weights: Weights = DEFAULT_WEIGHT
     return f32(WEIGHT * total)
 
 
-def make_card(info: DeviceInfo, usage: Usage = Usage()) -> Card:
-    return Card(info, usage, card_score(info, usage))
+def card_scores(cards: Sequence[Card], weights: Weights) -> tuple[float, ...]:
+    """Every card's score, as logged for each container fitted."""
+    if weights == DEFAULT_WEIGHTS:
+        return tuple(c.score for c in cards)
+    return tuple(card_score(c.info, c.usage, weights) for c in cards)
+
+
+def make_card(info: DeviceInfo, usage: Usage = Usage(), untrusted: bool = False) -> Card:
+    return Card(info, usage, card_score(info, usage), untrusted)
 
 
 def node_score(cards: Iterable[Card]) -> float:

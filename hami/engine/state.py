@@ -3,7 +3,10 @@
 from collections.abc import Iterable, Mapping
 
 from hami.engine.capacity import summarize
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage, is_nvidia
+from hami.engine.inventory import PodAllocation
+from hami.engine.mig import pod_instances, stray_instances, untrusted
+from hami.engine.migalloc import by_card
+from hami.engine.model import DeviceInfo, MigInstance, NodeState, PodDevices, Usage, is_nvidia
 from hami.engine.score import make_card, node_score
 
 
@@ -16,7 +19,13 @@ def build_node(
 ) -> NodeState:
     usage = usage or {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
-    cards = tuple(make_card(d, usage.get(d.id, Usage())) for d in devices if is_nvidia(d))
+    nvidia = [d for d in devices if is_nvidia(d)]
+    stray = stray_instances(usage, (d.id for d in nvidia))
+    cards = tuple(
+        make_card(d, u, untrusted(d.mig, u, stray))
+        for d in nvidia
+        for u in (usage.get(d.id, Usage()),)
+    )
     return NodeState(
         name,
         cards,
@@ -27,13 +36,24 @@ def build_node(
     )
 
 
-def pod_usage(devices: PodDevices, n_init: int, init_done: bool = False) -> dict[str, Usage]:
+def pod_usage(
+    devices: PodDevices,
+    n_init: int,
+    init_done: bool = False,
+    instances: Mapping[str, tuple[MigInstance, ...]] | None = None,
+    mig_cards: frozenset[str] = frozenset(),
+) -> dict[str, Usage]:
     """What one pod's allocation takes from each card (HAMi's collapsed usage).
 
     Init containers run one after another and before the app containers, so a
     card carries the larger of the init peak and the app sum, and at least one
     slot while any container uses it. Once every init container has finished
     only the app containers count.
+
+    MIG instances (`instances`, by card; by default those the devices carry) occupy their
+    placements for the pod's whole life, init containers' too, as HAMi's device plugin
+    keeps them. A card of `mig_cards` (the node's cards in MIG mode) that the pod holds
+    without an instance is counted as `bare`.
     """
     init = () if init_done else devices[:n_init]
     app = devices[n_init:]
@@ -51,11 +71,28 @@ def pod_usage(devices: PodDevices, n_init: int, init_done: bool = False) -> dict
             app_slots[d.uuid] = app_slots.get(d.uuid, 0) + 1
             app_mem[d.uuid] = app_mem.get(d.uuid, 0) + d.usedmem
             app_cores[d.uuid] = app_cores.get(d.uuid, 0) + d.usedcores
+    held = pod_instances(devices) if instances is None else instances
     out = {}
     for uuid in dict.fromkeys([*init_mem, *app_slots]):
+        mig = held.get(uuid, ())
         out[uuid] = Usage(
             used=max(app_slots.get(uuid, 0), 1),
             usedmem=max(init_mem.get(uuid, 0), app_mem.get(uuid, 0)),
             usedcores=max(init_cores.get(uuid, 0), app_cores.get(uuid, 0)),
+            mig=mig,
+            bare=int(not mig and uuid in mig_cards),
         )
+    for uuid, mig in held.items():
+        if uuid not in out and mig:
+            out[uuid] = Usage(mig=mig)
     return out
+
+
+def mig_cards(node: NodeState | None) -> frozenset[str]:
+    return frozenset() if node is None else frozenset(c.info.id for c in node.cards if c.info.mig)
+
+
+def held(alloc: PodAllocation, mig: frozenset[str]) -> dict[str, Usage]:
+    """What a pod's allocation annotations take from each card of its node; `mig` are the
+    node's cards in MIG mode."""
+    return pod_usage(alloc.devices, alloc.n_init, alloc.init_done, by_card(alloc.mig), mig)

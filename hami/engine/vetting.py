@@ -36,7 +36,8 @@ def vet_allocation(
     devmem: Mapping[str, int],
 ) -> Vetted:
     """`bound_to` is the pod's spec.nodeName ("" while unbound), `request` what its spec asks
-    for, `devmem` the MiB of the node's known cards (for percentage requests)."""
+    for, `devmem` the MiB a percentage is taken of on each of the node's known cards
+    (DeviceInfo.share_base)."""
     if bound_to and bound_to != alloc.node:
         return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
     # Matched in order against the containers that ask for a GPU: we write an empty entry for
@@ -86,6 +87,8 @@ def _at_least_requested(
     index: int,
     notes: list[str],
 ) -> ContainerDevice:
+    if d.mig is not None:
+        return d  # a MIG instance holds what its profile holds, whatever the request
     # A card not registered (yet) leaves a percentage request unknown: count what is written.
     mem = ask.memreq if ask.memreq > 0 else ask.memory_on(devmem.get(d.uuid, 0))
     cores = ask.coresreq

@@ -31,7 +31,7 @@ from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
 from hami.runtime.config import Settings, bind_budget, injection_config
 from hami.runtime.listeners import Listener, listen
-from hami.runtime.metrics import Metrics
+from hami.runtime.metrics import Metrics, Probes
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.labels import LabelMender
@@ -231,6 +231,15 @@ async def build(settings: Settings) -> Runtime:
         metrics=metrics,
         tls=ReloadingServerContext(cert_file, key_file),
         certs=certs,
+    )
+    metrics.add_probes(
+        Probes(
+            ready=runtime.synced,
+            leader=lambda: leadership.is_leader,
+            requeues=lambda: requeuer.touches,
+            unschedulable=requeuer.waiting,
+            certificate_expiry=lambda: runtime.tls.not_after,
+        )
     )
     return runtime
 

@@ -18,7 +18,7 @@ from prometheus_client import utils
 from hami.cache.quota import QuotaLine
 from hami.cache.store import ClusterCache
 from hami.engine.inventory import PodAllocation
-from hami.engine.model import Card, NodeState
+from hami.engine.model import Card, MigInstance, NodeState
 
 # Go's float formatting, as prometheus_client writes every sample (the library is untyped).
 _go_format = cast(Callable[[float], str], utils.floatToGoString)
@@ -100,6 +100,15 @@ CARD_SERIES = (
         CARD,
         CARD,
         lambda c: c.usage.used,
+    ),
+    Series(
+        # Not one of HAMi's: the slots a card has, beside hami_gpu_shared_count's slots used.
+        "hami_gpu_shared_limit",
+        "hami_gpu_shared_limit",
+        "Tasks the card may be shared by (the device plugin's split count)",
+        CARD,
+        CARD,
+        lambda c: c.info.count,
     ),
     Series(
         "hami_gpu_core_allocated_ratio",
@@ -257,9 +266,48 @@ class ClusterExposition:
             value = series.value
             for (_, card), text in zip(cards, labels, strict=True):
                 yield f"{name}{text[index]} {_go(value(card))}\n"
+        yield from self._mig_instances(snap.nodes)
         if self.per_pod:
             yield from self._quotas(snap.quotas)
             yield from self._containers(snap.pods)
+
+    def _mig_instances(self, nodes: tuple[NodeState, ...]) -> Iterable[str]:
+        """HAMi's hami_node_gpu_mig_instance_info: 1 per MIG instance its device plugin has
+        created (the runtime identity recorded on the pod), with the scheduler's placement."""
+        name = "nodeGPUMigInstance" if self.legacy else "hami_node_gpu_mig_instance_info"
+        yield _header(name, "MIG instance on a card: its identity and placement")
+        for node in nodes:
+            for card in node.cards:
+                if not card.info.mig:
+                    continue
+                for i in card.usage.mig:
+                    if i.ready:
+                        yield f"{name}{self._mig_labels(node.name, card, i)} 1.0\n"
+
+    def _mig_labels(self, node: str, card: Card, i: MigInstance) -> str:
+        if self.legacy:
+            migname = f"{i.profile}-{i.gpu_instance}"
+            return _labels(
+                [
+                    ("nodeid", node),
+                    ("deviceuuid", card.info.id),
+                    ("deviceidx", str(card.info.index)),
+                    ("migname", migname),
+                ]
+            )
+        return _labels(
+            [
+                ("node", node),
+                ("device_uuid", card.info.id),
+                ("device_index", str(card.info.index)),
+                ("mig_uuid", i.uuid),
+                ("profile", i.profile),
+                ("gpu_instance_id", str(i.gpu_instance)),
+                ("compute_instance_id", str(i.compute_instance)),
+                ("placement_start", str(i.placement.start)),
+                ("placement_size", str(i.placement.size)),
+            ]
+        )
 
     def _container_label_text(self, pod: PodAllocation, index: int, uuid: str) -> str:
         key = (pod.uid, pod.node, index, uuid)

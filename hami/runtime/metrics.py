@@ -4,9 +4,12 @@ The per-card and per-container series are computed from the cache at scrape
 time, so they can never drift from what the scheduler decides with.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from hami.cache.store import ClusterCache
 from hami.kube.calls import WriteObserver
@@ -14,6 +17,53 @@ from hami.kube.limiter import WriteLimiter
 from hami.runtime.exposition import ClusterExposition, Snapshot
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+@dataclass(frozen=True)
+class Probes:
+    """Readings of the running process, taken at scrape time: what the alert rules and the
+    dashboard's health panels need (helm/hami/monitoring/)."""
+
+    ready: Callable[[], bool]  # the cache has synced: /readyz answers ok
+    leader: Callable[[], bool]  # this replica answers /filter and /bind
+    requeues: Callable[[], int]  # pods asked to retry so far
+    unschedulable: Callable[[], tuple[int, float]]  # (GPU pods turned away, oldest seconds)
+    certificate_expiry: Callable[[], float]  # the serving certificate's notAfter, Unix seconds
+
+
+class _ProbeCollector(Collector):
+    def __init__(self, probes: Probes) -> None:
+        self.probes = probes
+
+    def collect(self) -> Iterator[Metric]:
+        p = self.probes
+        pods, oldest = p.unschedulable()
+        yield from (
+            GaugeMetricFamily("hami_ready", "1 when the cache has synced (/readyz)", p.ready()),
+            GaugeMetricFamily(
+                "hami_leader", "1 on the replica that answers /filter and /bind", p.leader()
+            ),
+            CounterMetricFamily(
+                "hami_requeues",
+                "Pods asked to retry (hami.io/requeue) after capacity freed up",
+                p.requeues(),
+            ),
+            GaugeMetricFamily(
+                "hami_gpu_pods_unschedulable",
+                "GPU pods this replica's filter found no card for, not placed since",
+                pods,
+            ),
+            GaugeMetricFamily(
+                "hami_gpu_pods_unschedulable_oldest_seconds",
+                "Seconds since the longest-waiting of those pods was first turned away",
+                oldest,
+            ),
+            GaugeMetricFamily(
+                "hami_certificate_expiry_timestamp_seconds",
+                "When the serving certificate (webhook, --metrics-tls) expires, Unix seconds",
+                p.certificate_expiry(),
+            ),
+        )
 
 
 class Metrics:
@@ -115,6 +165,10 @@ class Metrics:
                 registry=r,
             )
             queued.set_function(lambda: float(limit.queued))
+
+    def add_probes(self, probes: Probes) -> None:
+        """The process readings, once the runtime they read exists."""
+        self.registry.register(_ProbeCollector(probes))
 
     def snapshot(self) -> Snapshot:
         """What the next scrape shows of the cluster; cheap, taken on the event loop."""

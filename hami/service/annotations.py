@@ -1,7 +1,8 @@
-"""The annotations bind writes on a pod, in HAMi's format, in one merge patch."""
+"""The annotations and label a bind sends inside the Binding, in HAMi's format."""
 
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
+from hami.engine.migalloc import allocations, encode_allocations
 from hami.engine.model import PodDevices
 
 
@@ -10,7 +11,7 @@ def allocation_annotations(
 ) -> dict[str, str]:
     """`phase` is `success` on a node without HAMi's device plugin: no Allocate will follow."""
     encoded = encode_pod_devices(devices)
-    return {
+    out = {
         names.ASSIGNED_NODE: node,
         names.ASSIGNED_TIME: str(unix_now),
         names.DEVICES_TO_ALLOCATE: encoded,
@@ -18,6 +19,12 @@ def allocation_annotations(
         names.BIND_PHASE: phase,
         names.BIND_TIME: str(unix_now),
     }
+    # Cards in MIG mode: which profile and placement each instance takes, for HAMi's device
+    # plugin to create (written only when there is one, as HAMi writes it).
+    mig = encode_allocations(allocations(devices))
+    if mig:
+        out[names.MIG_ALLOCATIONS] = mig
+    return out
 
 
 def allocation_labels(node: str) -> dict[str, str]:

@@ -9,7 +9,11 @@ from typing import Any
 
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import names, reasons
+from hami.engine.codec import CodecError
+from hami.engine.mig import blocked, label
+from hami.engine.migalloc import allocations, decode_allocations
+from hami.engine.model import NodeState, PodRequest
 from hami.engine.nodeselect import excluded
 from hami.engine.policy import Defaults, PolicyError
 from hami.engine.reasons import unschedulable_message
@@ -35,6 +39,7 @@ def explain(
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
         f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
+        *written_instances(annotations.get(names.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
     ]
     try:
@@ -64,16 +69,63 @@ def explain(
     ]
     if decision.node is not None:
         lines.append(f"  it fits now: node {decision.node}, cards {decision.allocation}")
+        if decision.devices is not None:
+            lines.extend(
+                f"  MIG: container {a.container} card {a.gpu} would get {label(a.instance)}"
+                for a in allocations(decision.devices)
+            )
     else:
         lines.append(f"  {unschedulable_message(len(everyone), failed)}")
     for node in sorted(failed):
         why = cache.unregistered.get(node) if node not in ruled_out else None
         lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
+        state = cache.view.get(node)
+        if state is not None and reasons.CARD_MIG_TOPOLOGY_INFEASIBLE in failed[node]:
+            lines.extend(placement_lines(state, asked[0]))
     if verbose:
         for cs in decision.scores:
             lines.extend(
                 f"  {cs.node}: device {uuid} computer score is {score:f}"
                 for uuid, score in cs.items()
+            )
+    return lines
+
+
+def written_instances(value: str | None) -> list[str]:
+    """The pod's MIG instances: profile and slices, and whether the device plugin made them."""
+    try:
+        entries = decode_allocations(value or "")
+    except CodecError as e:
+        return [f"  MIG: {names.MIG_ALLOCATIONS} cannot be read ({e})"]
+    lines = []
+    for a in entries:
+        i = a.instance
+        made = (
+            f"instance {i.uuid} (GPU instance {i.gpu_instance}, compute instance "
+            f"{i.compute_instance})"
+            if i.ready
+            else "not created by the device plugin yet"
+        )
+        lines.append(f"  MIG: container {a.container} card {a.gpu}: {label(i)}, {made}")
+    return lines
+
+
+def placement_lines(node: NodeState, request: PodRequest) -> list[str]:
+    """Why no MIG profile fits: each MIG card's instances and, per container ask, what every
+    placement of a profile that would hold it overlaps."""
+    lines = []
+    asks = dict.fromkeys(r for r in (*request.init, *request.app) if r is not None)
+    for card in node.cards:
+        if not card.info.mig:
+            continue
+        held = ", ".join(label(i) for i in card.usage.mig) or "no instance"
+        lines.append(f"    card {card.info.index} {card.info.id} (MIG): {held}")
+        for ask in asks:
+            memory, cores = ask.memory_on(card.info.share_base), min(ask.coresreq, 100)
+            tried = blocked(card, memory, cores)
+            lines.append(
+                f"      for {memory} MiB and {cores} % of the cores: "
+                + (" | ".join(tried) if tried else "no profile is that large")
             )
     return lines
 

@@ -20,7 +20,7 @@ from hami.engine.pdb import Budget, Candidate, parse_budget, violations
 from hami.engine.policy import Defaults, PodOptions, PolicyError
 from hami.engine.preempt import Preemption, Preemptor, Victim, choose, dry_runs, without
 from hami.engine.requests import RequestError, ResourceDefaults
-from hami.engine.state import pod_usage
+from hami.engine.state import held, mig_cards
 from hami.service.placement import Placement, PodRef
 
 NEVER = "Never"
@@ -138,13 +138,16 @@ class Field:
         return choose([p for p in self.dry_runs() if p is not None])
 
     def node(self, name: str) -> tuple[NodeState, Sequence[Victim]]:
-        gone = [_victim(a, f) for a in self.gone.get(name, ()) if (f := self.facts.get(a.uid))]
-        lower = [(_victim(a, f), f) for a, f in self.lower[name]]
-        return without(self.view[name], gone), _with_budgets(lower, self.budgets)
+        node = self.view[name]
+        mig = mig_cards(node)
+        gone = [_victim(a, f, mig) for a in self.gone.get(name, ()) if (f := self.facts.get(a.uid))]
+        lower = [(_victim(a, f, mig), f) for a, f in self.lower[name]]
+        return without(node, gone), _with_budgets(lower, self.budgets)
 
 
-def _victim(alloc: PodAllocation, f: Facts) -> Victim:
-    usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done)
+def _victim(alloc: PodAllocation, f: Facts, mig: frozenset[str]) -> Victim:
+    # Counted as the cache counts it, MIG instances included, so removing it frees its slices.
+    usage = held(alloc, mig)
     return Victim(alloc.uid, alloc.namespace, alloc.name, f.priority, f.start, usage)
 
 

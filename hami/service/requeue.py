@@ -45,6 +45,7 @@ class Requeuer:
         self.limit = limit
         self._rejected: OrderedDict[str, PodRef] = OrderedDict()  # uid -> pod, oldest first
         self._touched: dict[str, float] = {}  # uid -> when we last touched it
+        self._since: dict[str, float] = {}  # uid -> when we first turned it away
         self._due = asyncio.Event()
         self.touches = 0
 
@@ -59,10 +60,12 @@ class Requeuer:
             return
         self._rejected.pop(uid, None)
         self._rejected[uid] = outcome.pod
+        self._since.setdefault(uid, self.clock())
         while len(self._rejected) > self.limit:
             # The oldest rejections wait for kube-scheduler's own periodic retry.
             old, _ = self._rejected.popitem(last=False)
             self._touched.pop(old, None)
+            self._since.pop(old, None)
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         """A pod event from the watch: a pod that is placed or finished needs no retry."""
@@ -74,6 +77,14 @@ class Requeuer:
     def forget(self, uid: str) -> None:
         self._rejected.pop(uid, None)
         self._touched.pop(uid, None)
+        self._since.pop(uid, None)
+
+    def waiting(self) -> tuple[int, float]:
+        """GPU pods turned away for want of a card and not placed since (at most `limit`), and
+        the seconds since the longest-waiting of them was first turned away (0 when none)."""
+        if not self._since:
+            return 0, 0.0
+        return len(self._since), self.clock() - min(self._since.values())
 
     def gone(self, pod: Mapping[str, Any]) -> None:
         self.forget(str((pod.get("metadata") or {}).get("uid", "")))

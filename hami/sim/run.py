@@ -13,10 +13,11 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig, admit
-from hami.engine.names import DEVICES_ALLOCATED
+from hami.engine.names import DEVICES_ALLOCATED, MIG_ALLOCATIONS
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.placement import Placement
+from hami.service.status import lab_card
 from hami.sim.scenario import Scenario
 
 # Fixed so that replays are byte-identical; the value only reaches vgpu-time/bind-time.
@@ -30,6 +31,7 @@ class PodResult:
     node: str | None
     allocated: str | None
     pending_reason: str | None
+    mig: str | None = None  # hami.io/vgpu-mig-allocations
 
 
 @dataclass(frozen=True)
@@ -134,13 +136,15 @@ class Simulation:
         out = []
         for name in sorted(self.pods):
             obj = self.pods[name].obj
+            annotations = obj["metadata"].get("annotations") or {}
             out.append(
                 PodResult(
                     name=name,
                     namespace=obj["metadata"]["namespace"],
                     node=obj["spec"].get("nodeName"),
-                    allocated=(obj["metadata"].get("annotations") or {}).get(DEVICES_ALLOCATED),
+                    allocated=annotations.get(DEVICES_ALLOCATED),
                     pending_reason=self.pods[name].pending_reason,
+                    mig=annotations.get(MIG_ALLOCATIONS),
                 )
             )
         return tuple(out)
@@ -157,8 +161,9 @@ def render_text(results: list[StepResult], verbose: bool) -> str:
             lines.append(
                 f'Error from server: admission webhook "vgpu.hami.io" denied the request: {message} (pod {pod})'
             )
-        width = max((len(p.name) for p in step.pods), default=0) + 3
-        lines.extend(f"{p.name:<{width}}{p.allocated or '<none>'}" for p in step.pods)
+        lines.extend(
+            lab_card([(p.name, p.allocated) for p in step.pods], [p.mig for p in step.pods])
+        )
         lines.extend(
             f"{p.name} is Pending: {p.pending_reason}" for p in step.pods if p.pending_reason
         )
@@ -177,6 +182,7 @@ def render_json(results: list[StepResult]) -> dict[str, Any]:
                         "namespace": p.namespace,
                         "node": p.node,
                         "allocated": p.allocated,
+                        "mig_allocations": p.mig,
                         "pending_reason": p.pending_reason,
                     }
                     for p in step.pods

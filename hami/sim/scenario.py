@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from hami.engine.codec import encode_node_devices
+from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
 from hami.engine.model import DeviceInfo
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 
@@ -32,7 +32,18 @@ class Scenario:
     steps: tuple[Step, ...] = field(default_factory=tuple)
 
 
-_DEVICE_KEYS = {"id", "index", "count", "devmem", "devcore", "type", "numa", "health", "mode"}
+_DEVICE_KEYS = {
+    "id",
+    "index",
+    "count",
+    "devmem",
+    "devcore",
+    "type",
+    "numa",
+    "health",
+    "mode",
+    "migProfiles",
+}
 
 
 def _device(raw: Any, where: str) -> DeviceInfo:
@@ -52,10 +63,12 @@ def _device(raw: Any, where: str) -> DeviceInfo:
             numa=int(raw.get("numa", 0)),
             mode=str(raw.get("mode", "hami-core")),
             health=bool(raw.get("health", True)),
+            # As the device plugin registers them: name, memoryMB, core, sliceCount, placements.
+            mig_profiles=decode_profiles(raw.get("migProfiles"), str(raw.get("id"))),
         )
     except KeyError as e:
         raise ScenarioError(f"{where}: device is missing {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, CodecError) as e:
         raise ScenarioError(f"{where}: {e}") from None
 
 

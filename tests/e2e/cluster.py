@@ -16,6 +16,7 @@ import base64
 import contextlib
 import ctypes
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -96,7 +97,7 @@ def ensure_binaries() -> Path:
     if prebuilt:
         return _check_binaries(Path(prebuilt), "HAMI_E2E_BIN_DIR")
     if shutil.which("go") is None:
-        _unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
+        unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
     LOG_ROOT.mkdir(parents=True, exist_ok=True)
     build_log = LOG_ROOT / "k8sbins-build.log"
     with build_log.open("w") as log:
@@ -110,23 +111,41 @@ def ensure_binaries() -> Path:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            _unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
+            unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
     if result.returncode != 0:
-        _unavailable(
+        unavailable(
             f"building the Kubernetes binaries failed (exit {result.returncode}); "
             f"{build_log}:\n{_tail(build_log)}"
         )
     return _check_binaries(Path(result.stdout.strip().splitlines()[-1]), str(BUILD_SCRIPT))
 
 
+@functools.cache
+def built_tool(name: str, override: str) -> Path:
+    """One of the built binaries (helm, promtool) for tests outside the e2e tier: the path in
+    the environment variable `override`, else the one build.sh builds (with Go on PATH or
+    $HAMI_E2E_BIN_DIR), else `name` on PATH; without any, the test is skipped."""
+    explicit = os.environ.get(override)
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("HAMI_E2E_BIN_DIR") or shutil.which("go"):
+        pinned = ensure_binaries() / name
+        if pinned.is_file():
+            return pinned
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    pytest.skip(f"no {name} binary: set {override}, or put Go or {name} on PATH")
+
+
 def _check_binaries(folder: Path, origin: str) -> Path:
     missing = [b for b in BINARIES if not os.access(folder / b, os.X_OK)]
     if missing:
-        _unavailable(f"{origin}: {folder} lacks {', '.join(missing)}")
+        unavailable(f"{origin}: {folder} lacks {', '.join(missing)}")
     return folder
 
 
-def _unavailable(reason: str) -> NoReturn:
+def unavailable(reason: str) -> NoReturn:
     if os.environ.get("E2E_REQUIRED") == "1":
         pytest.fail(f"e2e tests required (E2E_REQUIRED=1) but {reason}", pytrace=False)
     pytest.skip(f"e2e tests skipped: {reason}")

@@ -21,6 +21,8 @@ What it does, and what the real components would do in its place:
   ``nvidia.com/gpu``, init containers first): finds the pending pod through the node lock, or
   failing that the first allocating pod on the node; takes the next container's devices from
   ``hami.io/vgpu-devices-to-allocate`` and checks them against the request and the node's cards;
+  on cards in MIG mode creates the instances ``hami.io/vgpu-mig-allocations`` plans and records
+  them there, refusing a plan that is missing or overlaps an instance (:mod:`.nodesim_mig`);
   writes the annotation back with that container emptied; once no device is left sets
   ``hami.io/bind-phase=success`` and releases the node lock. Any failure sets ``failed``,
   releases the lock, and the pod is rejected with ``UnexpectedAdmissionError`` as kubelet does.
@@ -50,6 +52,7 @@ import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from . import nodesim_mig
 from .nodespec import (
     GPU_RESOURCE,
     REGISTER_ANNOTATION,
@@ -434,8 +437,10 @@ class Simulator:
             raise
 
     async def _allocate_containers(self, pod: Obj, node: NodeSpec) -> None:
-        segments = pod["metadata"].get("annotations", {}).get(TO_ALLOCATE, "").split(";")
-        cards = {c.uuid for c in node.cards}
+        annotations = pod["metadata"].setdefault("annotations", {})
+        segments = annotations.get(TO_ALLOCATE, "").split(";")
+        cards = {c.uuid: c for c in node.cards}
+        others = await self._other_pods(pod) if any(c.mode == "mig" for c in node.cards) else []
         for container, wanted in _gpu_requests(pod):
             index = next((i for i, s in enumerate(segments) if VENDOR in s), None)
             if index is None:
@@ -446,8 +451,16 @@ class Simulator:
             unknown = [d for d in devices if d not in cards]
             if unknown:
                 raise AdmissionError(f"device {unknown[0]} not found on node {node.name}")
+            try:
+                position = _container_index(pod, container)
+                mig = nodesim_mig.realize(pod, container, position, devices, cards, others)
+            except nodesim_mig.MigRefusedError as e:
+                raise AdmissionError(str(e)) from None
             segments[index] = ""
-            await self._patch_annotations(pod, {TO_ALLOCATE: ";".join(segments)})
+            patch = {TO_ALLOCATE: ";".join(segments)}
+            if mig is not None:
+                patch[nodesim_mig.MIG_ALLOCATIONS] = annotations[nodesim_mig.MIG_ALLOCATIONS] = mig
+            await self._patch_annotations(pod, patch)
             log.info("%s: container %s gets %s", _key(pod), container, ",".join(devices))
         if any(VENDOR in s for s in segments):
             # The real plugin keeps waiting for an Allocate call that never comes: the pod runs,
@@ -456,6 +469,21 @@ class Simulator:
             return
         await self._patch_annotations(pod, {BIND_PHASE: "success"})
         await self._release_lock(node.name, pod)
+
+    async def _other_pods(self, pod: Obj) -> list[Obj]:
+        """The node's other live pods: their MIG instances are on its cards."""
+        listed = await self._call(
+            self.core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={pod['spec']['nodeName']}",
+        )
+        items: list[Obj] = listed["items"]
+        return [
+            p
+            for p in items
+            if p["metadata"]["uid"] != pod["metadata"]["uid"]
+            and not p["metadata"].get("deletionTimestamp")
+            and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        ]
 
     async def _pending_pod(self, node_name: str) -> Obj | None:
         node = await self._call(self.core.read_node, node_name)
@@ -557,6 +585,14 @@ def _gpu_requests(pod: Obj) -> list[tuple[str, int]]:
         if value is not None and int(value) > 0:
             result.append((container["name"], int(value)))
     return result
+
+
+def _container_index(pod: Obj, name: str) -> int:
+    """The container's position, init containers first: the index HAMi's plugin looks its MIG
+    allocations up by."""
+    spec = pod["spec"]
+    names = [c["name"] for c in [*spec.get("initContainers", []), *spec["containers"]]]
+    return names.index(name)
 
 
 def _decode_container(segment: str) -> list[str]:

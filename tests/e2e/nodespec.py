@@ -15,11 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE
+from tests.reference.hami_v210_mig import Profile
+
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 T4_TYPE = "NVIDIA-Tesla T4"
 T4_MEMORY_MIB = 15360
+A100_TYPE = "NVIDIA A100-SXM4-40GB"  # NVML's name already starts with NVIDIA: no prefix added
 
 PLUGINS = ("hami", "gke")
 
@@ -36,6 +40,8 @@ class CardSpec:
     numa: int = 0
     mode: str = "hami-core"
     health: bool = True
+    # In MIG mode, the profiles the device plugin registers, as it writes them (``migProfiles``).
+    mig_profiles: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,31 @@ def t4_node(
     return NodeSpec(name=name, cards=cards, split=split, labels=dict(labels or {}))
 
 
+def a100_mig_node(name: str, profiles: Sequence[Profile] = A100_EXAMPLE) -> NodeSpec:
+    """One NVIDIA A100-SXM4-40GB in dynamic MIG mode (the issue's example: 1g.5gb, 2g.10gb,
+    3g.20gb and 7g.40gb allowed). Its count is the largest instance count, 7, as HAMi's plugin
+    registers a MIG card."""
+    registered = tuple(
+        {
+            "name": p.name,
+            "memoryMB": p.memory,
+            "core": p.core,
+            "sliceCount": p.slices,
+            "placements": [{"start": start, "size": size} for start, size in p.placements],
+        }
+        for p in profiles
+    )
+    card = CardSpec(
+        uuid=f"GPU-{name}-0",
+        index=0,
+        devmem=A100_40GB_MEMORY,
+        type=A100_TYPE,
+        mode="mig",
+        mig_profiles=registered,
+    )
+    return NodeSpec(name=name, cards=(card,), split=7)
+
+
 def register_annotation(node: NodeSpec) -> str:
     """The device plugin's v2.8+ ``hami.io/node-nvidia-register`` value for ``node``.
 
@@ -140,6 +171,7 @@ def register_annotation(node: NodeSpec) -> str:
             "type": card.type,
             "numa": card.numa,
             "mode": card.mode,
+            "migProfiles": list(card.mig_profiles),
             "health": card.health,
         }
         for card in node.cards
@@ -171,7 +203,10 @@ def dump_specs(nodes: Sequence[NodeSpec]) -> str:
 def load_specs(text: str) -> list[NodeSpec]:
     nodes = []
     for raw in json.loads(text)["nodes"]:
-        cards = tuple(CardSpec(**c) for c in raw["cards"])
+        cards = tuple(
+            CardSpec(**{**c, "mig_profiles": tuple(c.get("mig_profiles", ()))})
+            for c in raw["cards"]
+        )
         nodes.append(
             NodeSpec(
                 name=raw["name"],

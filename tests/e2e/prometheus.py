@@ -57,6 +57,7 @@ class Prometheus:
         run_dir: Path,
         storage: Path,
         env: Mapping[str, str],
+        rule_files: tuple[Path, ...] = (),
     ) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -64,6 +65,7 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": jobs,
+            "rule_files": [str(f) for f in rule_files],
         }
         config_file = run_dir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -111,6 +113,20 @@ class Prometheus:
         assert answer["data"]["resultType"] == "vector", answer
         result: list[dict[str, Any]] = answer["data"]["result"]
         return result
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        """What Grafana's label_values(match, label) lists."""
+        query = urllib.parse.urlencode({"match[]": match})
+        answer = orjson.loads(get(f"{self.url}/api/v1/label/{label}/values?{query}"))
+        assert answer["status"] == "success", answer
+        values: list[str] = answer["data"]
+        return values
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule with its health, last error and alerts (/api/v1/rules)."""
+        answer = orjson.loads(get(f"{self.url}/api/v1/rules"))
+        assert answer["status"] == "success", answer
+        return [rule for group in answer["data"]["groups"] for rule in group["rules"]]
 
     def by(self, label: str, promql: str) -> dict[str, float]:
         return {r["metric"].get(label, ""): float(r["value"][1]) for r in self.query(promql)}

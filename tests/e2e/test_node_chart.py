@@ -9,7 +9,9 @@ built from the repository. The tests run in order on one release, as a user woul
    mount and LD_LIBRARY_PATH the webhook injects and the environment the device plugin hands
    out are read from inside the running container;
 3. Prometheus finds the scheduler pods through Kubernetes service discovery and their
-   ``prometheus.io/*`` annotations, and PromQL returns Lab 14's allocations per card;
+   ``prometheus.io/*`` annotations, and PromQL returns Lab 14's allocations per card; every
+   query of the Grafana dashboard returns Lab 14's cards, and the chart's alert rules evaluate
+   on those series with none firing (`hami status` shows the lab's table at every step of 2);
 4. a GPU pod created the moment the leader is deleted is placed by the other replica;
 5. ``helm upgrade`` changing the default card policy rolls the pods, keeps every allocation,
    and places the next pod by the new default;
@@ -35,13 +37,18 @@ import pytest
 
 from hami.engine.names import DEVICES_ALLOCATED
 from tests.unit.engine.test_lab14_replay import STEP_7
+from tests.unit.monitoring.dashboard import load as load_dashboard
+from tests.unit.monitoring.dashboard import queries
+from tests.unit.monitoring.test_alert_rules import RULES, alert_names
 
 from .cluster import DEVICE_PLUGIN_USER
 from .kube import Kube, eventually, wait_for
 from .nodespec import gfd_labels, gke_t4_node
 from .nodetier.chart import DEPLOYMENT, LEASE, NAMESPACE, RELEASE, Release
 from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
+from .nodetier.dashboard import Lab, check_every_query
 from .prometheus import Prometheus, find_tools
+from .status import check_status, hami_status
 from .test_inject import LAB12, LAB12_UUID, without_driver_plumbing
 from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
@@ -83,6 +90,64 @@ def chart(node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         if release.installed():  # the last test uninstalls it; a failure before may not have
             release.uninstall()
+
+
+def scrape_job(kubeconfig: Path) -> dict[str, object]:
+    """The conventional prometheus.io/* job: nothing in it names our pods or port."""
+    return {
+        "job_name": "kubernetes-pods",
+        "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": str(kubeconfig)}],
+        "relabel_configs": [
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
+                "action": "keep",
+                "regex": "true",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scheme"],
+                "regex": "(https?)",
+                "target_label": "__scheme__",
+            },
+            {
+                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
+                "regex": "(.+)",
+                "target_label": "__metrics_path__",
+            },
+            {
+                "source_labels": [
+                    "__address__",
+                    "__meta_kubernetes_pod_annotation_prometheus_io_port",
+                ],
+                "regex": r"([^:]+)(?::\d+)?;(\d+)",
+                "replacement": "$1:$2",
+                "target_label": "__address__",
+            },
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "kubernetes_pod"},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
+    """Prometheus finding the scheduler pods through Kubernetes service discovery, with the
+    chart's alert rules; started before Lab 14 so that the dashboard's rates and latencies
+    cover the lab's reviews, filters and binds."""
+    plane = node_tier.plane
+    server = Prometheus(
+        find_tools(plane.bin_dir),
+        [scrape_job(plane.kubeconfig)],
+        plane.run_dir,
+        tmp_path_factory.mktemp("prometheus"),
+        plane.env,
+        rule_files=(RULES,),
+    )
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
 
 
 def new_namespace(kube: Kube, name: str) -> None:
@@ -134,7 +199,8 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Release) -> N
     assert json.loads(created.stdout)["spec"]["schedulerName"] == "hami-scheduler"
 
 
-def test_lab14_steps_4_to_8_on_a_real_node(chart: Release) -> None:
+def test_lab14_steps_4_to_8_on_a_real_node(chart: Release, prometheus: Prometheus) -> None:
+    """`prometheus` is started here, to scrape the lab from its first pod."""
     kube = chart.kube
     new_namespace(kube, LAB)
 
@@ -144,7 +210,15 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release) -> None:
 
     # Halfway through Step 7 the leader goes: the other replica places the rest. (Step 7's two
     # pods are created after the hand-over, as the lab's placements depend on their order.)
-    replay(kube, LAB, apply, chart.hand_over, chart.scheduler_logs)
+    # At every table the lab prints, `hami status` shows the same (tests/e2e/status.py).
+    replay(
+        kube,
+        LAB,
+        apply,
+        chart.hand_over,
+        chart.scheduler_logs,
+        lambda table, pending: check_status(kube, LAB, table, pending),
+    )
 
     card = allocations(kube, LAB)["policy-binpack-solo"].split(",")[0]
     inside = kube(
@@ -169,59 +243,45 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release) -> None:
 
 
 def test_prometheus_discovers_the_pods_and_sees_lab14s_allocations(
-    chart: Release, node_tier: NodeCluster, tmp_path: Path
+    chart: Release, prometheus: Prometheus
 ) -> None:
-    plane = node_tier.plane
-    job = {
-        "job_name": "kubernetes-pods",
-        "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": str(plane.kubeconfig)}],
-        # The conventional prometheus.io/* relabelling: nothing in it names our pods or port.
-        "relabel_configs": [
-            {
-                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
-                "action": "keep",
-                "regex": "true",
-            },
-            {
-                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scheme"],
-                "regex": "(https?)",
-                "target_label": "__scheme__",
-            },
-            {
-                "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
-                "regex": "(.+)",
-                "target_label": "__metrics_path__",
-            },
-            {
-                "source_labels": [
-                    "__address__",
-                    "__meta_kubernetes_pod_annotation_prometheus_io_port",
-                ],
-                "regex": r"([^:]+)(?::\d+)?;(\d+)",
-                "replacement": "$1:$2",
-                "target_label": "__address__",
-            },
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "kubernetes_pod"},
-        ],
-    }
-    server = Prometheus(find_tools(plane.bin_dir), [job], plane.run_dir, tmp_path, plane.env)
-    try:
-        server.wait_ready()
-        pods = {p["metadata"]["name"] for p in chart.scheduler_pods()}
-        assert len(pods) == 2
+    pods = {p["metadata"]["name"] for p in chart.scheduler_pods()}
+    assert len(pods) == 2
 
-        def lab_allocations_scraped() -> None:
-            up = server.by("kubernetes_pod", 'up{job="kubernetes-pods"}')
-            assert up == dict.fromkeys(pods, 1.0), up
-            for pod in pods:  # both replicas follow the pods, the leader and the other
-                query = f'hami_gpu_shared_count{{kubernetes_pod="{pod}",node="{NODE}"}}'
-                assert server.by("device_uuid", query) == step_7_shares()
+    def lab_allocations_scraped() -> None:
+        up = prometheus.by("kubernetes_pod", 'up{job="kubernetes-pods"}')
+        assert up == dict.fromkeys(pods, 1.0), up
+        for pod in pods:  # both replicas follow the pods, the leader and the other
+            query = f'hami_gpu_shared_count{{kubernetes_pod="{pod}",node="{NODE}"}}'
+            assert prometheus.by("device_uuid", query) == step_7_shares()
 
-        eventually(lab_allocations_scraped, timeout=60)
-        memory = f'max by (pod) (hami_vgpu_memory_allocated_bytes{{namespace="{LAB}"}})'
-        assert server.by("pod", memory) == dict.fromkeys(allocations(chart.kube, LAB), 1000 * 2**20)
-    finally:
-        server.stop()
+    eventually(lab_allocations_scraped, timeout=60)
+    memory = f'max by (pod) (hami_vgpu_memory_allocated_bytes{{namespace="{LAB}"}})'
+    assert prometheus.by("pod", memory) == dict.fromkeys(allocations(chart.kube, LAB), 1000 * 2**20)
+
+
+def test_every_dashboard_query_returns_lab14s_cards_and_no_alert_fires(
+    chart: Release, node_tier: NodeCluster, prometheus: Prometheus
+) -> None:
+    """Every panel of helm/hami/monitoring/hami-dashboard.json, as Grafana would send it, against
+    the Prometheus that scraped the lab (expectations: tests/e2e/nodetier/dashboard.py)."""
+    up = prometheus.by("instance", 'up{job="kubernetes-pods"} == 1')
+    lab = Lab(node_tier.spec, LAB, frozenset(up))
+    assert len(lab.instances) == 2
+    # The node and namespace variables list what Grafana's label_values() would offer.
+    assert prometheus.label_values("node", "hami_gpu_memory_limit_bytes") == [NODE]
+    assert prometheus.label_values("namespace", "hami_vgpu_memory_allocated_bytes") == [LAB]
+    check_every_query(prometheus, lab, queries(load_dashboard()))
+    # The alert rules run on the same live series: every one evaluates without error, and in
+    # this healthy cluster none fires.
+    rules = prometheus.rules()
+    assert {r["name"] for r in rules} == alert_names()
+    for rule in rules:
+        assert (rule["health"], rule.get("lastError", "")) == ("ok", ""), rule
+        assert rule["lastEvaluation"] > "2000", rule  # evaluated, not just loaded
+        assert [a for a in rule["alerts"] if a["state"] == "firing"] == [], rule
+    # What a user sees in a terminal at this point (README's Monitoring section).
+    (node_tier.plane.run_dir / "hami-status.txt").write_text(hami_status(chart.kube))
 
 
 def test_a_gpu_pod_created_while_the_leader_is_gone_is_placed(chart: Release) -> None:

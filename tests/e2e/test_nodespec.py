@@ -7,6 +7,7 @@ import json
 from .nodespec import (
     CardSpec,
     NodeSpec,
+    a100_mig_node,
     dump_specs,
     gke_t4_node,
     go_json,
@@ -62,5 +63,29 @@ def test_gke_node_carries_lab12_labels_and_whole_cards() -> None:
         "nvidia.com/gpu.count": "1",
         "nvidia.com/gpu.present": "true",
         "hami.run/lab-12": "true",
+    }
+    assert load_specs(dump_specs([node])) == [node]
+
+
+def test_a_mig_card_registers_its_profiles_as_hamis_plugin_writes_them() -> None:
+    node = a100_mig_node("m")
+    [device] = json.loads(register_annotation(node))
+    assert list(device) == [
+        "id",
+        "count",
+        "devmem",
+        "devcore",
+        "type",
+        "mode",
+        "migProfiles",
+        "health",
+    ]
+    assert device["count"] == 7 and device["mode"] == "mig"
+    assert device["migProfiles"][2] == {
+        "name": "3g.20gb",
+        "memoryMB": 19968,
+        "core": 43,
+        "sliceCount": 3,
+        "placements": [{"start": 0, "size": 4}, {"start": 4, "size": 4}],
     }
     assert load_specs(dump_specs([node])) == [node]

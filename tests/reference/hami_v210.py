@@ -7,8 +7,9 @@ mutable card list per node that is scored, then sorted in place by a literal
 insertion sort with HAMi's Less, per container, and walked from the tail; init
 containers on copies; the node chosen from the sorted fitting nodes. It shares
 no placement code with hami.engine, so where the two agree the engine does
-what HAMi does. NVIDIA hami-core cards only; no type/UUID selectors, cordons,
-topology or MIG.
+what HAMi does. NVIDIA cards in hami-core and in dynamic MIG mode (the MIG rules
+are in hami_v210_mig), `nvidia.com/vgpu-mode`; no type/UUID selectors, cordons,
+topology, quotas, or cards in mps mode.
 
 Where HAMi is not deterministic, or where hami-py differs on purpose, the model
 does what hami-py does and names the entry of DELIBERATE_DIFFERENCES it
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hami.engine.f32 import f32
+from tests.reference import hami_v210_mig as hmig
 
 DELIBERATE_DIFFERENCES: Mapping[str, str] = {
     "tied-nodes": (
@@ -46,7 +48,9 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
     "gpu-less-entries": (
         "GPU-less containers: HAMi v2.10 leaves their entry out of the allocation string (it pads "
         "under the card model, not NVIDIA); hami-py writes an empty entry per container, the form "
-        "HAMi's device plugin maps to container names by position, and reads both."
+        "HAMi's device plugin maps to container names by position, and reads both. The "
+        "containerIndex of hami.io/vgpu-mig-allocations counts the same positions, so it is the "
+        "index the device plugin looks the container up by (init containers first)."
     ),
     "zero-gpu-bind": (
         "nvidia.com/gpu: 0 beside gpumem: both bind without a lock or allocation; HAMi also "
@@ -56,6 +60,33 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "gpumem with a byte suffix (1Gi, 1000Mi, 2G): HAMi reads the number as MiB (1Gi is "
         "2^30 MiB, no card fits); hami-py reads the bytes and refuses a value that is not a whole "
         "MiB."
+    ),
+    "mig-whole-card": (
+        "A whole-card request on a MIG card (nvidia.com/gpu alone, or gpumem-percentage: 100): "
+        "HAMi takes the percentage of the registered memory, which is above every profile's "
+        "(40,960 against 40,192 MiB on an A100-40GB), so it fits no MIG card, even an empty one "
+        "(CardMigTopologyInfeasible); hami-py takes a percentage of a MIG card of its largest "
+        "profile, so the whole card is the largest profile (7g.40gb)."
+    ),
+    "mig-cores": (
+        "nvidia.com/gpucores on a MIG card: HAMi checks it against the card's free cores, then "
+        "gives the smallest profile by memory alone and counts that profile's cores (gpucores "
+        "50 with 4000 MiB gets a 1g.5gb, 15 % of the SMs); hami-py gives the smallest profile "
+        "whose memory and cores both cover the request (here 7g.40gb on an A100)."
+    ),
+    "mig-reason-counts": (
+        "Reasons on MIG cards: HAMi counts the instances a container collected "
+        "(AllocatedCardsInsufficientRequest, NumaNotFit) and counts a MIG card again when it "
+        "runs out of placements after giving some, so counts exceed the cards "
+        "(`5/2 AllocatedCardsInsufficientRequest`); hami-py counts each card once: under "
+        "AllocatedCardsInsufficientRequest (or NumaNotFit) if it gave the container anything, "
+        "else under the first check it failed."
+    ),
+    "mig-quota": (
+        "A namespace GPU quota on a MIG card: HAMi checks the request's memory and cores against "
+        "the quota but counts the profile's once placed (more: 19,968 MiB for a 15,000 MiB ask), "
+        "which can put the namespace over its limit; hami-py checks what it will count, the "
+        "profile. (Quotas are not part of this model; tests/unit/engine/test_mig.py covers it.)"
     ),
 }
 
@@ -73,6 +104,8 @@ class Card:
     devcore: int = 100
     numa: int = 0
     health: bool = True
+    mode: str = "hami-core"
+    profiles: tuple[hmig.Profile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,10 +126,15 @@ class Pod:
     node_policy: str = "binpack"
     weights: tuple[int, int, int] = (1, 1, 1)  # slot, core, memory
     numa_bind: bool = False
+    vgpu_mode: str | None = None  # nvidia.com/vgpu-mode; None when the pod does not set it
 
 
-# (uuid, MiB, cores) per card, per container (init first, GPU-less containers empty).
-Devices = tuple[tuple[tuple[str, int, int], ...], ...]
+# (uuid, MiB, cores, MIG instance or None) per card, per container (init first, GPU-less
+# containers empty).
+Entry = tuple[str, int, int, hmig.Instance | None]
+Devices = tuple[tuple[Entry, ...], ...]
+# One entry of hami.io/vgpu-mig-allocations: (gpuUUID, profile, start, size).
+Allocation = tuple[str, str, int, int]
 
 
 @dataclass
@@ -106,17 +144,28 @@ class Usage:
     usedmem: int = 0
     usedcores: int = 0
     score: float = 0.0
+    mig: list[hmig.Instance] = field(default_factory=list)  # MigAllocationsInUse
+    health: bool = True  # cleared by getNodesUsage when the card's MIG bookkeeping is off
 
     def copy(self) -> "Usage":
-        return replace(self)
+        return replace(self, mig=list(self.mig))
 
 
 @dataclass
 class Cluster:
     nodes: dict[str, list[Card]]
-    pods: dict[str, tuple[str, Devices, int]] = field(
-        default_factory=dict
-    )  # name -> node, devs, n_init
+    # name -> node, devices, n_init, the pod's hami.io/vgpu-mig-allocations
+    pods: dict[str, tuple[str, Devices, int, tuple[Allocation, ...]]] = field(default_factory=dict)
+
+
+def encode_mig_allocations(devices: Devices) -> tuple[Allocation, ...]:
+    """EncodeMigAllocations: one entry per device that carries a profile and placement."""
+    return tuple(
+        (uuid, inst[0], inst[1], inst[2])
+        for ctr in devices
+        for uuid, _, _, inst in ctr
+        if inst is not None
+    )
 
 
 def _collapsed(devices: Devices, n_init: int) -> dict[str, tuple[int, int, int]]:
@@ -124,14 +173,14 @@ def _collapsed(devices: Devices, n_init: int) -> dict[str, tuple[int, int, int]]
     init_mem: dict[str, int] = {}
     init_cores: dict[str, int] = {}
     for ctr in devices[:n_init]:
-        for uuid, mem, cores in ctr:
+        for uuid, mem, cores, _ in ctr:
             init_mem[uuid] = max(init_mem.get(uuid, 0), mem)
             init_cores[uuid] = max(init_cores.get(uuid, 0), cores)
     slots: dict[str, int] = {}
     mem_sum: dict[str, int] = {}
     core_sum: dict[str, int] = {}
     for ctr in devices[n_init:]:
-        for uuid, mem, cores in ctr:
+        for uuid, mem, cores, _ in ctr:
             slots[uuid] = slots.get(uuid, 0) + 1
             mem_sum[uuid] = mem_sum.get(uuid, 0) + mem
             core_sum[uuid] = core_sum.get(uuid, 0) + cores
@@ -146,15 +195,43 @@ def _collapsed(devices: Devices, n_init: int) -> dict[str, tuple[int, int, int]]
 
 
 def usage_view(cluster: Cluster) -> dict[str, list[Usage]]:
-    """getNodesUsage: every node from zero, then every cached pod added onto its node's cards."""
+    """getNodesUsage: every node from zero, then every cached pod added onto its node's cards,
+    its MIG allocations onto the cards they name, with HAMi's distrust of cards where they do
+    not add up."""
     view = {name: [Usage(c) for c in cards] for name, cards in cluster.nodes.items()}
-    for node, devices, n_init in cluster.pods.values():
-        for uuid, (slots, mem, cores) in _collapsed(devices, n_init).items():
-            for u in view.get(node, ()):
-                if u.card.uuid == uuid:
-                    u.used += slots
-                    u.usedmem += mem
-                    u.usedcores += cores
+    for node, devices, n_init, allocations in cluster.pods.values():
+        cards = view.get(node, [])
+        by_gpu: dict[str, list[hmig.Instance]] = {}
+        for gpu, profile, start, size in allocations:
+            by_gpu.setdefault(gpu, []).append((profile, start, size))
+        for uuid, (slots, mem, cores) in sorted(_collapsed(devices, n_init).items()):
+            for u in cards:
+                if u.card.uuid != uuid:
+                    continue
+                u.used += slots
+                u.usedmem += mem
+                u.usedcores += cores
+                if by_gpu.get(uuid):
+                    if u.card.mode == "hami-core":
+                        u.health = False
+                        continue
+                    u.mig.append(by_gpu[uuid].pop(0))
+                    continue
+                if u.card.mode == "mig":
+                    u.health = False
+        for gpu, left in by_gpu.items():
+            if not left:
+                continue
+            found = [u for u in cards if u.card.uuid == gpu]
+            for u in found[:1]:
+                if u.card.mode != "mig":
+                    u.health = False
+                else:
+                    u.mig.extend(left)
+            if not found:
+                for u in cards:
+                    if u.card.mode == "mig":
+                        u.health = False
     return view
 
 
@@ -240,54 +317,92 @@ def _gen_reason(reasons: Mapping[str, int], cards: int) -> str:
     return ", ".join(sorted(f"{n}/{cards} {r}" for r, n in reasons.items()))
 
 
-def fit(cards: Sequence[Usage], ask: Ask, pod: Pod) -> tuple[list[Usage], list[int]] | str:
-    """NvidiaGPUDevices.Fit over the sorted list, from the tail: (cards, MiB each) or the reason."""
+# hami-py's side of the MIG differences, as the model follows it (DELIBERATE_DIFFERENCES).
+MIG_WHOLE_CARD = True  # "mig-whole-card"
+MIG_CORES = True  # "mig-cores"
+MIG_REASON_COUNTS = True  # "mig-reason-counts"
+
+
+def share_base(c: Card) -> int:
+    """The memory a percentage is taken of ("mig-whole-card")."""
+    if MIG_WHOLE_CARD and c.mode == "mig" and c.profiles:
+        return max(p.memory for p in c.profiles)
+    return c.devmem
+
+
+def fit(cards: Sequence[Usage], ask: Ask, pod: Pod) -> list[tuple[Usage, int]] | str:
+    """NvidiaGPUDevices.Fit over the sorted list, from the tail: (card, MiB asked) per pick, a
+    MIG card visited again after each pick (`i++`), or the reason."""
     nums, prev_numa = ask.nums, -1
-    taken: list[Usage] = []
-    mems: list[int] = []
+    taken: list[tuple[Usage, int]] = []
     reasons: dict[str, int] = {}
     mutex = "mutex" in [t.strip() for t in pod.gpu_policy.split(",")]
     cores = min(ask.cores, 100)
 
-    def no(reason: str) -> None:
+    def count(picks: Sequence[tuple[Usage, int]]) -> int:
+        return len({id(u) for u, _ in picks}) if MIG_REASON_COUNTS else len(picks)
+
+    def no(reason: str, u: Usage) -> None:
+        if MIG_REASON_COUNTS and any(t is u for t, _ in taken):
+            return  # the card gave this container something: counted under that
         reasons[reason] = reasons.get(reason, 0) + 1
 
-    for u in reversed(cards):
+    i = len(cards) - 1
+    while i >= 0:
+        u = cards[i]
         c = u.card
-        if not c.health:
-            no("CardNotHealth")
+        i -= 1
+        if not (c.health and u.health):
+            no("CardNotHealth", u)
+            continue
+        if pod.vgpu_mode is not None and c.mode not in pod.vgpu_mode:
+            no("CardTypeMismatch", u)
             continue
         if pod.numa_bind and prev_numa != c.numa:
             if nums != ask.nums:
-                reasons["NumaNotFit"] = reasons.get("NumaNotFit", 0) + len(taken)
-            nums, prev_numa, taken, mems = ask.nums, c.numa, [], []
+                reasons["NumaNotFit"] = reasons.get("NumaNotFit", 0) + count(taken)
+            nums, prev_numa, taken = ask.nums, c.numa, []
         if c.count <= u.used:
-            no("CardTimeSlicingExhausted")
+            no("CardTimeSlicingExhausted", u)
             continue
         if mutex and u.used > 0:
-            no("ExclusiveDeviceAllocateConflict")
+            no("ExclusiveDeviceAllocateConflict", u)
             continue
-        mem = ask.mem if ask.mem > 0 else (c.devmem * ask.pct // 100 if ask.pct != PCT_UNSET else 0)
+        pct_mem = share_base(c) * ask.pct // 100 if ask.pct != PCT_UNSET else 0
+        mem = ask.mem if ask.mem > 0 else pct_mem
         if c.devmem - u.usedmem < mem:
-            no("CardInsufficientMemory")
+            no("CardInsufficientMemory", u)
             continue
         if c.devcore - u.usedcores < cores:
-            no("CardInsufficientCore")
+            no("CardInsufficientCore", u)
             continue
         if c.devcore == 100 and cores == 100 and u.used > 0:
-            no("ExclusiveDeviceAllocateConflict")
+            no("ExclusiveDeviceAllocateConflict", u)
             continue
         if c.devcore != 0 and u.usedcores == c.devcore and cores == 0:
-            no("CardComputeUnitsExhausted")
+            no("CardComputeUnitsExhausted", u)
             continue
-        taken.append(u)
-        mems.append(mem)
+        if c.mode == "mig":
+            earlier = [(m, cores) for t, m in taken if t is u]
+            if not hmig.custom_filter_rule(c.profiles, u.mig, earlier, mem, cores, MIG_CORES):
+                no("CardMigTopologyInfeasible", u)
+                continue
+        taken.append((u, mem))
         nums -= 1
         if nums == 0:
-            return taken, mems
+            return taken
+        if c.mode == "mig":
+            i += 1
     if taken:
-        reasons["AllocatedCardsInsufficientRequest"] = len(taken)
+        reasons["AllocatedCardsInsufficientRequest"] = count(taken)
     return _gen_reason(reasons, len(cards))
+
+
+def is_mig_request(cards: Sequence[Usage], pod: Pod) -> bool:
+    """isMIGRequest."""
+    if pod.vgpu_mode is not None and "mig" not in pod.vgpu_mode:
+        return False
+    return any(u.card.mode == "mig" for u in cards)
 
 
 def fit_in_devices(cards: list[Usage], ask: Ask, pod: Pod) -> Devices | str:
@@ -296,23 +411,30 @@ def fit_in_devices(cards: list[Usage], ask: Ask, pod: Pod) -> Devices | str:
         u.score = compute_score(u, pod.weights)
     # Nodes here never carry more than 12 cards ("more-than-12-cards").
     insertion_sort(cards, less(pod.gpu_policy, pod.numa_bind))
-    if ask.nums > len(cards):
+    if ask.nums > len(cards) and not is_mig_request(cards, pod):
         return "NodeInsufficientDevice"
     got = fit(cards, ask, pod)
     if isinstance(got, str):
         return got
-    taken, mems = got
-    cores = min(ask.cores, 100)
-    for u, mem in zip(taken, mems, strict=True):
+    out: list[Entry] = []
+    for u, mem in got:
+        cores = min(ask.cores, 100)
+        instance: hmig.Instance | None = None
+        if u.card.mode == "mig":
+            profile, (start, size) = hmig.add_resource_usage(
+                u.card.profiles, u.mig, mem, cores, MIG_CORES
+            )
+            mem, cores, instance = profile.memory, profile.core, (profile.name, start, size)
         u.used += 1
         u.usedmem += mem
         u.usedcores += cores
-    return (tuple((u.card.uuid, mem, cores) for u, mem in zip(taken, mems, strict=True)),)
+        out.append((u.card.uuid, mem, cores, instance))
+    return (tuple(out),)
 
 
 def score_node(cards: list[Usage], pod: Pod) -> tuple[Devices, float] | str:
     """scoreNode: init containers each on a copy, app containers on one shared copy."""
-    out: list[tuple[tuple[str, int, int], ...]] = []
+    out: list[tuple[Entry, ...]] = []
     for ask in pod.init:
         if ask is None:
             out.append(())  # "gpu-less-entries"

@@ -199,9 +199,11 @@ async def test_rotation_affects_new_handshakes_only(served: Served) -> None:
     ):
         assert _peer_serial(old_conn) == before
 
-        second = issue_serving(served.ca, ["127.0.0.1"])
+        second = issue_serving(served.ca, ["127.0.0.1"], days=30)
         served.install(second)
+        assert served.tls.not_after > second.not_after.timestamp()
         assert served.tls.maybe_reload()
+        assert served.tls.not_after == second.not_after.timestamp()  # the expiry metric's
         assert not served.tls.maybe_reload(), "unchanged files must not reload again"
 
         assert await served.handshake_serial() == _serial(second)
@@ -215,12 +217,14 @@ async def test_rotation_affects_new_handshakes_only(served: Served) -> None:
 
 async def test_half_written_pair_keeps_serving_the_old_certificate(served: Served) -> None:
     before = _serial_of_files(served)
-    new = issue_serving(served.ca, ["127.0.0.1"])
+    expiry = served.tls.not_after
+    new = issue_serving(served.ca, ["127.0.0.1"], days=30)
 
     # Certificate renewed, key not yet: the pair does not match.
     _replace(served.tls.cert_file, new.cert_pem)
     assert not served.tls.maybe_reload()
     assert await served.handshake_serial() == before
+    assert served.tls.not_after == expiry  # what is served, not what is on disk
 
     # Key file caught mid-write.
     served.tls.key_file.write_bytes(new.key_pem[: len(new.key_pem) // 2])

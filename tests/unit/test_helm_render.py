@@ -7,11 +7,9 @@ tests/e2e/test_helm.py installs the chart into a real API server and runs what i
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -43,21 +41,10 @@ Obj = dict[str, Any]
 # --- helpers, also used by tests/e2e/test_helm.py ------------------------------------------------
 
 
-@functools.cache
 def helm_binary() -> Path:
-    explicit = os.environ.get("HAMI_HELM")
-    if explicit:
-        return Path(explicit)
-    if os.environ.get("HAMI_E2E_BIN_DIR") or shutil.which("go"):
-        from tests.e2e.cluster import ensure_binaries
+    from tests.e2e.cluster import built_tool
 
-        pinned = ensure_binaries() / "helm"
-        if pinned.is_file():
-            return pinned
-    found = shutil.which("helm")
-    if found:
-        return Path(found)
-    pytest.skip("no helm binary: set HAMI_HELM, or put Go or helm on PATH")
+    return built_tool("helm", "HAMI_HELM")
 
 
 def helm(
@@ -175,6 +162,11 @@ def rules(role: Obj) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
             "metrics.serviceMonitor.enabled=true",
         ],
         [
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.grafanaDashboard.enabled=true",
+        ],
+        [
             "preset=gke",
             "devicePlugin.enabled=false",
             "webhook.injection.mode=standalone",
@@ -183,7 +175,15 @@ def rules(role: Obj) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
             "libvgpuInstaller.image=projecthami/hami:v2.10.0",
         ],
     ],
-    ids=["default", "gke", "gke-monitor", "certmanager-standalone-plugin", "single", "lab12"],
+    ids=[
+        "default",
+        "gke",
+        "gke-monitor",
+        "certmanager-standalone-plugin",
+        "single",
+        "monitoring",
+        "lab12",
+    ],
 )
 def test_helm_lint_passes(values: list[str]) -> None:
     args = [
@@ -586,8 +586,16 @@ def test_helm_cert_manager_mode_mounts_its_secret_and_injects_the_ca() -> None:
 def test_helm_service_monitor_when_asked() -> None:
     docs = render("metrics.serviceMonitor.enabled=true", "metrics.podAnnotations=false")
     monitor = find(docs, "ServiceMonitor")
+    # honorLabels: the per-container series keep their own namespace and pod labels (the
+    # dashboard and the alert rules read them), not the scheduler pod's.
     assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}
+        {
+            "port": "metrics",
+            "path": "/metrics",
+            "honorLabels": True,
+            "scheme": "http",
+            "interval": "30s",
+        }
     ]
     assert (
         "prometheus.io/scrape"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.e2e.cluster import LOG_ROOT, REPO_ROOT, _unavailable
+from tests.e2e.cluster import LOG_ROOT, REPO_ROOT, unavailable
 
 BUILD = REPO_ROOT / "tests" / "e2e" / "images" / "build.sh"
 # debootstrap, pip inside the build and buildah's copies on two cores.
@@ -27,7 +27,7 @@ def build(bin_dir: Path) -> list[Path]:
         )
     if result.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-        _unavailable(
+        unavailable(
             f"building the node tier's images failed (exit {result.returncode}); {log}:\n{tail}"
         )
     return [Path(line) for line in result.stdout.split()]

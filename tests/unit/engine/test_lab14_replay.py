@@ -82,6 +82,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
         "namespace": "default",
         "node": None,
         "allocated": None,
+        "mig_allocations": None,
         "pending_reason": "0/1 nodes are available: 1 4/4 ExclusiveDeviceAllocateConflict.",
     }
     solo = next(p for p in doc["steps"][8]["pods"] if p["name"] == "policy-binpack-solo")

@@ -28,7 +28,9 @@ from hami.engine.quota import (
     requested_usage,
 )
 from hami.engine.requests import ResourceNames
+from hami.engine.score import card_scores
 from hami.engine.state import build_node
+from hami.engine.walk import walk
 
 GIB16, GIB24 = 16384, 24576
 NOTHING = QuotaUsage()
@@ -310,9 +312,9 @@ def test_the_over_quota_shortcut_answers_as_the_walk(
     gate = NamespaceQuota(QuotaLimits(mem, cores), QuotaUsage(500, 5)).gate((), 0)
     cores_asked = min(req.coresreq, 100)
     key = fit._sort_key(opts.gpu_policy, opts.numa_bind)
-    walked = fit._walk(
+    walked = walk(
         node.cards,
-        fit.card_scores(node.cards, opts.weights),
+        card_scores(node.cards, opts.weights),
         req,
         cores_asked,
         opts,
@@ -320,6 +322,7 @@ def test_the_over_quota_shortcut_answers_as_the_walk(
         key,
         None,
         gate,
+        fit.first_order(node.cards),
     )
     if req.nums <= len(node.cards):
         assert fit.fit_container(node.cards, req, opts, frozenset(), None, gate) == walked

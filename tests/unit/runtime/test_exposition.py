@@ -2,6 +2,7 @@
 
 import asyncio
 import gc
+from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -13,10 +14,13 @@ from prometheus_client.registry import Collector
 
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
+from hami.engine import names
+from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
 from hami.runtime.exposition import CARD_SERIES, CONTAINER, CONTAINER_SERIES, LABELS, ZONE
 from hami.runtime.metrics import Metrics
+from tests.unit import mig_cluster as mc
 
 
 class Reference(Collector):
@@ -49,6 +53,7 @@ class Reference(Collector):
                     }
                     family.add_metric([*(known[k] for k in keys), ZONE], s.value(c))
             out.append(family)
+        out.append(self._mig())
         for s in CONTAINER_SERIES:
             family = cast(GaugeMetricFamily, self._family(s.name, s.legacy, s.help, CONTAINER))
             for pod in self.cache.pods():
@@ -58,6 +63,71 @@ class Reference(Collector):
                         family.add_metric([*values, ZONE], s.value(d))
             out.append(family)
         return out
+
+    def _mig(self) -> Metric:
+        """HAMi's MIG series: one sample per instance its device plugin has created."""
+        new = ["node", "device_uuid", "device_index", "mig_uuid", "profile", "gpu_instance_id"]
+        new += ["compute_instance_id", "placement_start", "placement_size"]
+        old = ["nodeid", "deviceuuid", "deviceidx", "migname"]
+        family = GaugeMetricFamily(
+            "nodeGPUMigInstance" if self.legacy else "hami_node_gpu_mig_instance_info",
+            "MIG instance on a card: its identity and placement",
+            labels=[*(old if self.legacy else new), "zone"],
+        )
+        for node in self.cache.view.values():
+            for c in node.cards:
+                for i in c.usage.mig if c.info.mode == "mig" else ():
+                    if not i.uuid:
+                        continue
+                    card = [node.name, c.info.id, str(c.info.index)]
+                    if self.legacy:
+                        values = [*card, f"{i.profile}-{i.gpu_instance}"]
+                    else:
+                        p = i.placement
+                        values = [*card, i.uuid, i.profile, str(i.gpu_instance)]
+                        values += [str(i.compute_instance), str(p.start), str(p.size)]
+                    family.add_metric([*values, ZONE], 1)
+        return family
+
+
+def mig_cluster() -> ClusterCache:
+    """The issue's A100 with two instances the device plugin has created and one it has not."""
+    c = mc.Cluster()
+    for name, mem in (("a", 15000), ("b", 4000), ("c", 4000)):
+        obj = mc.pod(name, mc.gpu(mem))
+        written, _ = c.place(obj)
+        if name != "c":
+            (entry,) = decode_allocations(written[names.MIG_ALLOCATIONS])
+            made = replace(entry.instance, uuid=f"MIG-{name}", gpu_instance=2, compute_instance=0)
+            obj["metadata"]["annotations"][names.MIG_ALLOCATIONS] = encode_allocations(
+                (replace(entry, instance=made),)
+            )
+            c.cache.upsert_pod(obj)
+    return c.cache
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_mig_instances_are_written_as_prometheus_client_writes_them(legacy: bool) -> None:
+    cache = mig_cluster()
+    registry = CollectorRegistry()
+    registry.register(Reference(cache, legacy))
+    cluster = Metrics(cache, lambda: 0.0, lambda: 0, legacy).cluster
+    written = b"".join(cluster.render(cluster.snapshot())).decode()
+    kept = [line for line in written.splitlines() if "quota" not in line.lower()]
+    assert kept == generate_latest(registry).decode().splitlines()
+    mig = [
+        line
+        for line in written.splitlines()
+        if line.startswith(("hami_node_gpu_mig", "nodeGPUMig"))
+    ]
+    assert len(mig) == 2
+    if not legacy:
+        assert (
+            'hami_node_gpu_mig_instance_info{compute_instance_id="0",device_index="0",'
+            'device_uuid="GPU-9c1b4c4e-7a4b-2b4d-b2a4-0b0e5b9f3a11",gpu_instance_id="2",'
+            'mig_uuid="MIG-a",node="a100",placement_size="4",placement_start="4",'
+            'profile="3g.20gb",zone="vGPU"} 1.0'
+        ) in mig
 
 
 @pytest.mark.parametrize("legacy", [False, True])
@@ -72,7 +142,7 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
     # headers differ from the reference.
     kept = [line for line in written.splitlines() if "quota" not in line.lower()]
     assert kept == expected.splitlines()
-    assert sum(1 for _ in text_string_to_metric_families(written)) == 11 - legacy
+    assert sum(1 for _ in text_string_to_metric_families(written)) == 13 - legacy
 
 
 def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:

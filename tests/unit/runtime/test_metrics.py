@@ -4,11 +4,16 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.quota import QuotaUsage
-from hami.runtime.metrics import Metrics
+from hami.runtime.metrics import Metrics, Probes
 from hami.service.annotations import allocation_annotations
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:
+    return scrape(metrics_of_one_pod(legacy, per_pod))
+
+
+def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
+    """One T4 node, one pod holding 1000 MiB and 30 cores of it, one quota."""
     cache = ClusterCache(clock=lambda: 0.0)
     devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     cache.replace_nodes([
@@ -22,7 +27,9 @@ def metrics(legacy: bool, per_pod: bool = True) -> str:
             "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
         "status": {"phase": "Running"},
     })  # fmt: skip
-    return scrape(Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod))
+    cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
+                           "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip
+    return Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod)
 
 
 def scrape(m: Metrics) -> str:
@@ -103,3 +110,42 @@ def test_quota_series_per_namespace_and_resource() -> None:
         in legacy
     )
     assert "hami_resource_quota" not in legacy
+
+
+def test_process_probes_are_read_at_scrape_time() -> None:
+    state = {"leader": False, "requeues": 0}
+    m = Metrics(ClusterCache(clock=lambda: 0.0), lambda: 0.0, lambda: 0)
+    m.add_probes(
+        Probes(
+            ready=lambda: True,
+            leader=lambda: bool(state["leader"]),
+            requeues=lambda: int(state["requeues"]),
+            unschedulable=lambda: (3, 42.5),
+            certificate_expiry=lambda: 1.8e9,
+        )
+    )
+    text = scrape(m)
+    for line in (
+        "hami_ready 1.0",
+        "hami_leader 0.0",
+        "hami_requeues_total 0.0",
+        "# TYPE hami_requeues_total counter",
+        "hami_gpu_pods_unschedulable 3.0",
+        "hami_gpu_pods_unschedulable_oldest_seconds 42.5",
+        "hami_certificate_expiry_timestamp_seconds 1.8e+09",
+    ):
+        assert line in text.splitlines(), line
+    state.update(leader=True, requeues=7)
+    text = scrape(m)
+    assert "hami_leader 1.0" in text.splitlines()
+    assert "hami_requeues_total 7.0" in text.splitlines()
+
+
+def test_split_slots_of_each_card() -> None:
+    for legacy in (False, True):
+        node = 'nodeid="n"' if legacy else 'node="n"'
+        assert "hami_gpu_shared_limit{" in metrics(legacy)
+        line = next(
+            x for x in metrics(legacy).splitlines() if x.startswith("hami_gpu_shared_limit{")
+        )
+        assert node in line and line.endswith(" 10.0"), line

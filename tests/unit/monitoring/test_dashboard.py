@@ -1,0 +1,106 @@
+"""The Grafana dashboard, checked without Grafana: against Grafana's own dashboard and panel
+schemas (grafana-foundation-sdk, Grafana 11.6), for a data source chosen by variable only, and
+for series that `hami serve` really exposes. tests/e2e/test_node_chart.py evaluates every query
+against a live Prometheus."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog.plugins import register_default_plugins
+from grafana_foundation_sdk.cog.runtime import Runtime
+from grafana_foundation_sdk.models.dashboard import Dashboard
+from prometheus_client.parser import text_string_to_metric_families
+
+from hami.runtime.metrics import Metrics, Probes
+from tests.unit.runtime.test_metrics import metrics_of_one_pod
+
+from .dashboard import load, metric_names, panels, queries
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def lost(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """What the schema's decoding dropped or changed (it may add its defaults)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return [
+            problem
+            for key, value in ours.items()
+            for problem in (
+                lost(value, theirs[key], f"{path}/{key}")
+                if key in theirs
+                else [f"{path}/{key}: not in Grafana's schema"]
+            )
+        ]
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        return [
+            p
+            for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
+            for p in lost(a, b, f"{path}[{i}]")
+        ]
+    return [] if ours == theirs else [f"{path}: {ours!r} read as {theirs!r}"]
+
+
+def test_every_key_is_in_grafanas_dashboard_and_panel_schemas() -> None:
+    register_default_plugins()
+    raw = load()
+    decoded = json.loads(JSONEncoder().encode(Dashboard.from_json(raw)))
+    assert lost(raw, decoded) == []
+    # Panel options and field config are decoded by their plugin's schema: only known plugins.
+    known = Runtime().panelcfg_variants
+    assert [p["type"] for p in panels(raw) if p["type"] not in known] == []
+
+
+def test_the_schema_check_finds_what_grafana_would_ignore() -> None:
+    register_default_plugins()
+    raw = load()
+    first = next(iter(panels(raw)))
+    first["targets"][0]["exp"] = first["targets"][0].pop("expr")
+    first["options"]["colourMode"] = "value"
+    decoded = json.loads(JSONEncoder().encode(Dashboard.from_json(raw)))
+    assert sorted(lost(raw, decoded)) == [
+        "/panels[1]/options/colourMode: not in Grafana's schema",
+        "/panels[1]/targets[0]/exp: not in Grafana's schema",
+    ]
+
+
+def test_no_panel_depends_on_a_data_source_uid() -> None:
+    dashboard = load()
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert {variables["node"]["type"], variables["namespace"]["type"]} == {"query"}
+    for v in (variables["node"], variables["namespace"]):
+        assert v["datasource"] == DATASOURCE and v["includeAll"] and v["allValue"] == ".*"
+    for panel in panels(dashboard):
+        assert panel["datasource"] == DATASOURCE, panel["title"]
+        assert [t["datasource"] for t in panel["targets"]] == [DATASOURCE] * len(panel["targets"])
+    # No other uid anywhere: nothing ties the dashboard to one Grafana's data sources.
+    text = json.dumps(dashboard)
+    assert text.count('"uid"') == 1 + text.count('"uid": "${datasource}"')
+
+
+def test_panels_have_unique_titles_and_say_what_they_show() -> None:
+    titles = [p["title"] for p in panels(load())]
+    assert len(titles) == len(set(titles))
+    assert all(p.get("description") for p in panels(load()))
+
+
+def exposed_names() -> set[str]:
+    """Every sample name of a scrape in which each of our series has a value."""
+    m: Metrics = metrics_of_one_pod()
+    m.add_probes(Probes(lambda: True, lambda: True, lambda: 0, lambda: (0, 0.0), lambda: 0.0))
+    for histogram in (m.filter_seconds, m.bind_seconds, m.admission_seconds):
+        histogram.labels("ok").observe(0.01)
+    m.loop_lag.observe(0.001)
+    m.preemptions.labels("attempted", "").inc()
+    text = b"".join(m.render(m.snapshot())).decode()
+    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_every_series_a_query_names_is_one_hami_serve_exposes() -> None:
+    exposed = exposed_names()
+    unknown = {(q.panel, name) for q in queries(load()) for name in metric_names(q.expr) - exposed}
+    assert unknown == set()

@@ -1,0 +1,54 @@
+"""What the requeuer tells the metrics: GPU pods turned away and still waiting, and for how long."""
+
+from hami.service.placement import FilterOutcome, PodRef
+from hami.service.requeue import Requeuer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def refused(uid: str) -> FilterOutcome:
+    return FilterOutcome(
+        PodRef("ns", uid, uid), node_names=[], failed={"n": "CardInsufficientMemory"}
+    )
+
+
+def pod(uid: str, node: str = "") -> dict[str, object]:
+    return {"metadata": {"uid": uid}, "spec": {"nodeName": node}, "status": {"phase": "Pending"}}
+
+
+def test_waiting_counts_refused_pods_from_their_first_refusal() -> None:
+    clock = Clock()
+    r = Requeuer(None, clock=clock)  # type: ignore[arg-type]  # no touches in this test
+    assert r.waiting() == (0, 0.0)
+    r.filtered(refused("a"))
+    clock.now += 10
+    r.filtered(refused("b"))
+    r.filtered(refused("a"))  # refused again: still waiting since its first refusal
+    clock.now += 5
+    assert r.waiting() == (2, 15.0)
+    r.seen(pod("a", node="n"))  # placed
+    assert r.waiting() == (1, 5.0)
+    r.filtered(FilterOutcome(PodRef("ns", "b", "b"), node_names=["n"]))  # fits now
+    assert r.waiting() == (0, 0.0)
+
+
+def test_errors_and_pods_without_gpus_are_not_waiting_for_a_card() -> None:
+    r = Requeuer(None, clock=Clock())  # type: ignore[arg-type]
+    r.filtered(FilterOutcome(PodRef("ns", "e", "e"), error="cannot filter"))
+    r.filtered(FilterOutcome(PodRef("ns", "g", "g"), node_names=[], gpu=False))
+    assert r.waiting() == (0, 0.0)
+
+
+def test_the_bound_drops_the_oldest_and_their_age() -> None:
+    clock = Clock()
+    r = Requeuer(None, clock=clock, limit=2)  # type: ignore[arg-type]
+    for uid in "abc":
+        r.filtered(refused(uid))
+        clock.now += 1
+    assert r.waiting() == (2, 2.0)
