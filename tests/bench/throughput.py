@@ -1,23 +1,29 @@
 """End-to-end scheduling throughput through a real kube-apiserver and kube-scheduler.
 
-    python -m tests.bench.throughput --nodes 1000 --pods 2000 --node-policy spread
-    python -m tests.bench.throughput --nodes 100 --pods 1000 --node-policy binpack
+    python -m tests.bench.throughput                      # 1,000 nodes: 600, 2,000 and 5,000
+                                                          # GPU pods, a backlog, the ceiling
+    python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
 127.0.0.1), registers N fake GPU nodes with the node simulator (which plays kubelet and HAMi's
-device plugin, one worker per node), then creates M pods as fast as the API server takes them
-and follows them on a watch until every one is bound. Two runs side by side:
+device plugin, one worker per node), then, one run after the other on the same plane:
 
-* **gpu**: pods asking for one card share each (`nvidia.com/gpu: 1`, `gpumem`), through our
-  webhook, /filter and /bind;
-* **ceiling**: the same number of pods asking for CPU only, scheduled by the same kube-scheduler
-  profile without calling the extender (it asks only for pods with GPU resources).
+* **gpu-N**: a burst of N pods asking for one card share each (`nvidia.com/gpu: 1`, `gpumem`),
+  created as fast as the API server takes them, through our webhook, /filter and /bind;
+* **backlog-N**: N such pods created while kube-scheduler is stopped (SIGSTOP), then drained;
+* **ceiling-N**: N pods asking for CPU only, scheduled by the same kube-scheduler profile
+  without calling the extender: the rate this machine schedules any pod at.
 
-Prints pods bound per second, bind failures, filter calls per pod, create-to-bound p50/p99,
-the p50/p99 of each stage (our webhook, filter, bind and event-loop lag from our histograms;
-kube-scheduler's scheduling cycle, which includes our /filter and is serial, and its wait for our
-bind), CPU seconds per component and our RSS. Bounded: every wait has a
-deadline and the run stops after `--timeout` seconds whatever happened.
+kube-scheduler runs with its API client limits raised (--scheduler-qps/--scheduler-burst): at
+its defaults (50/s, bursts of 100) the ceiling is kube-scheduler's own throttle, not the
+machine. For each run it prints pods bound per second, create-to-bound p50/p99, stage latencies,
+bind failures by reason, API writes per pod by verb and resource (every client, from
+kube-apiserver's counters, and ours), creates refused because our webhook could not be reached,
+CPU per GPU pod by component and the bound it implies (cores / CPU per pod), our own CPU per
+pod, and a final check from a fresh LIST: every bound GPU pod's allocation names only cards of
+its own node, the node simulator refused no Allocate, no card is over capacity, no node lock
+is left. Bounded: every wait has a deadline, each run stops after --timeout seconds whatever
+happened, and pods are deleted between runs.
 """
 
 from __future__ import annotations
@@ -26,152 +32,82 @@ import argparse
 import asyncio
 import json
 import os
-import ssl
+import signal
 import statistics
 import sys
 import time
-import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
-from prometheus_client.core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.bench.scrape import Sample, quantile, rss_mib, sample
+from tests.e2e import invariant
 from tests.e2e.cluster import ControlPlane, ensure_binaries
 from tests.e2e.nodespec import t4_node
+
+CREATES_IN_FLIGHT = 32
 
 
 @dataclass
 class Run:
     label: str
     pods: int
+    gpu: bool
     seconds: float
-    latencies: list[float]
     bound: int
-    filters: float
-    bind_failures: float
+    latencies: list[float]
+    created_in: float
+    create_errors: int
+    delta: Sample
     stages: dict[str, tuple[float, float]]  # p50, p99 seconds of each stage's histogram
     rss_mib: float
-    created_in: float
-    cpu: dict[str, float]
+    problems: list[str] = field(default_factory=list)
 
-    def line(self) -> str:
+    @property
+    def rate(self) -> float:
+        return self.bound / self.seconds if self.seconds else 0.0
+
+    def cpu_ms_per_pod(self) -> dict[str, float]:
+        return {k: 1000 * v / max(1, self.bound) for k, v in self.delta.cpu.items()}
+
+    def bound_rate(self, cores: int) -> float:
+        """Pods a second this machine could bind at this run's CPU cost per pod."""
+        per_pod = sum(self.cpu_ms_per_pod().values()) / 1000
+        return cores / per_pod if per_pod else float("inf")
+
+    def report(self, cores: int) -> str:
         lat = sorted(self.latencies) or [float("nan")]
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-        rate = self.bound / self.seconds if self.seconds else 0.0
         stages = ", ".join(
             f"{k} {p50 * 1000:.0f}/{p99 * 1000:.0f}" for k, (p50, p99) in self.stages.items()
         )
-        return (
-            f"{self.label:8} {self.bound:>5}/{self.pods} bound in {self.seconds:6.1f}s  "
-            f"{rate:7.1f} pods/s  create->bound p50 {statistics.median(lat):6.2f}s "
-            f"p99 {p99:6.2f}s  filters/pod {self.filters:5.2f}  bind failures "
-            f"{self.bind_failures:4.0f}  RSS {self.rss_mib:6.1f} MiB\n"
-            f"         created in {self.created_in:.1f}s; p50/p99 ms (histogram bounds): {stages}\n"
-            "         CPU seconds: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(self.cpu.items(), key=lambda kv: -kv[1]))
+        per_pod = self.cpu_ms_per_pod()
+        writes = "; ".join(
+            f"{k} {v / max(1, self.bound):.2f}" for k, v in sorted(self.delta.all_writes.items())
         )
-
-
-Buckets = dict[float, float]  # histogram upper bound -> cumulative count
-
-
-def _fetch(url: str, context: ssl.SSLContext | None = None) -> str:
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-    )
-    with opener.open(url, timeout=10) as response:
-        return str(response.read().decode())
-
-
-def _histograms(
-    families: list[Metric], wanted: dict[str, tuple[str, dict[str, str]]]
-) -> dict[str, Buckets]:
-    """Cumulative buckets of the wanted histograms (key -> (family, label filter)), summed over
-    the series that match the filter."""
-    out: dict[str, Buckets] = {key: {} for key in wanted}
-    for family in families:
-        for key, (name, match) in wanted.items():
-            if family.name != name:
-                continue
-            for s in family.samples:
-                if s.name.endswith("_bucket") and all(
-                    s.labels.get(k) == v for k, v in match.items()
-                ):
-                    le = float(s.labels["le"])
-                    out[key][le] = out[key].get(le, 0.0) + s.value
-    return out
-
-
-def quantile(after: Buckets, before: Buckets, q: float) -> float:
-    """The bucket bound under which a fraction q of the observations between two scrapes fell."""
-    delta = sorted((le, n - before.get(le, 0.0)) for le, n in after.items())
-    total = delta[-1][1] if delta else 0.0
-    return next((le for le, n in delta if total and n >= q * total), float("nan"))
-
-
-OURS: dict[str, tuple[str, dict[str, str]]] = {
-    "filter": ("hami_filter_duration_seconds", {}),
-    "bind": ("hami_bind_duration_seconds", {}),
-    "webhook": ("hami_admission_duration_seconds", {}),
-    "loop_lag": ("hami_event_loop_lag_seconds", {}),
-}
-# kube-scheduler's own view: one scheduling cycle (its filters and our /filter, serial) and the
-# extender's bind as it waited for it.
-KUBE_SCHEDULER: dict[str, tuple[str, dict[str, str]]] = {
-    "cycle": ("scheduler_scheduling_algorithm_duration_seconds", {}),
-    "bind (kube-scheduler)": (
-        "scheduler_framework_extension_point_duration_seconds",
-        {"extension_point": "Bind"},
-    ),
-}
-
-
-def scrape(plane: ControlPlane) -> tuple[dict[str, float], dict[str, Buckets]]:
-    """Counters of our process (filters, failed binds) and the latency histograms of our process
-    and of kube-scheduler, for per-run quantiles. Our /metrics is read once: at 1,000 nodes it
-    is tens of MiB."""
-    ours = list(text_string_to_metric_families(_fetch(plane.metrics_url)))
-    counters = {"filters": 0.0, "bind_failures": 0.0}
-    for family in ours:
-        for s in family.samples:
-            if s.name == "hami_filter_duration_seconds_count":
-                counters["filters"] += s.value
-            elif s.name == "hami_bind_duration_seconds_count" and s.labels["result"] == "error":
-                counters["bind_failures"] += s.value
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate
-    scheduler = _fetch(f"https://127.0.0.1:{plane.scheduler_port}/metrics", context)
-    histograms = _histograms(ours, OURS) | _histograms(
-        list(text_string_to_metric_families(scheduler)), KUBE_SCHEDULER
-    )
-    return counters, histograms
-
-
-def rss_mib(plane: ControlPlane) -> float:
-    app = plane.app
-    if app is None:
-        return float("nan")
-    status = Path(f"/proc/{app.popen.pid}/status").read_text()
-    rss = next(row for row in status.splitlines() if row.startswith("VmRSS:"))
-    return int(rss.split()[1]) / 1024
-
-
-def cpu_seconds(plane: ControlPlane) -> dict[str, float]:
-    """CPU time (user + system) of each live component, by name without the start counter."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
-    for process in plane.processes():
-        try:
-            fields = Path(f"/proc/{process.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        name = process.name.split(".")[0]
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-    return out
+        ours = "; ".join(
+            f"{k} {v / max(1, self.bound):.2f}" for k, v in sorted(self.delta.our_writes.items())
+        )
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(self.delta.bind_failures.items()))
+        lines = [
+            f"{self.label:12} {self.bound:>5}/{self.pods} bound in {self.seconds:6.1f}s "
+            f"{self.rate:6.1f} pods/s  create->bound p50 {statistics.median(lat):.2f}s "
+            f"p99 {p99:.2f}s  filters/pod {self.delta.filters / max(1, self.pods):.2f}",
+            f"  created in {self.created_in:.1f}s, {self.create_errors} creates failed, "
+            f"{self.delta.webhook_errors:.0f} refused for a webhook call error; "
+            f"bind failures: {failures or 'none'}",
+            f"  p50/p99 ms (histogram bounds): {stages}",
+            "  CPU ms per pod: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_pod.items(), key=lambda kv: -kv[1]))
+            + f"; total {sum(per_pod.values()):.1f} -> bound {self.bound_rate(cores):.1f} pods/s "
+            f"on {cores} cores",
+            f"  API writes per pod, all clients: {writes}",
+            f"  ... of which ours: {ours or 'none'}",
+            f"  final check (fresh LIST): {'; '.join(self.problems) or 'consistent'}; "
+            f"our RSS {self.rss_mib:.0f} MiB",
+        ]
+        return "\n".join(lines)
 
 
 def pod_manifest(name: str, gpu: bool, node_policy: str) -> dict[str, object]:
@@ -195,22 +131,26 @@ def pod_manifest(name: str, gpu: bool, node_policy: str) -> dict[str, object]:
     }
 
 
+def kube_scheduler_pid(plane: ControlPlane) -> int:
+    return next(p.popen.pid for p in plane.processes() if p.name == "kube-scheduler")
+
+
 async def run_once(
     plane: ControlPlane,
     label: str,
-    namespace: str,
     pods: int,
+    *,
     gpu: bool,
+    backlog: bool,
     node_policy: str,
     deadline: float,
 ) -> Run:
+    namespace = f"bench-{label}"
     api = await config.new_client_from_config(str(plane.kubeconfig))
     core = client.CoreV1Api(api)
     try:
         ns: Any = {"metadata": {"name": namespace}}
         await core.create_namespace(ns)
-        before, hist_before = scrape(plane)
-        cpu_before = cpu_seconds(plane)
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
         done = asyncio.Event()
@@ -230,96 +170,163 @@ async def run_once(
 
         follower = asyncio.create_task(follow())
         await asyncio.sleep(0.5)  # the watch is open before the first create
-        limit = asyncio.Semaphore(32)
+        limit = asyncio.Semaphore(CREATES_IN_FLIGHT)
+        errors = 0
 
         async def create(i: int) -> None:
+            nonlocal errors
             name = f"p-{i:05d}"
             async with limit:
                 created[name] = time.monotonic()
                 body: Any = pod_manifest(name, gpu, node_policy)
-                await core.create_namespaced_pod(namespace, body, _preload_content=False)
+                try:
+                    await core.create_namespaced_pod(namespace, body, _preload_content=False)
+                except client.ApiException as e:
+                    errors += 1
+                    print(f"{label}: create {name} failed: {e.status} {e.reason}", file=sys.stderr)
 
+        scheduler = kube_scheduler_pid(plane)
+        if backlog:
+            os.killpg(scheduler, signal.SIGSTOP)
+        before = sample(plane, plane.metrics_url, plane.scheduler_port)
         started = time.monotonic()
-        await asyncio.gather(*(create(i) for i in range(pods)))
-        created_in = time.monotonic() - started
+        try:
+            await asyncio.gather(*(create(i) for i in range(pods)))
+        finally:
+            created_in = time.monotonic() - started
+            if backlog:
+                started = time.monotonic()  # the drain starts now
+                created = dict.fromkeys(created, started)
+                os.killpg(scheduler, signal.SIGCONT)
         try:
             await asyncio.wait_for(done.wait(), max(1.0, deadline - time.monotonic()))
         except TimeoutError:
             print(f"{label}: {len(bound)}/{pods} bound before the deadline", file=sys.stderr)
         follower.cancel()
         last = max(bound.values(), default=started)
-        after, hist_after = scrape(plane)
-        cpu_after = cpu_seconds(plane)
-        return Run(
+        after = sample(plane, plane.metrics_url, plane.scheduler_port)
+        app = plane.app
+        run = Run(
             label=label,
             pods=pods,
+            gpu=gpu,
             seconds=last - started,
-            latencies=[bound[n] - created[n] for n in bound],
             bound=len(bound),
-            filters=(after["filters"] - before["filters"]) / pods,
-            bind_failures=after["bind_failures"] - before["bind_failures"],
-            stages={
-                k: (quantile(v, hist_before[k], 0.5), quantile(v, hist_before[k], 0.99))
-                for k, v in hist_after.items()
-                if v != hist_before[k]
-            },
-            rss_mib=rss_mib(plane),
+            latencies=[bound[n] - created[n] for n in bound],
             created_in=created_in,
-            cpu={k: v - cpu_before.get(k, 0.0) for k, v in cpu_after.items()},
+            create_errors=errors,
+            delta=after.minus(before),
+            stages={
+                k: (quantile(v, before.histograms[k], 0.5), quantile(v, before.histograms[k], 0.99))
+                for k, v in after.histograms.items()
+                if v != before.histograms[k]
+            },
+            rss_mib=rss_mib(app.popen.pid) if app is not None else float("nan"),
         )
+        run.problems = final_check(plane, namespace, pods, len(bound))
+        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        return run
     finally:
         await api.close()
+
+
+def final_check(plane: ControlPlane, namespace: str, pods: int, bound: int) -> list[str]:
+    """What a fresh LIST says after the run, once the device plugin's lock releases settled."""
+    problems = [] if bound == pods else [f"{pods - bound} pods not bound"]
+    problems += invariant.misplaced(plane.kube, namespace)[:10]
+    problems += invariant.overcommitted(plane.kube)[:10]
+    settle = time.monotonic() + 30
+    while (locks := invariant.locks_left(plane.kube)) and time.monotonic() < settle:
+        time.sleep(1)
+    problems += [f"node lock left on {node}: {value}" for node, value in locks.items()]
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=1000)
-    p.add_argument("--pods", type=int, default=2000)
+    p.add_argument("--bursts", default="600,2000,5000", help="GPU pods per burst, in order")
+    p.add_argument("--backlog", type=int, default=600, help="GPU pods of the backlog (0: none)")
+    p.add_argument("--ceiling", type=int, default=600, help="CPU-only pods (0: none)")
     p.add_argument("--node-policy", choices=("spread", "binpack"), default="spread")
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
-    p.add_argument("--skip-ceiling", action="store_true")
+    p.add_argument("--scheduler-qps", type=float, default=1000)
+    p.add_argument("--scheduler-burst", type=int, default=2000)
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
-    p.add_argument(
-        "--without-admission-policy",
-        action="store_true",
-        help="remove the chart's ValidatingAdmissionPolicy binding, to measure what it costs",
-    )
+    p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
-    if args.pods > 20_000 or args.nodes > 5_000:
-        p.error("bounded: at most 20,000 pods and 5,000 nodes")
-    with ControlPlane(ensure_binaries(), app_args=args.app_arg) as plane:
-        if args.without_admission_policy:
-            plane.kubectl("delete", "validatingadmissionpolicybinding", "hami-scheduling-state")
+    bursts = [int(n) for n in args.bursts.split(",") if n.strip()]
+    if max([*bursts, args.backlog, args.ceiling]) > 20_000 or args.nodes > 5_000:
+        p.error("bounded: at most 20,000 pods a run and 5,000 nodes")
+    cores = os.cpu_count() or 1
+    plane = ControlPlane(
+        ensure_binaries(),
+        app_args=args.app_arg,
+        scheduler_client=(args.scheduler_qps, args.scheduler_burst),
+    )
+    with plane:
         t0 = time.monotonic()
         plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(args.nodes)])
         print(
-            f"{args.nodes} nodes registered in {time.monotonic() - t0:.1f}s; run folder {plane.run_dir}"
+            f"{args.nodes} nodes registered in {time.monotonic() - t0:.1f}s; kube-scheduler "
+            f"client qps {args.scheduler_qps:g} burst {args.scheduler_burst}; "
+            f"run folder {plane.run_dir}",
+            flush=True,
         )
-        runs = [("gpu", True)] + ([] if args.skip_ceiling else [("ceiling", False)])
-        results = []
-        for label, gpu in runs:
-            result = asyncio.run(
+        plan = [(f"gpu-{n}", n, True, False) for n in bursts]
+        plan += [(f"backlog-{args.backlog}", args.backlog, True, True)] if args.backlog else []
+        plan += [(f"ceiling-{args.ceiling}", args.ceiling, False, False)] if args.ceiling else []
+        runs = []
+        for label, pods, gpu, backlog in plan:
+            run = asyncio.run(
                 run_once(
                     plane,
                     label,
-                    f"bench-{label}",
-                    args.pods,
-                    gpu,
-                    args.node_policy,
-                    time.monotonic() + args.timeout,
+                    pods,
+                    gpu=gpu,
+                    backlog=backlog,
+                    node_policy=args.node_policy,
+                    deadline=time.monotonic() + args.timeout,
                 )
             )
-            print(result.line(), flush=True)
-            results.append(result)
-        if len(results) == 2 and results[1].seconds:
-            share = (results[0].bound / results[0].seconds) / (
-                results[1].bound / results[1].seconds
-            )
-            print(f"gpu pods/s = {share * 100:.0f}% of the ceiling")
-        (plane.run_dir / "throughput.json").write_text(
-            json.dumps([r.__dict__ | {"latencies": None} for r in results], indent=2)
-        )
+            print(run.report(cores), flush=True)
+            runs.append(run)
+        print(verdict(runs, cores), flush=True)
+        if args.json:
+            figures = [asdict(r) | {"latencies": None, "rate": r.rate} for r in runs]
+            with open(args.json, "w") as out:
+                json.dump(figures, out, indent=2, default=str)
     return 0
+
+
+def verdict(runs: list[Run], cores: int) -> str:
+    """The issue's targets, each with this run's figure."""
+    gpu = [r for r in runs if r.gpu]
+    lines = ["targets:"]
+    if gpu:
+        reference = gpu[0]
+        for r in gpu[1:]:
+            share = r.rate / reference.rate if reference.rate else 0.0
+            lines.append(
+                f"  {r.label}: {r.rate:.1f} pods/s = {share * 100:.0f}% of {reference.label}'s "
+                f"{reference.rate:.1f} (target >= 90%)"
+            )
+        for r in gpu:
+            limit = r.bound_rate(cores)
+            ours = r.cpu_ms_per_pod().get("hami-serve", float("nan"))
+            lines.append(
+                f"  {r.label}: {r.rate:.1f} pods/s = {r.rate / limit * 100:.0f}% of the "
+                f"{limit:.1f} its CPU per pod allows (target >= 90%); ours {ours:.1f} ms/pod "
+                f"(target <= 4); wrong or missing allocations {len(r.problems)} (target 0); "
+                f"webhook errors {r.delta.webhook_errors + r.create_errors:.0f} (target 0)"
+            )
+    ceiling = [r for r in runs if not r.gpu]
+    if ceiling and gpu:
+        lines.append(
+            f"  ceiling: {ceiling[0].rate:.1f} plain pods/s; {gpu[0].label} at "
+            f"{gpu[0].rate / ceiling[0].rate * 100:.0f}% of it"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

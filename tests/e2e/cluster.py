@@ -251,8 +251,12 @@ class ControlPlane:
         app_args: Sequence[str] = (),
         app_env: Mapping[str, str] | None = None,
         log_root: Path = LOG_ROOT,
+        scheduler_client: tuple[float, int] | None = None,
     ) -> None:
+        """`scheduler_client`: kube-scheduler's API client (qps, burst) instead of its defaults
+        (50, 100), which cap how fast it binds any pod."""
         self.bin_dir = bin_dir
+        self.scheduler_client = scheduler_client
         self.run_dir = _new_run_dir(log_root)
         self.kubeconfig = self.run_dir / "admin.kubeconfig"
         self.scheduler_kubeconfig = self.run_dir / "scheduler.kubeconfig"
@@ -831,6 +835,9 @@ class ControlPlane:
 
     def _start_scheduler(self) -> None:
         configuration = self.scheduler_configuration(self.extender_url)
+        if self.scheduler_client is not None:
+            qps, burst = self.scheduler_client
+            configuration["clientConnection"] |= {"qps": qps, "burst": burst}
         config_file = self.run_dir / "kube-scheduler.yaml"
         config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
         process = self._spawn(

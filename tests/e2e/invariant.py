@@ -145,12 +145,12 @@ def misplaced(kube: Kube, namespace: str | None = None) -> list[str]:
     return found
 
 
-def locks_left(kube: Kube, nodes: list[str]) -> dict[str, str]:
-    """HAMi node locks still set on `nodes`."""
+def locks_left(kube: Kube, nodes: list[str] | None = None) -> dict[str, str]:
+    """HAMi node locks still set on `nodes` (every node when None)."""
     left = {}
     for node in _items(kube, "nodes"):
         name = node["metadata"]["name"]
         lock = (node["metadata"].get("annotations") or {}).get(NODE_LOCK)
-        if name in nodes and lock:
+        if (nodes is None or name in nodes) and lock:
             left[name] = lock
     return left

@@ -315,7 +315,11 @@ class _FakeKube:
         return self.pods.get((namespace, name))
 
     async def patch_node_annotations(
-        self, name: str, annotations: dict[str, str | None], resource_version: str
+        self,
+        name: str,
+        annotations: dict[str, str | None],
+        resource_version: str,
+        request_timeout: float | None = None,
     ) -> None:
         self.annotations = {k: v for k, v in annotations.items() if v is not None}
 
