@@ -11,6 +11,8 @@ import pytest
 
 from hami.engine import names
 from hami.engine.codec import CodecError, decode_node_devices
+from hami.engine.decide import schedule
+from hami.engine.mig import label
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
 from hami.engine.model import MigInstance, MigPlacement, Usage
 from hami.engine.policy import pod_options
@@ -290,3 +292,22 @@ def test_allocations_with_runtime_identity_round_trip_as_go_writes_them() -> Non
     (got,) = decode_allocations(value)
     assert got.instance.ready and got.instance.uuid == "MIG-4f1b<&>"
     assert encode_allocations((got,)) == value
+
+
+def test_topology_aware_chooses_among_instances_then_places_them_in_order() -> None:
+    # HAMi collects every instance every card could give, picks the best-linked pair, and
+    # places the chosen ones again card by card: one on each card, each the first 1g.5gb slot.
+    a, b = card("GPU-a", 0), card("GPU-b", 1)
+    info = decode_node_devices(node("a100", a, b)["metadata"]["annotations"][names.NODE_REGISTER])
+    links = {"GPU-a": {"GPU-b": 100}, "GPU-b": {"GPU-a": 100}}
+    state = build_node("a100", info, links=links)
+    request = pod_request(pod("p", gpu(4000, nums=2))["spec"], ResourceDefaults())
+    opts = pod_options({names.GPU_POLICY: "topology-aware"})
+    decision = schedule({"a100": state}, request, opts)
+    assert decision.devices is not None
+    got = [(d.uuid, d.mig and label(d.mig)) for d in decision.devices[0]]
+    assert sorted(got) == [("GPU-a", "1g.5gb@6"), ("GPU-b", "1g.5gb@6")]
+    # Without link scores the first pair collected wins: two instances of one card.
+    decision = schedule({"a100": build_node("a100", info)}, request, opts)
+    assert decision.devices is not None
+    assert [label(d.mig) for d in decision.devices[0] if d.mig] == ["1g.5gb@6", "1g.5gb@5"]
