@@ -136,6 +136,7 @@ def _server_app(
             placement,
             binder,
             serving,
+            serving,
             on_filtered,
             observe_filter,
             metrics.observer(metrics.bind_seconds),
