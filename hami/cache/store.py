@@ -17,6 +17,7 @@ from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
     Unregistered,
+    inventory_key,
     is_terminal,
     node_inventory,
     pod_allocation,
@@ -76,6 +77,8 @@ class ClusterCache:
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
         self._inventory: dict[str, NodeInventory] = {}
+        # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
+        self._node_keys: dict[str, tuple[Any, ...]] = {}
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}
         self._pod_usage: dict[str, dict[str, Usage]] = {}
@@ -98,10 +101,16 @@ class ClusterCache:
         self._upsert_node(node)
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
+        key = inventory_key(node, self._gpu_resource, self._gfd_split)
+        name = str(key[0] or "")
+        if self._node_keys.get(name) == key:
+            return name
+        self._node_keys[name] = key
         inv = node_inventory(node, self._gpu_resource, self._gfd_split)
         if isinstance(inv, Unregistered):
             self._drop_node(inv.name)
             self.unregistered[inv.name] = inv.why
+            self._node_keys[name] = key
             return inv.name
         self.unregistered.pop(inv.name, None)
         if self._inventory.get(inv.name) != inv:
@@ -123,6 +132,7 @@ class ClusterCache:
         self._drop_node(str((node.get("metadata") or {}).get("name", "")))
 
     def _drop_node(self, name: str) -> None:
+        self._node_keys.pop(name, None)
         self._inventory.pop(name, None)
         self._states.pop(name, None)
         self.unregistered.pop(name, None)
@@ -188,11 +198,21 @@ class ClusterCache:
         if self._pods.get(uid) == alloc:
             return
         self._remove_pod(uid)
-        # The pod's own annotations are now the truth; the reservation has done its job.
-        self._drop_reservation(uid)
         usage = held(alloc, mig_cards(self._states.get(alloc.node)))
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
+        # The pod's own annotations are now the truth; the reservation has done its job. When
+        # they say what it counted (the bind of this very decision), the count carries over:
+        # rebuilding the node twice for no change is most of what a bound pod costs the cache.
+        res = self._reservations.get(uid)
+        if (
+            res is not None
+            and (res.node, res.namespace) == (alloc.node, alloc.namespace)
+            and pod_usage(res.devices, res.n_init) == usage
+        ):
+            del self._reservations[uid]
+            return
+        self._drop_reservation(uid)
         self._account(alloc.node, alloc.namespace, usage, +1)
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:

@@ -172,7 +172,10 @@ async def lock_node(
         )
         if written is not None:
             written(patched)
-        log.info(
+        # Taking a free lock is every bind's routine (the bind's own line says where it went);
+        # taking one over is worth a line of its own.
+        log.log(
+            logging.INFO if decision.action is Action.TAKE_OVER else logging.DEBUG,
             "node lock taken over" if decision.action is Action.TAKE_OVER else "node lock taken",
             extra={
                 **context,
