@@ -78,12 +78,10 @@ class FilterReporter:
             # a pod that fits nowhere in a large cluster would log every card there is.
             level = logging.INFO if cs.node == decision.node else logging.DEBUG
             if log.isEnabledFor(level) and self._scores.take(len(cs.cards)):
+                log.log(level, "card scores", extra={**ctx, "node": cs.node})
                 for uuid, score in cs.items():
-                    log.log(
-                        level,
-                        f"device {uuid} computer score is {score:f}",
-                        extra={**ctx, "node": cs.node},
-                    )
+                    # printf-style, so printed bare as HAMi's klog.Infof prints it.
+                    log.log(level, "device %s computer score is %f", uuid, score)
         if decision.node is not None:
             log.info(
                 "filter chose node",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
 import pytest
 
+from tests import applog
 from tests.unit.engine.test_lab14_replay import (
     STEP_4,
     STEP_5,
@@ -187,6 +187,5 @@ def replay(
     table(STEP_7)
 
     # Step 8: the binpack-solo pass logged the write-up's scores.
-    lines = [line for line in app_log().splitlines() if "computer score" in line]
-    last_four = "".join(orjson.loads(line)["msg"] + "\n" for line in lines[-4:])
-    assert last_four == STEP_8_SCORES
+    scores = [r["msg"] for r in applog.records(app_log()) if "computer score" in r["msg"]]
+    assert "".join(f"{msg}\n" for msg in scores[-4:]) == STEP_8_SCORES

@@ -499,7 +499,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         f"--leader-elect-resource-namespace={NAMESPACE}",
         "--shutdown-grace-seconds=15",
         "--log-level=info",
-        "--log-format=json",
+        "--logging-format=text",
         "--cert-bootstrap-secret=hami-py-scheduler-tls",
         "--cert-dir=/tls",
         "--webhook-configuration-name=hami-py-webhook",
@@ -781,7 +781,7 @@ def settings_from(c: Obj, extra_env: dict[str, str] | None = None) -> Any:
         ["preset=gke"],
         [
             "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\,binpack",
-            "scheduler.logFormat=text",
+            "scheduler.logFormat=json",
         ],
     ],
 )
