@@ -44,7 +44,7 @@ from tests.unit.monitoring.test_alert_rules import RULES, alert_names
 from .cluster import DEVICE_PLUGIN_USER
 from .kube import Kube, eventually, wait_for
 from .nodespec import gfd_labels, gke_t4_node
-from .nodetier.chart import DEPLOYMENT, LEASE, NAMESPACE, RELEASE, Release
+from .nodetier.chart import DEPLOYMENT, EXTENDER, LEASE, NAMESPACE, RELEASE, Release
 from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
 from .nodetier.dashboard import Lab, check_every_query
 from .prometheus import Prometheus, find_tools
@@ -80,6 +80,7 @@ def chart(node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     release = Release(node_tier, tmp_path_factory.mktemp("helm"))
     release.install(
         *("--set", "preset=gke", "--set", "image.repository=localhost/hami-py"),
+        *("--set", "scheduler.replicas=2"),
         # The fake device plugin stands in for HAMi's (whose image is not built here).
         *("--set", "devicePlugin.enabled=false"),
         "--set-json",
@@ -177,7 +178,7 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Release) -> N
     assert len(pods) == 2
     for pod in pods:
         statuses = {c["name"]: c["ready"] for c in pod["status"]["containerStatuses"]}
-        assert statuses == {"kube-scheduler": True, "hami": True}, statuses
+        assert statuses == {"kube-scheduler": True, EXTENDER: True}, statuses
     secret = kube.get("secret", f"{DEPLOYMENT}-tls", NAMESPACE)
     ca = base64.b64decode(secret["data"]["ca.crt"])
     webhook = kube.get("mutatingwebhookconfiguration", f"{RELEASE}-webhook")["webhooks"][0]
