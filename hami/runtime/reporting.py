@@ -132,9 +132,6 @@ class FilterReporter:
                 "FilteringFailed",
                 f"{len(nodes)} nodes unregistered, {why}({','.join(sorted(nodes))})",
             )
-        self.events.record(
-            ref,
-            "Warning",
-            "FilteringFailed",
-            f"no available node, {len(outcome.failed)} nodes do not meet",
-        )
+        # HAMi v2.10 also records `no available node, N nodes do not meet` after these; Lab 14's
+        # Events (Step 6) show only the rows above, and kube-scheduler's FailedScheduling already
+        # gives the count with each node's reason.
