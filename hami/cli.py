@@ -148,6 +148,12 @@ def parser() -> argparse.ArgumentParser:
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
     exp.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
+    exp.add_argument(
+        "--preemption",
+        action="store_true",
+        help="the scheduler runs with --preemption=true (GPU preemption); without it, "
+        "kube-scheduler's own preemption is shown in its words, then what GPU preemption would do",
+    )
     exp.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     exp.set_defaults(func=_explain)
 
