@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from hami.cli import parser
+from hami.engine.policy import GPU_POLICY_NAMES
 from hami.runtime.config import bind_budget, load_settings
 from hami.service.bindrules import go_duration
 
@@ -727,13 +728,17 @@ def test_helm_generic_device_plugin_keeps_hami_defaults() -> None:
             ["devicePlugin.extraEnvs.LD_LIBRARY_PATH=/driver-root/lib64"],
             "at '/devicePlugin/extraEnvs': got object, want array",
         ),
+        # The valid names, as hami serve lists them, and how to write a chain with --set.
         (
             ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex;binpack"],
-            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'mutex;binpack' does not match pattern",
+            'unknown GPU scheduler policy "mutex;binpack" in "mutex;binpack"; valid names: '
+            f"{', '.join(GPU_POLICY_NAMES)}, or a chain of them joined by commas, e.g. "
+            "mutex,binpack (on the command line escape the comma: --set "
+            "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\,binpack)",
         ),
         (
-            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=spreadd"],
-            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'spreadd' does not match pattern",
+            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\, spreadd"],
+            'unknown GPU scheduler policy "spreadd" in "mutex, spreadd"; valid names: binpack,',
         ),
         (["preset=eks"], "at '/preset': value must be one of '', 'gke'"),
         (
