@@ -49,7 +49,7 @@ from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
 from .nodetier.dashboard import Lab, check_every_query
 from .prometheus import Prometheus, find_tools
 from .status import check_status, hami_status
-from .test_inject import LAB12, LAB12_UUID, without_driver_plumbing
+from .test_inject import LAB12_UUID, apply_lab12, without_driver_plumbing
 from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
 pytestmark = pytest.mark.node
@@ -345,7 +345,7 @@ def test_lab12_standalone_on_a_node_without_hamis_device_plugin(
     kube("-n", NAMESPACE, "rollout", "status", installer, "--timeout=120s", timeout=130)
 
     new_namespace(kube, LAB12_NS)
-    kube("apply", "-n", LAB12_NS, "-f", str(LAB12))  # KAI's form: gpu-memory, kai-scheduler
+    apply_lab12(kube, LAB12_NS)  # KAI's form: gpu-memory, kai-scheduler
     kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=180)
     library = (GKE_VGPU_DIR / "libvgpu.so").read_text()  # libvgpuInstaller's copy
     assert "placeholder" in library
