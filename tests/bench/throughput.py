@@ -1,7 +1,7 @@
 """End-to-end scheduling throughput through a real kube-apiserver and kube-scheduler.
 
     python -m tests.bench.throughput                      # 1,000 nodes: 600, 2,000 and 5,000
-                                                          # GPU pods, a backlog, the ceiling
+                                                          # GPU pods, a backlog of 2,000, the ceiling
     python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--bursts", default="600,2000,5000", help="GPU pods per burst, in order")
-    p.add_argument("--backlog", type=int, default=600, help="GPU pods of the backlog (0: none)")
+    p.add_argument("--backlog", type=int, default=2000, help="GPU pods of the backlog (0: none)")
     p.add_argument("--ceiling", type=int, default=600, help="CPU-only pods (0: none)")
     p.add_argument("--node-policy", choices=("spread", "binpack"), default="spread")
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
