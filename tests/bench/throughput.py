@@ -36,7 +36,7 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
@@ -75,6 +75,30 @@ class Run:
         """Pods a second this machine could bind at this run's CPU cost per pod."""
         per_pod = sum(self.cpu_ms_per_pod().values()) / 1000
         return cores / per_pod if per_pod else float("inf")
+
+    def figures(self, cores: int) -> dict[str, Any]:
+        """What report() prints, as JSON-ready numbers."""
+        d = self.delta
+        per_pod = max(1, self.bound)
+        return {
+            "label": self.label,
+            "pods": self.pods,
+            "bound": self.bound,
+            "seconds": self.seconds,
+            "rate": self.rate,
+            "created_in": self.created_in,
+            "create_errors": self.create_errors,
+            "webhook_errors": d.webhook_errors,
+            "filters_per_pod": d.filters / max(1, self.pods),
+            "bind_failures": dict(d.bind_failures),
+            "writes_per_pod": {k: v / per_pod for k, v in d.all_writes.items()},
+            "our_writes_per_pod": {k: v / per_pod for k, v in d.our_writes.items()},
+            "cpu_ms_per_pod": self.cpu_ms_per_pod(),
+            "bound_rate": self.bound_rate(cores),
+            "stages_p50_p99_s": self.stages,
+            "rss_mib": self.rss_mib,
+            "problems": self.problems,
+        }
 
     def report(self, cores: int) -> str:
         lat = sorted(self.latencies) or [float("nan")]
@@ -293,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
         print(verdict(runs, cores), flush=True)
         if args.json:
-            figures = [asdict(r) | {"latencies": None, "rate": r.rate} for r in runs]
+            figures = [r.figures(cores) for r in runs]
             with open(args.json, "w") as out:
                 json.dump(figures, out, indent=2, default=str)
     return 0
