@@ -59,7 +59,7 @@ class Settings:
     kube_timeout_seconds: float = 10.0
     extender_http_timeout: str = "30s"
     bind_write_timeout_seconds: float = 5.0
-    api_write_limit: int = 16
+    api_write_limit: int = 32
     leader_elect: bool = False
     leader_elect_resource_name: str = "hami-scheduler"
     leader_elect_resource_namespace: str = "kube-system"
