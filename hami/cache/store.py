@@ -4,7 +4,9 @@ Usage per card is kept incrementally: every pod event adds or removes that
 one pod's share, so a filter never rescans all pods (HAMi rebuilds the whole
 view on every filter). Reservations made at filter time count like
 allocations until the pod's own annotations arrive through the watch, and
-expire if no bind follows.
+expire if no bind follows. What a pod is counted as, and why the cache trusts
+what it bound over what is written later, is hami.engine.trust; pods bound
+without an allocation of ours are counted as whole cards (hami.engine.outside).
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -13,6 +15,8 @@ from types import MappingProxyType
 from typing import Any
 
 from hami.cache.quota import QuotaBook
+from hami.cache.records import Distrust, EditIgnored, PodRecords
+from hami.engine.codec import CodecError, decode_node_lock
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -22,13 +26,13 @@ from hami.engine.inventory import (
     pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
+from hami.engine.names import NODE_LOCK
+from hami.engine.outside import OutsideClaim, attribute
 from hami.engine.quota import card_total
 from hami.engine.requests import RequestError, ResourceDefaults, pod_request
 from hami.engine.state import build_node, held, mig_cards, pod_usage
-from hami.engine.vetting import Vetted, vet_allocation
+from hami.engine.trust import Counted, count, observe
 
-# (namespace, name, why): an allocation annotation the cache did not count as written.
-Distrust = Callable[[str, str, str], None]
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
 
@@ -54,6 +58,7 @@ class ClusterCache:
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
+        on_edit_ignored: EditIgnored | None = None,
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
@@ -69,16 +74,19 @@ class ClusterCache:
         self._unknown_ttl = min(unknown_pod_ttl, reservation_ttl)
         self._gpu_resource = gpu_resource
         self._resources = resources
-        self._on_distrust = on_distrust
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in _account beside the cards'.
         self.quotas = quotas or QuotaBook(resources.names, resources.memory_factor)
         self._known: set[str] = set()  # uids of the live pods the watch has shown
-        self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
+        self._records = PodRecords(on_distrust, on_edit_ignored)
         self._inventory: dict[str, NodeInventory] = {}
+        self._locks: dict[str, tuple[str, str]] = {}  # node -> the pod its lock names
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
-        self._pods: dict[str, PodAllocation] = {}
+        self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
+        # Counted as the kubelet's whole cards, by node and by pod.
+        self._outside: dict[str, dict[str, OutsideClaim]] = {}
+        self._claims: dict[str, OutsideClaim] = {}
         self._reservations: dict[str, Reservation] = {}
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         self._states: dict[str, NodeState] = {}
@@ -99,20 +107,40 @@ class ClusterCache:
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
         inv = node_inventory(node, self._gpu_resource, self._gfd_split)
+        self._lock_seen(inv.name, (node.get("metadata") or {}).get("annotations") or {})
         if isinstance(inv, Unregistered):
-            self._drop_node(inv.name)
+            if inv.name in self._inventory:
+                self._drop_node(inv.name)
+                self._recount_node(inv.name)
             self.unregistered[inv.name] = inv.why
             return inv.name
         self.unregistered.pop(inv.name, None)
         if self._inventory.get(inv.name) != inv:
-            was = mig_cards(self._states.get(inv.name))
             self._inventory[inv.name] = inv
             self._rebuild(inv.name)
-            if mig_cards(self._states.get(inv.name)) != was:
-                self._recount(inv.name)
+            # Which cards exist, and which are in MIG mode, decide how its pods are counted.
+            self._recount_node(inv.name)
             # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
             self._released(inv.name)
         return inv.name
+
+    def _lock_seen(self, node: str, annotations: Mapping[str, str]) -> None:
+        try:
+            _, namespace, name = decode_node_lock(annotations.get(NODE_LOCK) or "")
+        except CodecError:
+            namespace = name = None
+        holder = None if namespace is None or name is None else (namespace, name)
+        if self._locks.get(node) == holder:
+            return
+        if holder is None:
+            del self._locks[node]
+        else:
+            self._locks[node] = holder
+        # An unbound pod's allocation counts only while the lock names it.
+        for uid in self._records.on(node):
+            seen = self._records.get(uid)
+            if seen is not None and not seen.bound_to:
+                self._recount(uid)
 
     def handshake(self, node: str) -> bool:
         """Whether a device plugin on `node` allocates through HAMi's node lock and bind phase."""
@@ -120,7 +148,10 @@ class ClusterCache:
         return inv is None or inv.handshake
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
-        self._drop_node(str((node.get("metadata") or {}).get("name", "")))
+        name = str((node.get("metadata") or {}).get("name", ""))
+        self._lock_seen(name, {})
+        self._drop_node(name)
+        self._recount_node(name)
 
     def _drop_node(self, name: str) -> None:
         self._inventory.pop(name, None)
@@ -131,7 +162,11 @@ class ClusterCache:
         inv = self._inventory.get(name)
         if inv is None:
             return
-        usage = self._usage.get(name, {})
+        usage: Mapping[str, Usage] = self._usage.get(name, {})
+        claims = self._outside.get(name)
+        if claims:
+            added = attribute(inv.devices, usage, claims.values())
+            usage = {u: usage.get(u, Usage()) + added.get(u, Usage()) for u in {*usage, *added}}
         self._states[name] = build_node(name, inv.devices, usage, inv.cordoned, inv.links)
 
     # --- usage bookkeeping ------------------------------------------------
@@ -150,15 +185,6 @@ class ClusterCache:
                 per_card[uuid] = total
         self._rebuild(node)
 
-    def _recount(self, node: str) -> None:
-        """Count the node's pods again: which of its cards are in MIG mode changed, and with
-        it what a pod holding one without a MIG allocation means (hami.engine.mig)."""
-        for uid in [u for u, a in self._pods.items() if a.node == node]:
-            alloc = self._pods[uid]
-            self._account(node, alloc.namespace, self._pod_usage[uid], -1)
-            self._pod_usage[uid] = held(alloc, mig_cards(self._states.get(node)))
-            self._account(node, alloc.namespace, self._pod_usage[uid], +1)
-
     # --- pods --------------------------------------------------------------
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
@@ -166,34 +192,74 @@ class ClusterCache:
         for pod in pods:
             seen.add(str((pod.get("metadata") or {}).get("uid", "")))
             self.upsert_pod(pod)
-        for uid in [u for u in self._pods if u not in seen]:
-            self._released(self._remove_pod(uid))
+        for uid in [u for u in self._records.uids() if u not in seen]:
+            self._records.put(uid, None)
+            self._released(self._uncount(uid))
         for uid in [u for u in self._reservations if u not in seen]:
             self.forget(uid)
         self._known &= seen
-        for uid in [u for u in self._distrusted if u not in seen]:
-            del self._distrusted[uid]
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._learn(uid, live=not is_terminal(pod))
-        alloc = self.vetted(pod)
-        if alloc is None:
-            self._released(self._remove_pod(uid))
+        seen, edit = observe(pod, self._records.get(uid), self._resources)
+        self._records.put(uid, seen)
+        if seen is None:
+            self._released(self._uncount(uid))
             if is_terminal(pod):
                 self.forget(uid)
             # Otherwise keep any reservation: the pod's events between filter
             # and bind carry no allocation yet.
             return
-        if self._pods.get(uid) == alloc:
+        self._records.edited(seen, edit)
+        self._recount(uid)
+
+    def _recount_node(self, node: str) -> None:
+        for uid in self._records.on(node):
+            self._recount(uid)
+
+    def _recount(self, uid: str) -> None:
+        """Count the pod as its record says, given its node as the cache has it now."""
+        seen = self._records.get(uid)
+        if seen is None:
             return
-        self._remove_pod(uid)
-        # The pod's own annotations are now the truth; the reservation has done its job.
-        self._drop_reservation(uid)
-        usage = held(alloc, mig_cards(self._states.get(alloc.node)))
-        self._pods[uid] = alloc
-        self._pod_usage[uid] = usage
-        self._account(alloc.node, alloc.namespace, usage, +1)
+        node = seen.written.node if seen.written is not None else seen.bound_to
+        inv = self._inventory.get(node)
+        devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
+        counted = count(seen, devmem, self._locks.get(node))
+        self._records.distrusted(seen, counted.problem)
+        if seen.bound_to or counted.own is not None:
+            # The pod's own annotations, or its Binding, are now the truth: the reservation has
+            # done its job.
+            self._drop_reservation(uid)
+        was = self._pods.get(uid) or self._claims.get(uid)
+        if self._counts(uid, counted):
+            return
+        left = self._uncount(uid)
+        if counted.own is not None:
+            alloc = counted.own
+            usage = held(alloc, mig_cards(self._states.get(alloc.node)))
+            self._pods[uid] = alloc
+            self._pod_usage[uid] = usage
+            self._account(alloc.node, alloc.namespace, usage, +1)
+        elif counted.outside is not None:
+            claim = counted.outside
+            self._claims[uid] = claim
+            self._outside.setdefault(claim.node, {})[uid] = claim
+            self._rebuild(claim.node)
+        if was is not None and (counted.own or counted.outside) is None:
+            self._released(left)
+
+    def _counts(self, uid: str, counted: Counted) -> bool:
+        """Whether the pod is counted so already (on cards as their MIG modes stand)."""
+        if counted.outside is not None:
+            return self._claims.get(uid) == counted.outside
+        if counted.own is None:
+            return uid not in self._pods and uid not in self._claims
+        alloc = counted.own
+        return self._pods.get(uid) == alloc and self._pod_usage[uid] == held(
+            alloc, mig_cards(self._states.get(alloc.node))
+        )
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
         """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
@@ -216,32 +282,6 @@ class ClusterCache:
         except RequestError:
             return False
 
-    def vetted(self, pod: Mapping[str, Any]) -> PodAllocation | None:
-        """The pod's allocation as far as it adds up (hami.engine.vetting), or None."""
-        alloc = pod_allocation(pod)
-        if alloc is None:
-            return None
-        spec = pod.get("spec") or {}
-        inv = self._inventory.get(alloc.node)
-        try:
-            request = pod_request(spec, self._resources)
-        except RequestError as e:
-            verdict = Vetted(None, str(e))
-        else:
-            verdict = vet_allocation(
-                alloc,
-                str(spec.get("nodeName") or ""),
-                request,
-                {d.id: d.share_base for d in inv.devices} if inv is not None else {},
-            )
-        if not verdict.problem:
-            self._distrusted.pop(alloc.uid, None)
-        elif self._distrusted.get(alloc.uid) != alloc:
-            self._distrusted[alloc.uid] = alloc
-            if self._on_distrust is not None:
-                self._on_distrust(alloc.namespace, alloc.name, verdict.problem)
-        return verdict.allocation
-
     def _learn(self, uid: str, live: bool) -> None:
         if not live:
             self._known.discard(uid)
@@ -258,13 +298,21 @@ class ClusterCache:
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        self._released(self._remove_pod(uid))
+        self._records.put(uid, None)
+        self._released(self._uncount(uid))
         self.forget(uid)
         self._known.discard(uid)
-        self._distrusted.pop(uid, None)
 
-    def _remove_pod(self, uid: str) -> str | None:
-        """Uncount the pod's allocation; the node it was on, if any."""
+    def _uncount(self, uid: str) -> str | None:
+        """Uncount what the pod holds; the node it was on, if any."""
+        claim = self._claims.pop(uid, None)
+        if claim is not None:
+            on_node = self._outside[claim.node]
+            del on_node[uid]
+            if not on_node:
+                del self._outside[claim.node]
+            self._rebuild(claim.node)
+            return claim.node
         alloc = self._pods.pop(uid, None)
         if alloc is None:
             return None
@@ -280,6 +328,16 @@ class ClusterCache:
 
     def pods(self) -> Iterable[PodAllocation]:
         return self._pods.values()
+
+    def outside(self, node: str | None = None) -> Iterable[OutsideClaim]:
+        """Bound pods holding GPUs without an allocation of ours (on `node`, or anywhere),
+        each counted as the kubelet's whole cards."""
+        if node is not None:
+            return self._outside.get(node, {}).values()
+        return self._claims.values()
+
+    def claim(self, uid: str) -> OutsideClaim | None:
+        return self._claims.get(uid)
 
     # --- reservations -------------------------------------------------------
 
@@ -328,7 +386,7 @@ class ClusterCache:
         self._drop_reservation(uid)
         alloc = self._pods.get(uid)
         if alloc is not None and not alloc.bound:
-            self._remove_pod(uid)
+            self._uncount(uid)
 
     def expire(self) -> list[Reservation]:
         """Drop reservations whose bind never came; returns them for logging."""

@@ -33,13 +33,19 @@ def vet_allocation(
     alloc: PodAllocation,
     bound_to: str,
     request: PodRequest,
-    devmem: Mapping[str, int],
+    devmem: Mapping[str, int] | None,
 ) -> Vetted:
     """`bound_to` is the pod's spec.nodeName ("" while unbound), `request` what its spec asks
-    for, `devmem` the MiB a percentage is taken of on each of the node's known cards
-    (DeviceInfo.share_base)."""
+    for, `devmem` the MiB a percentage is taken of on each of the node's cards
+    (DeviceInfo.share_base), None while the node's cards are not known."""
     if bound_to and bound_to != alloc.node:
         return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
+    if devmem is not None:
+        unknown = sorted({d.uuid for c in alloc.devices for d in c} - devmem.keys())
+        if unknown:
+            return Vetted(
+                None, f"it names card {', '.join(unknown)}, which node {alloc.node} does not have"
+            )
     # Matched in order against the containers that ask for a GPU: we write an empty entry for
     # a GPU-less container, HAMi v2.10 leaves it out, and either way the order is the spec's.
     asks = iter([a for a in (*request.init, *request.app) if a is not None])
@@ -58,7 +64,7 @@ def vet_allocation(
                 None,
                 f"entry {index} holds {len(given)} cards but its container asks for {ask.nums}",
             )
-        raised.append(tuple(_at_least_requested(d, ask, devmem, index, notes) for d in given))
+        raised.append(tuple(_at_least_requested(d, ask, devmem or {}, index, notes) for d in given))
     if not notes:
         return Vetted(alloc)
     return Vetted(replace(alloc, devices=tuple(raised)), "; ".join(notes))
@@ -89,7 +95,7 @@ def _at_least_requested(
 ) -> ContainerDevice:
     if d.mig is not None:
         return d  # a MIG instance holds what its profile holds, whatever the request
-    # A card not registered (yet) leaves a percentage request unknown: count what is written.
+    # A node not registered (yet) leaves a percentage request unknown: count what is written.
     mem = ask.memreq if ask.memreq > 0 else ask.memory_on(devmem.get(d.uuid, 0))
     cores = ask.coresreq
     if d.usedmem >= mem and d.usedcores >= cores:

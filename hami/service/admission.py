@@ -35,8 +35,8 @@ class AdmissionService:
         """
         kind, operation = request["kind"]["kind"], request["operation"]
         if kind == "Pod" and operation == "UPDATE" and request.get("subResource") == EPHEMERAL:
-            verdict = admit_ephemeral(request["object"], request["oldObject"], self.config)
-            return AdmissionOutcome(verdict.allowed, message=verdict.message, code=verdict.code)
+            added = admit_ephemeral(request["object"], request["oldObject"], self.config)
+            return AdmissionOutcome(added.allowed, message=added.message, code=added.code)
         if operation != "CREATE" or kind != "Pod":
             return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
         pod = request["object"]

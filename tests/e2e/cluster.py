@@ -759,7 +759,14 @@ class ControlPlane:
                             "operations": ["CREATE"],
                             "resources": ["pods"],
                             "scope": "*",
-                        }
+                        },
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["pods/ephemeralcontainers"],
+                            "scope": "*",
+                        },
                     ],
                     "namespaceSelector": {
                         "matchExpressions": [

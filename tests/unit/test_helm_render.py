@@ -259,7 +259,15 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
             "operations": ["CREATE"],
             "resources": ["pods"],
             "scope": "Namespaced",
-        }
+        },
+        # kubectl debug's ephemeral containers, checked like the pod's own (hami.engine.escapes)
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods/ephemeralcontainers"],
+            "scope": "Namespaced",
+        },
     ]
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["sideEffects"] == "None"

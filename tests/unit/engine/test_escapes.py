@@ -175,7 +175,7 @@ def test_what_stays_inside_the_slice_is_admitted(pod: dict[str, Any]) -> None:
 
 
 def test_a_pod_without_gpu_resources_is_not_ours_to_check() -> None:
-    anything = {
+    anything: dict[str, Any] = {
         "metadata": {"name": "dcgm"},
         "spec": {
             "nodeName": "gpu-07",
