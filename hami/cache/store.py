@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, PodRecords
 from hami.engine.codec import CodecError, decode_node_lock
@@ -27,9 +28,9 @@ from hami.engine.inventory import (
 )
 from hami.engine.model import NodeState, PodDevices, Usage
 from hami.engine.names import NODE_LOCK
-from hami.engine.outside import OutsideClaim, attribute
+from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
 from hami.engine.state import build_node, held, mig_cards, pod_usage
 from hami.engine.trust import Counted, count, observe
 
@@ -84,9 +85,7 @@ class ClusterCache:
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
-        # Counted as the kubelet's whole cards, by node and by pod.
-        self._outside: dict[str, dict[str, OutsideClaim]] = {}
-        self._claims: dict[str, OutsideClaim] = {}
+        self._outside = OutsideBook()  # counted as the kubelet's whole cards
         self._reservations: dict[str, Reservation] = {}
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         self._states: dict[str, NodeState] = {}
@@ -100,7 +99,7 @@ class ClusterCache:
             seen.add(self._upsert_node(node))
         for name in [*self._inventory, *self.unregistered]:
             if name not in seen:
-                self._drop_node(name)
+                self.delete_node({"metadata": {"name": name}})
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         self._upsert_node(node)
@@ -154,6 +153,7 @@ class ClusterCache:
         self._recount_node(name)
 
     def _drop_node(self, name: str) -> None:
+        self._outside.forget_node(name)
         self._inventory.pop(name, None)
         self._states.pop(name, None)
         self.unregistered.pop(name, None)
@@ -163,10 +163,7 @@ class ClusterCache:
         if inv is None:
             return
         usage: Mapping[str, Usage] = self._usage.get(name, {})
-        claims = self._outside.get(name)
-        if claims:
-            added = attribute(inv.devices, usage, claims.values())
-            usage = {u: usage.get(u, Usage()) + added.get(u, Usage()) for u in {*usage, *added}}
+        usage = self._outside.usage(name, inv.devices, usage)
         self._states[name] = build_node(name, inv.devices, usage, inv.cordoned, inv.links)
 
     # --- usage bookkeeping ------------------------------------------------
@@ -228,11 +225,13 @@ class ClusterCache:
         devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
         counted = count(seen, devmem, self._locks.get(node))
         self._records.distrusted(seen, counted.problem)
-        if seen.bound_to or counted.own is not None:
-            # The pod's own annotations, or its Binding, are now the truth: the reservation has
-            # done its job.
+        if counted.own is not None:
+            # The pod's own annotations are now the truth: the reservation has done its job.
             self._drop_reservation(uid)
-        was = self._pods.get(uid) or self._claims.get(uid)
+        elif seen.bound_to:
+            # Bound without an allocation of ours: whatever this scheduler held for it is free.
+            self._released(self._drop_reservation(uid))
+        was = self._pods.get(uid) or self._outside.get(uid)
         if self._counts(uid, counted):
             return
         left = self._uncount(uid)
@@ -244,8 +243,7 @@ class ClusterCache:
             self._account(alloc.node, alloc.namespace, usage, +1)
         elif counted.outside is not None:
             claim = counted.outside
-            self._claims[uid] = claim
-            self._outside.setdefault(claim.node, {})[uid] = claim
+            self._outside.add(claim)
             self._rebuild(claim.node)
         if was is not None and (counted.own or counted.outside) is None:
             self._released(left)
@@ -253,9 +251,9 @@ class ClusterCache:
     def _counts(self, uid: str, counted: Counted) -> bool:
         """Whether the pod is counted so already (on cards as their MIG modes stand)."""
         if counted.outside is not None:
-            return self._claims.get(uid) == counted.outside
+            return self._outside.get(uid) == counted.outside
         if counted.own is None:
-            return uid not in self._pods and uid not in self._claims
+            return uid not in self._pods and self._outside.get(uid) is None
         alloc = counted.own
         return self._pods.get(uid) == alloc and self._pod_usage[uid] == held(
             alloc, mig_cards(self._states.get(alloc.node))
@@ -269,15 +267,8 @@ class ClusterCache:
         if pod_allocation(pod) is not None:
             return False
         spec = pod.get("spec") or {}
-        n = self._resources.names
-        ours = (n.gpu, n.memory, n.memory_percentage, n.cores)
-        named = any(
-            name in ((c.get("resources") or {}).get(section) or {})
-            for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-            for section in ("limits", "requests")
-            for name in ours
-        )
         try:
+            named = names_gpu(spec, self._resources.names)
             return named and not pod_request(spec, self._resources).wants_gpu
         except RequestError:
             return False
@@ -305,12 +296,8 @@ class ClusterCache:
 
     def _uncount(self, uid: str) -> str | None:
         """Uncount what the pod holds; the node it was on, if any."""
-        claim = self._claims.pop(uid, None)
+        claim = self._outside.remove(uid)
         if claim is not None:
-            on_node = self._outside[claim.node]
-            del on_node[uid]
-            if not on_node:
-                del self._outside[claim.node]
             self._rebuild(claim.node)
             return claim.node
         alloc = self._pods.pop(uid, None)
@@ -332,12 +319,14 @@ class ClusterCache:
     def outside(self, node: str | None = None) -> Iterable[OutsideClaim]:
         """Bound pods holding GPUs without an allocation of ours (on `node`, or anywhere),
         each counted as the kubelet's whole cards."""
-        if node is not None:
-            return self._outside.get(node, {}).values()
-        return self._claims.values()
+        return self._outside.claims(node)
 
     def claim(self, uid: str) -> OutsideClaim | None:
-        return self._claims.get(uid)
+        return self._outside.get(uid)
+
+    def outside_cards(self, node: str) -> Mapping[str, tuple[OutsideClaim, ...]]:
+        """The cards of `node` those pods are counted on, by card."""
+        return self._outside.cards(node)
 
     # --- reservations -------------------------------------------------------
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami.engine import kai, names
-from hami.engine.escapes import ephemeral_escapes, names_gpu, pod_escapes, refusal
+from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError, as_int64
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
 
 DEFAULT_SCHEDULER = "default-scheduler"
 

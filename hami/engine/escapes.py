@@ -27,8 +27,6 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hami.engine.requests import ResourceNames
-
 # Capabilities that open the driver or the host to a container: mount and unmount (so the
 # preloaded limits and the device cgroup setup can be undone), raw I/O and kernel modules.
 ESCAPING_CAPABILITIES = frozenset({"ALL", "SYS_ADMIN", "SYS_RAWIO", "SYS_MODULE"})
@@ -50,18 +48,6 @@ DEVICE_LIST_DIR = "/var/run/nvidia-container-devices"
 CDI_PREFIX = "cdi.k8s.io/"
 # Problems listed in one denial; a pod with more is refused with a count of the rest.
 SHOWN = 5
-
-
-def names_gpu(spec: Mapping[str, Any], names: ResourceNames) -> bool:
-    """Whether any container or init container requests or limits a GPU resource (the chart's
-    matchConditions send exactly these pods to the webhook)."""
-    wanted = (names.gpu, names.memory, names.memory_percentage, names.cores)
-    return any(
-        name in ((c.get("resources") or {}).get(section) or {})
-        for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-        for section in ("limits", "requests")
-        for name in wanted
-    )
 
 
 def pod_escapes(pod: Mapping[str, Any], injected_config: str = "") -> list[str]:

@@ -68,11 +68,11 @@ def whole(card: DeviceInfo) -> Usage:
 
 def attribute(
     cards: Sequence[DeviceInfo], usage: Mapping[str, Usage], claims: Iterable[OutsideClaim]
-) -> dict[str, Usage]:
-    """What the claims add to each card: each takes `cards` distinct cards (at most the node's),
-    the least used first by memory share, then slots, then the highest index."""
+) -> dict[str, tuple[OutsideClaim, ...]]:
+    """Which cards the claims are counted on: each takes `cards` distinct cards (at most the
+    node's), the least used first by memory share, then slots, then the highest index."""
     counted = {c.id: usage.get(c.id, Usage()) for c in cards}
-    added: dict[str, Usage] = {}
+    placed: dict[str, tuple[OutsideClaim, ...]] = {}
 
     def load(card: DeviceInfo) -> tuple[float, int, int]:
         u = counted[card.id]
@@ -82,5 +82,18 @@ def attribute(
     for claim in sorted(claims, key=lambda c: (c.namespace, c.name, c.uid)):
         for card in sorted(cards, key=load)[: claim.cards]:
             counted[card.id] = counted[card.id] + whole(card)
-            added[card.id] = added.get(card.id, Usage()) + whole(card)
-    return added
+            placed[card.id] = (*placed.get(card.id, ()), claim)
+    return placed
+
+
+def with_outside(
+    cards: Sequence[DeviceInfo],
+    usage: Mapping[str, Usage],
+    placed: Mapping[str, tuple[OutsideClaim, ...]],
+) -> dict[str, Usage]:
+    """The cards' usage with the whole cards of the pods placed on them."""
+    out = dict(usage)
+    for card in cards:
+        for _ in placed.get(card.id, ()):
+            out[card.id] = out.get(card.id, Usage()) + whole(card)
+    return out

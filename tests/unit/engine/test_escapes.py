@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
-from hami.engine.escapes import names_gpu, pod_escapes, reaches_devices
+from hami.engine.escapes import pod_escapes, reaches_devices
 from hami.engine.injection import InjectionConfig
-from hami.engine.requests import ResourceNames
+from hami.engine.requests import ResourceNames, names_gpu
 from hami.service.admission import AdmissionService
 
 CFG = AdmissionConfig()
