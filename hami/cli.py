@@ -15,7 +15,24 @@ from hami.runtime.logs import one_line
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes as one line on stderr, exit 2, like every other error of the command."""
 
+    _given: Sequence[str] = ()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        # argparse reports a missing positional before an unknown flag, so `hami simulate -x`
+        # would read as a missing scenario: the flag is the mistake.
+        unknown = [
+            a
+            for a in self._given
+            if a.startswith("-") and a != "-" and a.split("=")[0] not in self._option_string_actions
+        ]
+        if message.startswith("the following arguments are required") and unknown:
+            message = f"unrecognized arguments: {' '.join(unknown)}"
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -148,6 +165,12 @@ def parser() -> argparse.ArgumentParser:
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
     exp.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
+    exp.add_argument(
+        "--preemption",
+        action="store_true",
+        help="the scheduler runs with --preemption=true (GPU preemption); without it, "
+        "kube-scheduler's own preemption is shown in its words, then what GPU preemption would do",
+    )
     exp.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     exp.set_defaults(func=_explain)
 

@@ -27,6 +27,8 @@ JSON = "application/json"
 Observe = Callable[[str, float], None]
 # None when this replica may serve, else why not (not synced, not the leader).
 Gate = Callable[[], Awaitable[str | None]]
+# Returns when a new decision may be made: the binds it leads to would not only queue.
+Pace = Callable[[], Awaitable[object]]
 
 
 Answer = Callable[[bytes], Awaitable[tuple[str, bytes]]]  # body -> (result label, answer)
@@ -54,6 +56,7 @@ def routes(
     placement: Placement,
     binder: Binder,
     gate: Gate,
+    pace: Pace,
     on_filtered: Callable[[FilterOutcome], None],
     observe_filter: Observe,
     observe_bind: Observe,
@@ -66,6 +69,7 @@ def routes(
         closed = await gate()
         if closed is not None:
             return "error", encode_filter(None, {}, closed)
+        await pace()
         try:
             outcome = placement.filter(args.pod, args.node_names)
         except Exception as e:

@@ -136,6 +136,7 @@ def _server_app(
             placement,
             binder,
             serving,
+            serving,
             on_filtered,
             observe_filter,
             metrics.observer(metrics.bind_seconds),
@@ -162,11 +163,11 @@ def _setup_logging(mode: str) -> None:
         root.setLevel(logging.WARNING)
         root.handlers[:] = [logging.NullHandler()]
         return
-    from hami.runtime.logs import JsonFormatter
+    from hami.runtime.logs import KlogFormatter
 
-    # As `hami serve` logs (JSON at info), into /dev/null so the terminal stays readable.
+    # As `hami serve` logs (klog text at info), into /dev/null so the terminal stays readable.
     handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as we do
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(KlogFormatter())
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -8,6 +8,7 @@ that is ignored, is reported once, not on every event of the pod.
 
 from collections.abc import Callable, Iterable
 
+from hami.engine.codec import CodecError, decode_node_lock
 from hami.engine.inventory import placement_of
 from hami.engine.trust import Seen
 
@@ -76,3 +77,36 @@ class PodRecords:
         self._distrusted[seen.uid] = key
         if self._on_distrust is not None:
             self._on_distrust(seen.namespace, seen.name, problem)
+
+
+class NodeLocks:
+    """The pod each node's HAMi lock names, as last seen (an unbound pod's allocation counts
+    only while its node's lock names it)."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}  # node -> the lock annotation as written
+        self._holders: dict[str, tuple[str, str]] = {}
+
+    def seen(self, node: str, value: str | None) -> bool:
+        """Record the node's lock annotation; whether the pod it names changed."""
+        if self._values.get(node, "") == (value or ""):
+            return False
+        if value:
+            self._values[node] = value
+        else:
+            self._values.pop(node, None)
+        try:
+            _, namespace, name = decode_node_lock(value or "")
+        except CodecError:
+            namespace = name = None
+        holder = None if namespace is None or name is None else (namespace, name)
+        if self._holders.get(node) == holder:
+            return False
+        if holder is None:
+            del self._holders[node]
+        else:
+            self._holders[node] = holder
+        return True
+
+    def holder(self, node: str) -> tuple[str, str] | None:
+        return self._holders.get(node)

@@ -16,23 +16,22 @@ from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
-from hami.cache.records import Distrust, EditIgnored, PodRecords
-from hami.engine.codec import CodecError, decode_node_lock
+from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
     Unregistered,
+    inventory_key,
     is_terminal,
     node_inventory,
-    pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
 from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
-from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
+from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node, held, mig_cards, pod_usage
-from hami.engine.trust import Counted, count, observe
+from hami.engine.trust import Counted, asks_for_no_card, count, observe
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
@@ -81,7 +80,9 @@ class ClusterCache:
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._records = PodRecords(on_distrust, on_edit_ignored)
         self._inventory: dict[str, NodeInventory] = {}
-        self._locks: dict[str, tuple[str, str]] = {}  # node -> the pod its lock names
+        # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
+        self._node_keys: dict[str, tuple[Any, ...]] = {}
+        self._locks = NodeLocks()
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
@@ -105,13 +106,20 @@ class ClusterCache:
         self._upsert_node(node)
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
+        meta = node.get("metadata") or {}
+        self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
+        key = inventory_key(node, self._gpu_resource, self._gfd_split)
+        name = str(key[0] or "")
+        if self._node_keys.get(name) == key:
+            return name
+        self._node_keys[name] = key
         inv = node_inventory(node, self._gpu_resource, self._gfd_split)
-        self._lock_seen(inv.name, (node.get("metadata") or {}).get("annotations") or {})
         if isinstance(inv, Unregistered):
             if inv.name in self._inventory:
                 self._drop_node(inv.name)
                 self._recount_node(inv.name)
             self.unregistered[inv.name] = inv.why
+            self._node_keys[name] = key
             return inv.name
         self.unregistered.pop(inv.name, None)
         if self._inventory.get(inv.name) != inv:
@@ -123,18 +131,9 @@ class ClusterCache:
             self._released(inv.name)
         return inv.name
 
-    def _lock_seen(self, node: str, annotations: Mapping[str, str]) -> None:
-        try:
-            _, namespace, name = decode_node_lock(annotations.get(NODE_LOCK) or "")
-        except CodecError:
-            namespace = name = None
-        holder = None if namespace is None or name is None else (namespace, name)
-        if self._locks.get(node) == holder:
+    def _lock_seen(self, node: str, value: str | None) -> None:
+        if not self._locks.seen(node, value):
             return
-        if holder is None:
-            del self._locks[node]
-        else:
-            self._locks[node] = holder
         # An unbound pod's allocation counts only while the lock names it.
         for uid in self._records.on(node):
             seen = self._records.get(uid)
@@ -148,12 +147,13 @@ class ClusterCache:
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
         name = str((node.get("metadata") or {}).get("name", ""))
-        self._lock_seen(name, {})
+        self._lock_seen(name, None)
         self._drop_node(name)
         self._recount_node(name)
 
     def _drop_node(self, name: str) -> None:
         self._outside.forget_node(name)
+        self._node_keys.pop(name, None)
         self._inventory.pop(name, None)
         self._states.pop(name, None)
         self.unregistered.pop(name, None)
@@ -223,12 +223,9 @@ class ClusterCache:
         node = seen.written.node if seen.written is not None else seen.bound_to
         inv = self._inventory.get(node)
         devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
-        counted = count(seen, devmem, self._locks.get(node))
+        counted = count(seen, devmem, self._locks.holder(node))
         self._records.distrusted(seen, counted.problem)
-        if counted.own is not None:
-            # The pod's own annotations are now the truth: the reservation has done its job.
-            self._drop_reservation(uid)
-        elif seen.bound_to:
+        if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.
             self._released(self._drop_reservation(uid))
         was = self._pods.get(uid) or self._outside.get(uid)
@@ -236,17 +233,30 @@ class ClusterCache:
             return
         left = self._uncount(uid)
         if counted.own is not None:
-            alloc = counted.own
-            usage = held(alloc, mig_cards(self._states.get(alloc.node)))
-            self._pods[uid] = alloc
-            self._pod_usage[uid] = usage
-            self._account(alloc.node, alloc.namespace, usage, +1)
+            self._count_own(uid, counted.own)
         elif counted.outside is not None:
-            claim = counted.outside
-            self._outside.add(claim)
-            self._rebuild(claim.node)
+            self._outside.add(counted.outside)
+            self._rebuild(counted.outside.node)
         if was is not None and (counted.own or counted.outside) is None:
             self._released(left)
+
+    def _count_own(self, uid: str, alloc: PodAllocation) -> None:
+        usage = held(alloc, mig_cards(self._states.get(alloc.node)))
+        self._pods[uid] = alloc
+        self._pod_usage[uid] = usage
+        # The pod's own annotations are now the truth; the reservation has done its job. When
+        # they say what it counted (the bind of this very decision), the count carries over:
+        # rebuilding the node twice for no change is most of what a bound pod costs the cache.
+        res = self._reservations.get(uid)
+        if (
+            res is not None
+            and (res.node, res.namespace) == (alloc.node, alloc.namespace)
+            and pod_usage(res.devices, res.n_init) == usage
+        ):
+            del self._reservations[uid]
+            return
+        self._drop_reservation(uid)
+        self._account(alloc.node, alloc.namespace, usage, +1)
 
     def _counts(self, uid: str, counted: Counted) -> bool:
         """Whether the pod is counted so already (on cards as their MIG modes stand)."""
@@ -260,18 +270,8 @@ class ClusterCache:
         )
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
-        """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
-        beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and
-        bind without one. A pod that names no GPU resource is never sent to the extender, and
-        one carrying an allocation that did not add up is no decision of ours."""
-        if pod_allocation(pod) is not None:
-            return False
-        spec = pod.get("spec") or {}
-        try:
-            named = names_gpu(spec, self._resources.names)
-            return named and not pod_request(spec, self._resources).wants_gpu
-        except RequestError:
-            return False
+        """hami.engine.trust.asks_for_no_card: bound by HAMi with no lock and no allocation."""
+        return asks_for_no_card(pod, self._resources)
 
     def _learn(self, uid: str, live: bool) -> None:
         if not live:

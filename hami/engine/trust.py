@@ -34,7 +34,7 @@ from hami.engine.inventory import (
 )
 from hami.engine.model import PodRequest
 from hami.engine.outside import OutsideClaim, kubelet_gpus
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
 from hami.engine.vetting import Vetted, vet_allocation
 
 
@@ -156,3 +156,18 @@ def count(
     if alloc is not None and lock_holder == (seen.namespace, seen.name):
         return Counted(own=alloc, problem=problem)
     return Counted(problem=problem)
+
+
+def asks_for_no_card(pod: Mapping[str, Any], resources: ResourceDefaults) -> bool:
+    """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
+    beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and bind
+    without one. A pod that names no GPU resource is never sent to the extender, and one
+    carrying an allocation that did not add up is no decision of ours."""
+    if pod_allocation(pod) is not None:
+        return False
+    spec = pod.get("spec") or {}
+    try:
+        named = names_gpu(spec, resources.names)
+        return named and not pod_request(spec, resources).wants_gpu
+    except RequestError:
+        return False

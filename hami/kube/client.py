@@ -110,12 +110,13 @@ class Kube(ListWatch, CertificateCalls):
         annotations: Mapping[str, str | None],
         resource_version: str,
         request_timeout: float | None = None,
-    ) -> None:
-        """Merge-patch node annotations only if the node is still at `resource_version`.
+    ) -> Obj:
+        """Merge-patch node annotations only if the node is still at `resource_version`; returns
+        the patched Node.
 
         Raises Conflict when someone else changed the node since it was read.
         """
-        await self._call(
+        return await self._call(
             f"patch node {name}",
             self.core.patch_node,
             name,

@@ -10,6 +10,7 @@ both before routine writes (Events, requeue nudges).
 """
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 from collections.abc import AsyncIterator
@@ -33,12 +34,28 @@ class WriteLimiter:
             raise ValueError(f"a write limit of {limit} would never let a write through")
         self.limit = limit
         self.in_flight = 0
+        self.queued = 0  # waiters that neither got a slot nor gave up
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        self._drained = asyncio.Event()
+        self._drained.set()
 
     @property
-    def queued(self) -> int:
-        return sum(1 for _, _, waiter in self._waiting if not waiter.done())
+    def backed_up(self) -> bool:
+        """More writes wait than fit in flight: a new one would wait a full round or more."""
+        return self.queued > self.limit
+
+    async def room(self, within: float) -> bool:
+        """Wait until the queue is no longer backed up, at most `within` seconds; whether it
+        is not. The extender holds new decisions here: kube-scheduler decides serially and
+        binds without a limit, so holding its filter is the one way to slow the binds it sends
+        to the pace the API server takes our writes at."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while self.backed_up:
+                    self._drained.clear()
+                    await self._drained.wait()
+        return not self.backed_up
 
     @asynccontextmanager
     async def slot(self, priority: Priority) -> AsyncIterator[None]:
@@ -54,12 +71,15 @@ class WriteLimiter:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting, (int(priority), next(self._order), waiter))
+        self.queued += 1
         try:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 # The slot was handed over just as the caller gave up: pass it on.
                 self._release()
+            else:
+                self._dequeued()
             raise
 
     def _release(self) -> None:
@@ -68,5 +88,11 @@ class WriteLimiter:
             if not waiter.done():
                 # The slot goes straight to the waiter: in_flight stays as it is.
                 waiter.set_result(None)
+                self._dequeued()
                 return
         self.in_flight -= 1
+
+    def _dequeued(self) -> None:
+        self.queued -= 1
+        if not self.backed_up:
+            self._drained.set()

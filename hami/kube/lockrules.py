@@ -67,8 +67,10 @@ class Holder:
     bind_phase: str = ""  # hami.io/bind-phase: the device plugin's verdict
     bind_time: int | None = None  # hami.io/bind-time, unix seconds, written with vgpu-node
     deleting: bool = False  # metadata.deletionTimestamp is set
-    # Whether a bind of this scheduler is under way for it; True when unknown. Only the
-    # Lease holder binds, so "no" from it means no bind is, after a short grace.
+    # Whether a bind of this scheduler is under way for it to the lock's node; True when
+    # unknown. Only the Lease holder binds, so "no" from it means no bind is, after a short
+    # grace. A bind of the holder to another node leaves this lock to nobody: its earlier
+    # attempt here failed with its write unanswered.
     being_bound: bool = True
 
 

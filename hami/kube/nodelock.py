@@ -124,12 +124,13 @@ async def lock_node(
     backoff: Backoff = DEFAULT_BACKOFF,
     write_timeout: float | None = None,
     known: Mapping[str, Any] | None = None,
-    binding: Callable[[str, str], bool] | None = None,
+    binding: Callable[[str, str, str], bool] | None = None,
+    written: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> None:
     """Take the node's lock for namespace/pod, or raise NodeLockContention.
 
-    `binding(namespace, name)` says whether this process is binding that pod now; without
-    it a holder is always assumed to be.
+    `binding(namespace, name, node)` says whether this process is binding that pod to this
+    node now; without it a holder is always assumed to be.
 
     `known` is the Node as a watch last showed it: the first attempt decides
     from it and writes with its resourceVersion, saving a read; if it was
@@ -153,7 +154,9 @@ async def lock_node(
             _, holder_ns, holder_name = decode_node_lock(existing)
             holder = holder_state(await kube.get_pod(holder_ns or "", holder_name or ""))
             if binding is not None and holder.exists:
-                holder = replace(holder, being_bound=binding(holder_ns or "", holder_name or ""))
+                holder = replace(
+                    holder, being_bound=binding(holder_ns or "", holder_name or "", node)
+                )
             decision = decide_lock(existing, now(), expiry, node, namespace, pod, holder)
         if decision.action is Action.HELD:
             log.debug("node lock already held by this pod", extra=context)
@@ -161,13 +164,18 @@ async def lock_node(
         if decision.action is Action.CONTEND:
             raise NodeLockContention(_contention_message(node, existing or "", expiry, decision))
         # An unanswered write may have landed: the retry reads the Node and finds it ours.
-        await kube.patch_node_annotations(
+        patched = await kube.patch_node_annotations(
             node,
             {NODE_LOCK: encode_node_lock(now(), namespace, pod)},
             metadata["resourceVersion"],
             write_timeout,
         )
-        log.info(
+        if written is not None:
+            written(patched)
+        # Taking a free lock is every bind's routine (the bind's own line says where it went);
+        # taking one over is worth a line of its own.
+        log.log(
+            logging.INFO if decision.action is Action.TAKE_OVER else logging.DEBUG,
             "node lock taken over" if decision.action is Action.TAKE_OVER else "node lock taken",
             extra={
                 **context,
@@ -210,6 +218,7 @@ async def release_node(
     *,
     backoff: Backoff = DEFAULT_BACKOFF,
     write_timeout: float | None = None,
+    written: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> None:
     """Remove the node's lock if namespace/pod holds it; anyone else's lock is left alone."""
     context = {"node": node, "namespace": namespace, "pod": pod}
@@ -230,9 +239,11 @@ async def release_node(
                 extra={**context, "holder": existing},
             )
             return
-        await kube.patch_node_annotations(
+        patched = await kube.patch_node_annotations(
             node, {NODE_LOCK: None}, metadata["resourceVersion"], write_timeout
         )
+        if written is not None:
+            written(patched)
         log.info("node lock released", extra=context)
 
     async with _mutex(node):

@@ -76,6 +76,11 @@ class Runtime:
     certs: CertBootstrap | None = None
     closing: bool = False
 
+    async def paced(self) -> None:
+        """Hold a filter while the API server is behind with our writes (WriteLimiter.room),
+        at most a third of a bind's budget: the decision is then made anyway."""
+        await self.kube.writes.room(self.binder.budget.total / 3)
+
     def synced(self) -> bool:
         """Every informer has listed once: the cache reflects the API server."""
         return all(i.synced.is_set() for i in self.informers)

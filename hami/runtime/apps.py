@@ -60,6 +60,7 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.placement,
             rt.binder,
             rt.not_serving,
+            rt.paced,
             both(
                 FilterReporter(rt.events, success_events=rt.settings.success_events),
                 rt.requeuer.filtered,

@@ -17,6 +17,7 @@ import yaml
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.runtime.listeners import is_loopback
+from hami.runtime.logs import FORMATS
 from hami.service.bindrules import Budget, go_duration
 
 
@@ -72,7 +73,7 @@ class Settings:
     gfd_split_count: int = 0
     legacy_metrics: bool = False
     log_level: str = "info"
-    log_format: str = "json"
+    logging_format: str = "text"
     cert_bootstrap_secret: str = ""
     cert_dir: str = ""
     webhook_configuration_name: str = ""
@@ -138,7 +139,7 @@ _HELP = {
     ),
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease",
-    "log_format": "json or text",
+    "logging_format": "text (klog's, as Kubernetes components log) or json",
     "log_level": "debug, info, warning or error",
     "kube_timeout_seconds": "deadline of one API server call",
     "extender_http_timeout": (
@@ -338,8 +339,10 @@ def validate(s: Settings) -> None:
         injection_config(s)
     except InjectionError as e:
         raise ConfigError(str(e)) from None
-    if s.log_format not in ("json", "text"):
-        raise ConfigError("--log-format must be json or text")
+    if s.logging_format not in FORMATS:
+        raise ConfigError(
+            f"--logging-format must be {' or '.join(FORMATS)}, got {s.logging_format!r}"
+        )
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level must be debug, info, warning or error")
 

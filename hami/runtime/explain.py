@@ -41,7 +41,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
     lines = explain(cache, pod, policies, verbose=args.verbose, nodes=nodes)
-    return lines + preemption_lines(cache, pods, budgets, pod, policies)
+    return lines + preemption_lines(cache, pods, budgets, pod, policies, enabled=args.preemption)
 
 
 def explain_pod(args: argparse.Namespace) -> int:

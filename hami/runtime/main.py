@@ -20,7 +20,7 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"hami serve: {logs.one_line(e)}", file=sys.stderr)
         return 2
-    logs.setup(settings.log_level, settings.log_format)
+    logs.setup(settings.log_level, settings.logging_format)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -100,8 +100,9 @@ class Binder:
             write_timeout=budget.write,
             binding=self.binding,
         )
-        # The one bind under way per pod (namespace, name).
+        # The one bind under way per pod (namespace, name), and its node.
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._targets: dict[tuple[str, str], str] = {}
         # uid -> node of binds that succeeded lately: a retry whose first attempt succeeded
         # must not take the node lock again, or the lock would outlive the device plugin's
         # Allocate and block the node.
@@ -135,14 +136,18 @@ class Binder:
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(self._bind(namespace, name, uid, node, term, deadline, answer))
         self._flights[key] = task
-        task.add_done_callback(
-            lambda done: self._flights.pop(key) if self._flights.get(key) is done else None
-        )
+        self._targets[key] = node
+        task.add_done_callback(lambda done: self._landed(key, done))
         await asyncio.shield(answer)
 
-    def binding(self, namespace: str, name: str) -> bool:
-        """Whether a bind of that pod is under way here."""
-        return (namespace, name) in self._flights
+    def _landed(self, key: tuple[str, str], done: "asyncio.Task[None]") -> None:
+        if self._flights.get(key) is done:
+            del self._flights[key]
+            del self._targets[key]
+
+    def binding(self, namespace: str, name: str, node: str) -> bool:
+        """Whether a bind of that pod to that node is under way here."""
+        return self._targets.get((namespace, name)) == node
 
     async def drain(self, within: float) -> int:
         """Wait for binds under way (graceful shutdown); returns how many did not finish."""

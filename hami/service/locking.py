@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
+from hami.engine.names import NODE_LOCK
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError
 from hami.kube.leader import Term
@@ -22,6 +24,11 @@ from hami.service.deadline import Deadline
 from hami.service.lockwatch import LockWatch
 
 log = logging.getLogger(__name__)
+
+# How long a lock this process took for one of its binds is taken on trust: the device plugin
+# releases it within moments, and a bind queued behind it waits for the watch to say so rather
+# than reading the Node and the holder pod. Past this, the lock rules decide as for any lock.
+OWN_LOCK_TRUST = 5.0
 
 
 class NodeLocker:
@@ -33,9 +40,10 @@ class NodeLocker:
         now: Callable[[], datetime],
         expiry: timedelta,
         write_timeout: float,
-        binding: Callable[[str, str], bool],
+        binding: Callable[[str, str, str], bool],
     ) -> None:
-        """`binding(namespace, name)` says whether a bind of that pod is under way here."""
+        """`binding(namespace, name, node)` says whether a bind of that pod to that node is
+        under way here."""
         self.write_timeout = write_timeout
         self.kube = kube
         self.locks = locks
@@ -44,6 +52,26 @@ class NodeLocker:
         self.binding = binding
         # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # node -> (lock value, loop time) of the locks this process wrote lately.
+        self._own: dict[str, tuple[str, float]] = {}
+
+    def _written(self, node: Mapping[str, Any]) -> None:
+        """A Node as one of our lock writes returned it: known before the watch shows it."""
+        self.locks.seen(node)
+        name = str((node.get("metadata") or {}).get("name", ""))
+        value = ((node.get("metadata") or {}).get("annotations") or {}).get(NODE_LOCK)
+        if value:
+            self._own[name] = (value, asyncio.get_running_loop().time())
+        else:
+            self._own.pop(name, None)
+
+    def _trusted(self, node: str, seen: str | None) -> bool:
+        """Whether `seen` is a lock this process took moments ago."""
+        own = self._own.get(node)
+        if own is None or seen is None:
+            return False
+        value, since = own
+        return value == seen and asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
     async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
         """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
@@ -65,6 +93,16 @@ class NodeLocker:
             while True:
                 term.check()
                 seen = self.locks.value(node)
+                if self._trusted(node, seen):
+                    contention = NodeLockContention(
+                        f"node {node} has been locked within {waiting:.3g}s: node lock "
+                        "contention (held by a pod this scheduler bound moments ago, whose "
+                        "devices are being allocated)"
+                    )
+                    if wait.left() <= 0:
+                        raise contention
+                    await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
+                    continue
                 try:
                     async with wait.step():
                         await lock_node(
@@ -79,6 +117,7 @@ class NodeLocker:
                             # afresh, so a lagging watch never makes a bind wait for nothing.
                             known=self.locks.node(node) if seen is None else None,
                             binding=self.binding,
+                            written=self._written,
                         )
                     return
                 except NodeLockContention as e:
@@ -105,7 +144,12 @@ class NodeLocker:
             # A few attempts at most (each a read and a write), whatever the API server does.
             async with asyncio.timeout(3 * self.write_timeout):
                 await release_node(
-                    self.kube, node, namespace, name, write_timeout=self.write_timeout
+                    self.kube,
+                    node,
+                    namespace,
+                    name,
+                    write_timeout=self.write_timeout,
+                    written=self._written,
                 )
         except (KubeError, TimeoutError) as e:
             log.warning(

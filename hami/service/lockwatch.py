@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from hami.engine.names import NODE_LOCK
+from hami.kube.informer import is_older
 
 
 class LockWatch:
@@ -23,11 +24,17 @@ class LockWatch:
         self._changed: dict[str, asyncio.Event] = {}
 
     def seen(self, node: Mapping[str, Any]) -> None:
-        """A Node from the watch (or a relist)."""
+        """A Node from the watch (or a relist), or as one of our own writes returned it: these
+        come before the watch shows them, so a watch event older than what is known is
+        dropped."""
         meta = node.get("metadata") or {}
         name = str(meta.get("name", ""))
-        if meta.get("resourceVersion"):
-            self._versions[name] = str(meta["resourceVersion"])
+        version = str(meta.get("resourceVersion") or "")
+        known = self._versions.get(name)
+        if version and known and is_older(version, known):
+            return
+        if version:
+            self._versions[name] = version
         self._set(name, (meta.get("annotations") or {}).get(NODE_LOCK))
 
     def tap(self, nodes: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:

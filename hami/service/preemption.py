@@ -201,18 +201,19 @@ def _with_budgets(pods: list[tuple[Victim, Facts]], budgets: Sequence[Budget]) -
     ]
 
 
-def describe(plan: Preemption | None, pod: Preemptor) -> list[str]:
-    """`hami explain`'s lines on preemption: the victims and why these."""
+def describe(plan: Preemption | None, pod: Preemptor, head: str = "preemption") -> list[str]:
+    """`hami explain`'s lines on GPU preemption: the victims and why these. `head` starts the
+    first line: what the scheduler does, or what it would do with --preemption."""
     if pod.policy == NEVER:
         return ["  preemption: never (preemptionPolicy: Never)"]
     if plan is None:
         return [
-            f"  preemption: none helps: no GPU pod of priority below {pod.priority} "
+            f"  {head}: none helps: no GPU pod of priority below {pod.priority} "
             "frees enough of a card on any node"
         ]
     top = max(v.priority for v in plan.victims)
     lines = [
-        f"  preemption (hami serve --preemption): evict {len(plan.victims)} pod(s) on node "
+        f"  {head}: evict {len(plan.victims)} pod(s) on node "
         f"{plan.node}; it then fits on cards "
         + ", ".join(sorted({d.uuid for c in plan.devices for d in c}))
     ]
@@ -231,6 +232,17 @@ def describe(plan: Preemption | None, pod: Preemptor) -> list[str]:
     return lines
 
 
+def kube_scheduler_words(pod: Mapping[str, Any]) -> str | None:
+    """What kube-scheduler's own preemption said about the pod: the `preemption: ...` end of its
+    PodScheduled condition (`0/1 nodes are available: 1 No preemption victims found for
+    incoming pod.`), None before it has tried."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        message = str(condition.get("message") or "")
+        if condition.get("type") == "PodScheduled" and "preemption: " in message:
+            return message[message.rindex("preemption: ") + len("preemption: ") :]
+    return None
+
+
 def preemption_lines(
     cache: ClusterCache,
     pods: Iterable[Mapping[str, Any]],
@@ -238,8 +250,12 @@ def preemption_lines(
     pod: Mapping[str, Any],
     policies: Defaults = Defaults(),
     resources: ResourceDefaults = ResourceDefaults(),
+    *,
+    enabled: bool = False,
 ) -> list[str]:
-    """For `hami explain`: what preemption would do for a pending GPU pod that fits nowhere."""
+    """For `hami explain`, a pending GPU pod that fits nowhere: with GPU preemption on
+    (`enabled`, as `hami serve --preemption`), what it does; off (HAMi's behaviour), what
+    kube-scheduler's own preemption said, in its words, then what `--preemption` would do."""
     if (pod.get("spec") or {}).get("nodeName"):
         return []
     placement = Placement(cache, policies, resources)
@@ -256,7 +272,13 @@ def preemption_lines(
     parsed = [b for b in map(parse_budget, budgets or ()) if b is not None]
     preemptor = replace(preemptor_of(pod, *asked), quota=cache.quotas.quota(ref.namespace))
     f = field(cache, facts, preemptor, ref.uid, candidates, parsed)
-    lines = describe(None if f is None else f.plan(), preemptor)
+    plan = None if f is None else f.plan()
+    if enabled:
+        lines = describe(plan, preemptor, "preemption (hami serve --preemption)")
+    else:
+        said = kube_scheduler_words(pod)
+        lines = [f"  preemption: {said}"] if said is not None and preemptor.policy != NEVER else []
+        lines += describe(plan, preemptor, "with hami serve --preemption")
     if budgets is None:
         lines.append(
             "    (PodDisruptionBudgets could not be read: their violations are not counted)"

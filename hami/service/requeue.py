@@ -10,6 +10,10 @@ away are touched (one annotation, `hami.io/requeue`): an update of the pod
 itself, which puts it back in kube-scheduler's queue now that our cache
 agrees. Bounded: each pod at most once a second, all pods together at most
 `rate` a second, and only pods we rejected since their last touch.
+
+Logged, so that a refusal followed by a placement reads as a story: each pass says how many
+pods it asked about and on which nodes capacity freed up, and a touched pod that is then placed
+says so, with how long it waited.
 """
 
 import asyncio
@@ -26,6 +30,7 @@ from hami.service.placement import FilterOutcome, PodRef
 log = logging.getLogger(__name__)
 
 REQUEUE_ANNOTATION = "hami.io/requeue"
+MAX_FREED_NAMED = 20  # nodes named in one pass's log line; a mass release names the first
 
 
 class Requeuer:
@@ -46,6 +51,8 @@ class Requeuer:
         self._rejected: OrderedDict[str, PodRef] = OrderedDict()  # uid -> pod, oldest first
         self._touched: dict[str, float] = {}  # uid -> when we last touched it
         self._since: dict[str, float] = {}  # uid -> when we first turned it away
+        self._freed: set[str] = set()  # nodes that released capacity since the last pass
+        self._why: dict[str, list[str]] = {}  # uid -> the freed nodes its last touch was for
         self._due = asyncio.Event()
         self.touches = 0
 
@@ -56,6 +63,17 @@ class Requeuer:
             return
         uid = outcome.pod.uid
         if outcome.node_names:
+            if uid in self._why:
+                log.info(
+                    "pod placed after a requeue",
+                    extra={
+                        "namespace": outcome.pod.namespace,
+                        "pod": outcome.pod.name,
+                        "node": outcome.node_names[0],
+                        "waited_seconds": round(self.clock() - self._since[uid], 3),
+                        "freed_on": self._why[uid],
+                    },
+                )
             self.forget(uid)
             return
         self._rejected.pop(uid, None)
@@ -64,8 +82,7 @@ class Requeuer:
         while len(self._rejected) > self.limit:
             # The oldest rejections wait for kube-scheduler's own periodic retry.
             old, _ = self._rejected.popitem(last=False)
-            self._touched.pop(old, None)
-            self._since.pop(old, None)
+            self.forget(old)
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         """A pod event from the watch: a pod that is placed or finished needs no retry."""
@@ -78,6 +95,7 @@ class Requeuer:
         self._rejected.pop(uid, None)
         self._touched.pop(uid, None)
         self._since.pop(uid, None)
+        self._why.pop(uid, None)
 
     def waiting(self) -> tuple[int, float]:
         """GPU pods turned away for want of a card and not placed since (at most `limit`), and
@@ -91,6 +109,8 @@ class Requeuer:
 
     def released(self, node: str) -> None:
         if self._rejected:
+            if len(self._freed) < MAX_FREED_NAMED:
+                self._freed.add(node)
             self._due.set()
 
     # --- the worker -------------------------------------------------------------------------
@@ -111,23 +131,32 @@ class Requeuer:
 
     async def _touch_all(self, stop: asyncio.Event) -> None:
         now = self.clock()
+        freed, self._freed = sorted(self._freed), set()
         due = [
             ref
             for uid, ref in self._rejected.items()
             if now - self._touched.get(uid, -self.per_pod_interval) >= self.per_pod_interval
         ]
+        asked = 0
         for ref in due:
             if stop.is_set():
-                return
+                break
             if ref.uid not in self._rejected:
                 continue  # placed meanwhile
             self._touched[ref.uid] = self.clock()
-            await self._touch(ref)
+            if await self._touch(ref):
+                asked += 1
+                self._why[ref.uid] = freed
             await asyncio.sleep(1 / self.rate)
-        if any(uid not in self._touched for uid in self._rejected):
+        if asked:
+            log.info(
+                "asked kube-scheduler to retry refused GPU pods: capacity freed up",
+                extra={"pods": asked, "freed_on": freed},
+            )
+        if not stop.is_set() and any(uid not in self._touched for uid in self._rejected):
             self._due.set()  # rejected while this pass ran: their turn next
 
-    async def _touch(self, ref: PodRef) -> None:
+    async def _touch(self, ref: PodRef) -> bool:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         ctx = {"namespace": ref.namespace, "pod": ref.name}
         try:
@@ -137,6 +166,7 @@ class Requeuer:
         except KubeError as e:
             # Gone, or the API server is busy: kube-scheduler's own retry remains.
             log.info("could not ask kube-scheduler to retry", extra={**ctx, "error": str(e)})
-            return
+            return False
         self.touches += 1
         log.debug("asked kube-scheduler to retry", extra=ctx)
+        return True

@@ -9,6 +9,7 @@ import yaml
 
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
 from hami.engine.model import DeviceInfo
+from hami.engine.names import NVIDIA
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 
 
@@ -46,21 +47,45 @@ _DEVICE_KEYS = {
 }
 
 
+def _whole(raw: Mapping[str, Any], key: str, default: int | None, what: str) -> int:
+    """A whole-number field; the message names it and what it counts."""
+    if key not in raw and default is not None:
+        return default
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ScenarioError(f"{key} must be a whole number ({what}), got {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ScenarioError(f"{key} must be a whole number ({what}), got {value!r}") from None
+    if number < 0:
+        raise ScenarioError(f"{key} must not be negative ({what}), got {value!r}")
+    return number
+
+
 def _device(raw: Any, where: str) -> DeviceInfo:
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{where}: a device must be a mapping")
     unknown = set(raw) - _DEVICE_KEYS
     if unknown:
         raise ScenarioError(f"{where}: unknown device fields {sorted(unknown)}")
+    kind = str(raw.get("type", "NVIDIA"))
+    if NVIDIA.lower() not in kind.lower():
+        # The scheduler counts only cards whose type names NVIDIA, as HAMi does: such a card
+        # would be left out without a word, and its node be `node unregistered`.
+        raise ScenarioError(
+            f"{where}: type {kind!r} is not an NVIDIA type; HAMi's plugin registers "
+            f"'NVIDIA-<model>' (e.g. 'NVIDIA-Tesla T4'), and cards of other types are not counted"
+        )
     try:
         return DeviceInfo(
             id=str(raw["id"]),
-            index=int(raw.get("index", 0)),
-            count=int(raw.get("count", 10)),
-            devmem=int(raw["devmem"]),
-            devcore=int(raw.get("devcore", 100)),
-            type=str(raw.get("type", "NVIDIA")),
-            numa=int(raw.get("numa", 0)),
+            index=_whole(raw, "index", 0, "the card's index on the node"),
+            count=_whole(raw, "count", 10, "tasks that may share the card"),
+            devmem=_whole(raw, "devmem", None, "MiB"),
+            devcore=_whole(raw, "devcore", 100, "percent of the card's cores"),
+            type=kind,
+            numa=_whole(raw, "numa", 0, "the card's NUMA node"),
             mode=str(raw.get("mode", "hami-core")),
             health=bool(raw.get("health", True)),
             # As the device plugin registers them: name, memoryMB, core, sliceCount, placements.
@@ -68,6 +93,8 @@ def _device(raw: Any, where: str) -> DeviceInfo:
         )
     except KeyError as e:
         raise ScenarioError(f"{where}: device is missing {e.args[0]!r}") from None
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {e}") from None
     except (TypeError, ValueError, CodecError) as e:
         raise ScenarioError(f"{where}: {e}") from None
 
@@ -150,9 +177,22 @@ def load(path: Path) -> Scenario:
             [f"delete {', '.join(delete)}"] if delete else []
         )
         steps.append(Step(i, "; ".join(parts), pods, tuple(delete)))
-    return Scenario(
-        path,
-        defaults,
-        tuple(_node(n, f"{where}: node {i + 1}") for i, n in enumerate(nodes)),
-        tuple(steps),
-    )
+    built = tuple(_node(n, f"{where}: node {i + 1}") for i, n in enumerate(nodes))
+    _unique_cards(nodes, where)
+    return Scenario(path, defaults, built, tuple(steps))
+
+
+def _unique_cards(nodes: list[Any], where: str) -> None:
+    """A card id (its UUID) names one card in the cluster: the allocation annotations name cards
+    by it alone."""
+    seen: dict[str, str] = {}
+    for i, node in enumerate(nodes):
+        for j, device in enumerate(node["devices"]):
+            here = f"node {i + 1} ({node['name']}), device {j}"
+            card = str(device["id"])
+            if card in seen:
+                raise ScenarioError(
+                    f"{where}: card id {card!r} is given twice, {seen[card]} and {here}; "
+                    "each card needs its own id"
+                )
+            seen[card] = here

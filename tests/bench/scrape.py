@@ -23,6 +23,8 @@ OURS: dict[str, tuple[str, dict[str, str]]] = {
     "bind": ("hami_bind_duration_seconds", {}),
     "webhook": ("hami_admission_duration_seconds", {}),
     "loop_lag": ("hami_event_loop_lag_seconds", {}),
+    "lock write": ("hami_api_write_duration_seconds", {"resource": "nodes"}),
+    "Binding": ("hami_api_write_duration_seconds", {"resource": "pods/binding"}),
 }
 # kube-scheduler's own view: one scheduling cycle (its filters and our /filter, serial) and the
 # extender's bind as it waited for it.

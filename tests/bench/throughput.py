@@ -186,9 +186,9 @@ async def run_once(
                     print(f"{label}: create {name} failed: {e.status} {e.reason}", file=sys.stderr)
 
         scheduler = kube_scheduler_pid(plane)
+        before = sample(plane, plane.metrics_url, plane.scheduler_port)
         if backlog:
             os.killpg(scheduler, signal.SIGSTOP)
-        before = sample(plane, plane.metrics_url, plane.scheduler_port)
         started = time.monotonic()
         try:
             await asyncio.gather(*(create(i) for i in range(pods)))

@@ -747,6 +747,10 @@ class ControlPlane:
             # not-ready taint that TaintNodesByCondition puts on every new Node.
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--endpoint-reconciler-type=none",
+            # kubectl logs/exec of a pod on a simulated node: dial the node's InternalIP
+            # (127.0.0.1), never look its name up (the Hostname type, first by default, asks the
+            # machine's DNS resolver).
+            "--kubelet-preferred-address-types=InternalIP",
             f"--service-account-issuer={self.apiserver_url}/",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from .cluster import AS_PLUGIN, AS_SCHEDULER, DEVICE_PLUGIN_USER, ControlPlane, NodeSim
-from .invariant import differences, overcommitted, rebuilt, served
+from .invariant import differences, locks_left, overcommitted, rebuilt, served
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 
@@ -348,7 +348,7 @@ def test_kill_9_during_a_burst_leaves_no_node_blocked(
     app = control_plane.app
     assert app is not None
     wait_for(
-        lambda: "node lock taken" in control_plane.app_log.read_text(),
+        lambda: locks_left(kube, [n.name for n in nodes]),
         timeout=60,
         what="the first bind to take a node lock",
     )

@@ -20,6 +20,7 @@ import pytest
 
 from hami.engine.codec import decode_pod_devices
 from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
+from tests import applog
 
 from . import invariant
 from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, FaultyApi, NodeSim
@@ -301,13 +302,5 @@ def test_a_scheduler_pod_deleted_during_a_burst_leaves_every_pod_consistent(
 
 
 def _lines_about(log: str, pod: str) -> str:
-    """The JSON log lines of `hami serve` that name the pod."""
-    out = []
-    for line in log.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("pod") == pod:
-            out.append(line)
-    return "\n".join(out)
+    """The messages of `hami serve`'s log records that name the pod, one a line."""
+    return "\n".join(json.dumps(r) for r in applog.about(log, pod=pod))

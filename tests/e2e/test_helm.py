@@ -51,6 +51,7 @@ from cryptography import x509
 
 from tests.unit.test_helm_render import (
     CHART,
+    EXTENDER,
     LAB12,
     Obj,
     container,
@@ -254,7 +255,7 @@ def chart_scheduler(
     kube-scheduler container would hold; yields its args and restores the default after."""
     release = release_name("hami-chart")
     docs = render(*values, namespace=namespace, release=release)
-    hami = container(docs, "hami")
+    hami = container(docs, EXTENDER)
     pod_name = f"{release}-scheduler-6b7c9-x2x4q"
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     lease = {
@@ -352,7 +353,7 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
 ) -> None:
     release = release_name("hami-certs")
     docs = render(namespace=namespace, release=release)
-    hami = container(docs, "hami")
+    hami = container(docs, EXTENDER)
     secret, configuration_name = f"{release}-scheduler-tls", f"{release}-webhook"
     port, extender_port, metrics_port = free_ports(3)
     cert_dir = tmp_path / "tls"
@@ -640,7 +641,9 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
 
 
 @pytest.mark.parametrize(
-    "values", [[], ["scheduler.replicas=1", "scheduler.leaderElect=false"]], ids=["ha", "single"]
+    "values",
+    [["scheduler.replicas=2"], ["scheduler.replicas=1", "scheduler.leaderElect=false"]],
+    ids=["ha", "single"],
 )
 def test_helm_kube_scheduler_accepts_the_rendered_configuration(
     tmp_path: Path, values: list[str]

@@ -17,6 +17,7 @@ from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 pytestmark = pytest.mark.e2e
 
 LAB12 = Path(__file__).resolve().parents[2] / "examples" / "lab12" / "04-shared-pods.yaml"
+LAB12_SOURCE = LAB12.parent / "memory-limit.cu"
 LAB12_UUID = "GPU-9acc8878-3967-5fb4-c534-43d6fd820fa6"
 GKE = ("--driver-profile", "gke")
 STANDALONE = (
@@ -26,6 +27,15 @@ STANDALONE = (
     "--hook-path",
     "/home/kubernetes/bin/nvidia/vgpu",
 )
+
+
+def apply_lab12(kube: Kube, namespace: str) -> None:
+    """Lab 12, Step 6: the proof's source as a ConfigMap (the pods mount it), then the pods."""
+    kube(
+        *("create", "configmap", "kai-hami-lab12-source", "-n", namespace),
+        f"--from-file=memory-limit.cu={LAB12_SOURCE}",
+    )
+    kube("apply", "-n", namespace, "-f", str(LAB12))
 
 
 def without_driver_plumbing(path: Path) -> str:
@@ -91,7 +101,7 @@ def test_inject_lab12_standalone_exact_limits_on_one_card(
             labels={"hami.run/lab-12": "true"},
         )
     )
-    kube("apply", "-n", namespace, "-f", str(LAB12))
+    apply_lab12(kube, namespace)
     pods = ["kai-hami-lab12-a", "kai-hami-lab12-b"]
     kube.wait_ready(namespace, pods)
 

@@ -12,7 +12,7 @@ import yaml
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import gke_t4_node
-from .test_inject import LAB12, LAB12_UUID, STANDALONE, resolved_env
+from .test_inject import LAB12, LAB12_UUID, STANDALONE, apply_lab12, resolved_env
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ spec:
 
 def first_line_of_the_log(command: str, env: dict[str, str]) -> str:
     """What the lab's start-up command prints before nvidia-smi: its first step, run by sh."""
-    first = command.split(";")[0].strip()
+    first = command.split("\n")[0].strip()
     assert first == "echo limit=$CUDA_DEVICE_MEMORY_LIMIT_0", first
     return subprocess.run(
         ["sh", "-c", first], env=env, capture_output=True, text=True, check=True, timeout=10
@@ -61,7 +61,7 @@ def test_lab12_on_a_node_as_gkes_plugin_and_gfd_leave_it(
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
     assert "hami.io/node-nvidia-register" not in (node["metadata"].get("annotations") or {})
 
-    kube("apply", "-n", namespace, "-f", str(LAB12))
+    apply_lab12(kube, namespace)
     kube.wait_ready(namespace, PODS)
 
     manifests = {d["metadata"]["name"]: d for d in yaml.safe_load_all(LAB12.read_text()) if d}

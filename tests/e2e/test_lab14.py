@@ -8,15 +8,17 @@ cache is rebuilt from the API server alone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
 import pytest
 
+from tests import applog
 from tests.unit.engine.test_lab14_replay import (
     STEP_4,
     STEP_5,
+    STEP_6_EVENTS,
     STEP_6_MUTEX,
     STEP_6_RELEASED,
     STEP_7,
@@ -24,7 +26,8 @@ from tests.unit.engine.test_lab14_replay import (
 )
 
 from .cluster import ControlPlane, NodeSim
-from .kube import Kube, wait_for
+from .kube import Kube, eventually, wait_for
+from .labtext import EventRow, event_rows
 from .nodespec import t4_node
 from .status import check_status
 
@@ -137,19 +140,17 @@ def replay(
     assert "0/1 nodes are available: 1 4/4 ExclusiveDeviceAllocateConflict." in message
     assert kube.pod(ns, "policy-mutex-c")["status"]["phase"] == "Pending"
 
-    def events(reason: str) -> list[str]:
-        return [
-            e.get("message") or e.get("note") or ""
-            for e in kube.pod_events(ns, "policy-mutex-c")
-            if e.get("reason") == reason
-        ]
+    # The lab's Events rows, Age and counts aside: kube-scheduler's FailedScheduling and HAMi's
+    # FilteringFailed for the node's reason, nothing else (tests/e2e/labtext.py).
+    def events() -> set[EventRow]:
+        return event_rows(kube("describe", "pod", "-n", ns, "policy-mutex-c").stdout)
 
-    failed = wait_for(
-        lambda: events("FailedScheduling"), timeout=30, what="a FailedScheduling event"
-    )
-    assert any("4/4 ExclusiveDeviceAllocateConflict" in m for m in failed), failed
-    ours = wait_for(lambda: events("FilteringFailed"), timeout=30, what="our FilteringFailed event")
-    assert f"1 nodes ExclusiveDeviceAllocateConflict({NODE})" in ours, ours
+    def lab_rows() -> None:
+        assert events() == event_rows(STEP_6_EVENTS)
+
+    eventually(lab_rows, timeout=30)
+    time.sleep(2)  # and nothing else follows them
+    lab_rows()
     # What lab-card would print now: the waiting pod without a card.
     check(
         lab_card(kube, ns),
@@ -187,6 +188,5 @@ def replay(
     table(STEP_7)
 
     # Step 8: the binpack-solo pass logged the write-up's scores.
-    lines = [line for line in app_log().splitlines() if "computer score" in line]
-    last_four = "".join(orjson.loads(line)["msg"] + "\n" for line in lines[-4:])
-    assert last_four == STEP_8_SCORES
+    scores = [r["msg"] for r in applog.records(app_log()) if "computer score" in r["msg"]]
+    assert "".join(f"{msg}\n" for msg in scores[-4:]) == STEP_8_SCORES

@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests import applog
+
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
@@ -81,15 +83,10 @@ def bind_failures(kube: Kube, namespace: str, pod: str) -> list[str]:
 def take_over_reasons(control_plane: ControlPlane, namespace: str, node: str) -> list[str]:
     """Why our binds in `namespace` took over `node`'s lock, from the `hami serve` log."""
     reasons = []
-    for line in control_plane.app_log.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("msg") == "node lock taken over" and (
-            record.get("namespace"),
-            record.get("node"),
-        ) == (namespace, node):
+    for record in applog.about(
+        control_plane.app_log.read_text(errors="replace"), namespace=namespace, node=node
+    ):
+        if record["msg"] == "node lock taken over":
             reasons.append(record["reason"])
     return reasons
 

@@ -44,12 +44,12 @@ from tests.unit.monitoring.test_alert_rules import RULES, alert_names
 from .cluster import DEVICE_PLUGIN_USER
 from .kube import Kube, eventually, wait_for
 from .nodespec import gfd_labels, gke_t4_node
-from .nodetier.chart import DEPLOYMENT, LEASE, NAMESPACE, RELEASE, Release
+from .nodetier.chart import DEPLOYMENT, EXTENDER, LEASE, NAMESPACE, RELEASE, Release
 from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
 from .nodetier.dashboard import Lab, check_every_query
 from .prometheus import Prometheus, find_tools
 from .status import check_status, hami_status
-from .test_inject import LAB12, LAB12_UUID, without_driver_plumbing
+from .test_inject import LAB12_UUID, apply_lab12, without_driver_plumbing
 from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
 pytestmark = pytest.mark.node
@@ -80,6 +80,7 @@ def chart(node_tier: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     release = Release(node_tier, tmp_path_factory.mktemp("helm"))
     release.install(
         *("--set", "preset=gke", "--set", "image.repository=localhost/hami-py"),
+        *("--set", "scheduler.replicas=2"),
         # The fake device plugin stands in for HAMi's (whose image is not built here).
         *("--set", "devicePlugin.enabled=false"),
         "--set-json",
@@ -177,7 +178,7 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Release) -> N
     assert len(pods) == 2
     for pod in pods:
         statuses = {c["name"]: c["ready"] for c in pod["status"]["containerStatuses"]}
-        assert statuses == {"kube-scheduler": True, "hami": True}, statuses
+        assert statuses == {"kube-scheduler": True, EXTENDER: True}, statuses
     secret = kube.get("secret", f"{DEPLOYMENT}-tls", NAMESPACE)
     ca = base64.b64decode(secret["data"]["ca.crt"])
     webhook = kube.get("mutatingwebhookconfiguration", f"{RELEASE}-webhook")["webhooks"][0]
@@ -344,7 +345,7 @@ def test_lab12_standalone_on_a_node_without_hamis_device_plugin(
     kube("-n", NAMESPACE, "rollout", "status", installer, "--timeout=120s", timeout=130)
 
     new_namespace(kube, LAB12_NS)
-    kube("apply", "-n", LAB12_NS, "-f", str(LAB12))  # KAI's form: gpu-memory, kai-scheduler
+    apply_lab12(kube, LAB12_NS)  # KAI's form: gpu-memory, kai-scheduler
     kube.wait_ready(LAB12_NS, list(LAB12_PODS), timeout=180)
     library = (GKE_VGPU_DIR / "libvgpu.so").read_text()  # libvgpuInstaller's copy
     assert "placeholder" in library

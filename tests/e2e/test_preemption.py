@@ -130,7 +130,7 @@ def messages(kube: Kube, ns: str, name: str, reason: str) -> list[str]:
     return [e.get("message", "") for e in kube.pod_events(ns, name) if e.get("reason") == reason]
 
 
-def explain(plane: ControlPlane, ns: str, pod: str) -> str:
+def explain(plane: ControlPlane, ns: str, pod: str, *flags: str) -> str:
     argv = [
         sys.executable,
         "-m",
@@ -139,6 +139,7 @@ def explain(plane: ControlPlane, ns: str, pod: str) -> str:
         f"{ns}/{pod}",
         "--kubeconfig",
         str(plane.kubeconfig),
+        *flags,
     ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
 
@@ -280,9 +281,13 @@ def test_never_preempts_with_preemption_off_or_with_preemption_policy_never(
     start_low(kube, ns, [(f"low-{i}", 8000, i) for i in range(4)])
     # Off (the default): HAMi's behaviour, the pod waits.
     waits_and_evicts_nothing(kube, ns, gpu_pod("hi", 11000, "high"), "hi")
-    # hami explain tells what --preemption would do.
+    # hami explain quotes kube-scheduler's own preemption, then tells what --preemption would do.
     out = explain(lab_node, ns, "hi")
-    assert f"evict 1 pod(s) on node {NODE}; it then fits on cards {UUIDS[3]}" in out, out
+    condition = kube.pod_scheduled_message(ns, "hi") or ""
+    said = condition[condition.rindex("preemption: ") :]
+    assert f"\n  {said}\n" in out, out
+    would = f"with hami serve --preemption: evict 1 pod(s) on node {NODE}; it then fits on cards"
+    assert f"  {would} {UUIDS[3]}\n" in out, out
     assert f"{ns}/low-3: priority 100 < 1000, holds 8000 MiB of {UUIDS[3]}" in out, out
     kube("delete", "pod", "hi", "-n", ns, "--wait=true")
 
@@ -290,7 +295,9 @@ def test_never_preempts_with_preemption_off_or_with_preemption_policy_never(
     waits_and_evicts_nothing(kube, ns, gpu_pod("never", 11000, "high-never"), "never")
     assert not kube.pod(ns, "never")["spec"].get("nodeName")
     assert not messages(kube, ns, "never", "Preempting")
-    assert "preemption: never (preemptionPolicy: Never)" in explain(lab_node, ns, "never")
+    assert "preemption: never (preemptionPolicy: Never)" in explain(
+        lab_node, ns, "never", "--preemption"
+    )
 
 
 def test_two_high_priority_pods_at_once_evict_one_pod_each(

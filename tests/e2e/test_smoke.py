@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .cluster import SCHEDULER_NAME, NodeSim
+from .cluster import REPO_ROOT, SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube
 from .nodespec import t4_node
 
@@ -57,3 +57,12 @@ def test_gpu_pod_is_admitted_scheduled_allocated_and_ready(
     assert "hami.io/mutex.lock" not in node_annotations
     scheduled = [e for e in kube.pod_events(namespace, "smoke") if e.get("reason") == "Scheduled"]
     assert scheduled, "kube-scheduler recorded no Scheduled event"
+
+
+def test_the_control_plane_started_within_what_the_readme_says(
+    control_plane: ControlPlane,
+) -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    bound = re.search(r"and up to (\d+) s while other work loads it", readme)
+    assert bound is not None, "the README's Testing section no longer gives the bound"
+    assert control_plane.timings["total"] <= int(bound.group(1)), control_plane.timings

@@ -17,6 +17,15 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "no-context").write_text("apiVersion: v1\nkind: Config\n")
     (tmp_path / "scenario.yaml").write_text("nodes: [\n")
     (tmp_path / "pem").write_text("not read before the kubeconfig\n")
+    card = "{id: GPU-%s, devmem: %s, type: %s}"
+    for name, cards in {
+        "amd": [card % ("a", 15360, "AMD-MI300X")],
+        "devmem": [card % ("a", "15G", "NVIDIA-Tesla T4")],
+        "twice": [card % ("a", 15360, "NVIDIA-Tesla T4"), card % ("a", 15360, "NVIDIA-Tesla T4")],
+    }.items():
+        (tmp_path / f"{name}.yaml").write_text(
+            f"nodes: [{{name: n1, devices: [{', '.join(cards)}]}}]\nsteps: []\n"
+        )
     return tmp_path
 
 
@@ -45,6 +54,19 @@ SERVE = ["serve", "--tls-cert-file", "{d}/pem", "--tls-key-file", "{d}/pem", "--
         (["serve", "--port", "x"], "hami serve: flag --port: port must be int"),
         (["simulate", "{d}/scenario.yaml"], "is not valid YAML"),
         (["simulate", "{d}/missing.yaml"], "cannot read"),
+        (["simulate", "-x"], "hami simulate: unrecognized arguments: -x"),
+        (
+            ["simulate", "{d}/amd.yaml"],
+            "node 1, device 0: type 'AMD-MI300X' is not an NVIDIA type; HAMi's plugin registers",
+        ),
+        (
+            ["simulate", "{d}/devmem.yaml"],
+            "node 1, device 0: devmem must be a whole number (MiB), got '15G'",
+        ),
+        (
+            ["simulate", "{d}/twice.yaml"],
+            "card id 'GPU-a' is given twice, node 1 (n1), device 0 and node 1 (n1), device 1",
+        ),
         (["bench", "--nodes", "0"], "hami bench: --nodes must be at least 1"),
         (["bench", "--runs", "many"], "invalid int value: 'many' (see hami bench --help)"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),

@@ -98,8 +98,12 @@ class Harness:
         self.cache.replace_nodes([*(node(n) for n in REGISTERED), bare_node(BARE)])
         self.placement = Placement(self.cache)
         self.closed: str | None = None
+        self.paced = 0
         self.filtered: list[FilterOutcome] = []
         self.observed: list[tuple[str, str]] = []
+
+    async def pace(self) -> None:
+        self.paced += 1
 
     async def gate(self) -> str | None:
         return self.closed
@@ -136,6 +140,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: Kube) ->
             h.placement,
             binder,
             h.gate,
+            h.pace,
             h.filtered.append,
             lambda r, _: h.observed.append(("filter", r)),
             lambda r, _: h.observed.append(("bind", r)),
@@ -193,6 +198,7 @@ async def test_filter_shapes_place_a_gpu_pod_on_one_input_node(
     assert reservation is not None and reservation.node == answer["nodenames"][0]
     assert harness.observed == [("filter", "fit")]
     assert [o.pod.uid for o in harness.filtered] == ["uid-1"]
+    assert harness.paced == 1, "a decision waits for the API server to keep up with our writes"
 
 
 async def test_filter_of_a_pod_the_cache_knows_bound_places_nothing(

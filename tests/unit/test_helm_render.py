@@ -19,11 +19,14 @@ import pytest
 import yaml
 
 from hami.cli import parser
+from hami.engine.policy import GPU_POLICY_NAMES
 from hami.runtime.config import bind_budget, load_settings
 from hami.service.bindrules import go_duration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "hami"
+# The hami serve container, under HAMi's chart's name for it (Lab 14 Step 8 reads its log).
+EXTENDER = "vgpu-scheduler-extender"
 KUBE_VERSION = "1.35.0"
 RELEASE = "hami-py"
 NAMESPACE = "hami-system"
@@ -218,7 +221,6 @@ def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
         ("ConfigMap", "hami-py-scheduler"),
         ("Service", "hami-py-scheduler"),
         ("Deployment", "hami-py-scheduler"),
-        ("PodDisruptionBudget", "hami-py-scheduler"),
         ("MutatingWebhookConfiguration", "hami-py-webhook"),
         ("ValidatingAdmissionPolicy", "hami-py-scheduling-state"),
         ("ValidatingAdmissionPolicyBinding", "hami-py-scheduling-state"),
@@ -384,7 +386,7 @@ def test_helm_preemption_adds_the_eviction_status_and_budget_rules() -> None:
         ("", "pods/status", (), ("patch",)),
         ("policy", "poddisruptionbudgets", (), ("list",)),
     ]
-    settings = settings_from(container(docs, "hami"))
+    settings = settings_from(container(docs, EXTENDER))
     assert (settings.preemption, settings.preemption_hold_seconds) == (True, 90.0)
 
 
@@ -425,7 +427,7 @@ def test_helm_binds_end_within_the_extender_timeout_kube_scheduler_is_given(
     # bind budget (lock wait included) is cut from the very same value.
     docs = render(f"scheduler.kubeScheduler.httpTimeout={timeout}")
     assert scheduler_config(docs)["extenders"][0]["httpTimeout"] == timeout
-    budget = bind_budget(settings_from(container(docs, "hami")))
+    budget = bind_budget(settings_from(container(docs, EXTENDER)))
     assert budget.total == total
     assert budget.total < go_duration(timeout).total_seconds()
 
@@ -436,13 +438,15 @@ def test_helm_one_replica_may_run_without_leader_election() -> None:
     deployment = find(docs, "Deployment")
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     assert ("PodDisruptionBudget", "hami-py-scheduler") not in kinds(docs)
-    args = container(docs, "hami")["args"]
+    args = container(docs, EXTENDER)["args"]
     assert "--leader-elect=false" in args
     assert not [a for a in args if a.startswith("--leader-elect-resource")]
 
 
 def test_helm_two_replicas_without_leader_election_are_refused() -> None:
-    result = helm(*template_args("scheduler.leaderElect=false"), check=False)
+    result = helm(
+        *template_args("scheduler.replicas=2", "scheduler.leaderElect=false"), check=False
+    )
     assert result.returncode != 0
     assert "scheduler.replicas=2 needs scheduler.leaderElect=true" in result.stderr
 
@@ -463,7 +467,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     deployment = find(docs, "Deployment")
     spec = deployment["spec"]
     pod = spec["template"]
-    assert spec["replicas"] == 2
+    assert spec["replicas"] == 1  # as HAMi's chart
     assert "hami.io/webhook" not in pod["metadata"]["labels"], "its namespace is excluded"
     assert pod["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == "9395"
@@ -476,7 +480,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
         assert c["resources"]["requests"] and c["resources"]["limits"], c["name"]
 
-    hami = container(docs, "hami")
+    hami = container(docs, EXTENDER)
     assert hami["image"] == "hami-py:0.1.0", "the tag defaults to the chart's appVersion"
     assert "command" not in hami, "the image's ENTRYPOINT is `hami serve`"
     assert hami["args"] == [
@@ -507,7 +511,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         f"--leader-elect-resource-namespace={NAMESPACE}",
         "--shutdown-grace-seconds=15",
         "--log-level=info",
-        "--log-format=json",
+        "--logging-format=text",
         "--cert-bootstrap-secret=hami-py-scheduler-tls",
         "--cert-dir=/tls",
         "--webhook-configuration-name=hami-py-webhook",
@@ -549,7 +553,10 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         ("metrics", 9395, "metrics"),
     ]
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
-    assert find(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    # A standby is a replica more; with it, a budget keeps one of them up through a drain.
+    two = render("scheduler.replicas=2")
+    assert find(two, "Deployment")["spec"]["replicas"] == 2
+    assert find(two, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
 
 def test_helm_cert_manager_mode_mounts_its_secret_and_injects_the_ca() -> None:
@@ -568,7 +575,7 @@ def test_helm_cert_manager_mode_mounts_its_secret_and_injects_the_ca() -> None:
     assert certificate["ipAddresses"] == ["127.0.0.1"]
     assert certificate["issuerRef"]["name"] == "hami-py-ca"
     assert find(docs, "Certificate", "hami-py-ca")["spec"]["isCA"] is True
-    args = container(docs, "hami")["args"]
+    args = container(docs, EXTENDER)["args"]
     assert "--tls-cert-file=/tls/tls.crt" in args and "--tls-key-file=/tls/tls.key" in args
     assert not [
         a for a in args if a.startswith(("--cert-", "--webhook-configuration", "--service-"))
@@ -648,7 +655,7 @@ def test_helm_gke_preset_sets_every_lab14_path() -> None:
     assert [c["name"] for c in daemonset["spec"]["containers"]] == ["device-plugin"]
     assert "ctrs" not in paths
     # Our webhook's driver profile.
-    assert env_of(container(docs, "hami"))["HAMI_DRIVER_PROFILE"] == "gke"
+    assert env_of(container(docs, EXTENDER))["HAMI_DRIVER_PROFILE"] == "gke"
     # GKE admits critical-priority pods outside kube-system only with a quota.
     quota = find(docs, "ResourceQuota", "hami-py-critical-pods")
     assert quota["metadata"]["namespace"] == NAMESPACE
@@ -703,7 +710,7 @@ def test_helm_generic_device_plugin_keeps_hami_defaults() -> None:
     monitor = container(docs, "vgpu-monitor", "DaemonSet")
     assert monitor["securityContext"]["allowPrivilegeEscalation"] is False
     assert mounts(monitor)["ctrs"] == "/usr/local/vgpu/containers"
-    assert "HAMI_DRIVER_PROFILE" not in env_of(container(docs, "hami"))
+    assert "HAMI_DRIVER_PROFILE" not in env_of(container(docs, EXTENDER))
     assert "ResourceQuota" not in {d["kind"] for d in docs}
     assert rules(find(docs, "ClusterRole", "hami-py-device-plugin")) == [
         ("", "pods", (), ("get", "list", "watch", "update", "patch")),
@@ -729,13 +736,17 @@ def test_helm_generic_device_plugin_keeps_hami_defaults() -> None:
             ["devicePlugin.extraEnvs.LD_LIBRARY_PATH=/driver-root/lib64"],
             "at '/devicePlugin/extraEnvs': got object, want array",
         ),
+        # The valid names, as hami serve lists them, and how to write a chain with --set.
         (
             ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex;binpack"],
-            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'mutex;binpack' does not match pattern",
+            'unknown GPU scheduler policy "mutex;binpack" in "mutex;binpack"; valid names: '
+            f"{', '.join(GPU_POLICY_NAMES)}, or a chain of them joined by commas, e.g. "
+            "mutex,binpack (on the command line escape the comma: --set "
+            "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\,binpack)",
         ),
         (
-            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=spreadd"],
-            "at '/scheduler/defaultSchedulerPolicy/gpuSchedulerPolicy': 'spreadd' does not match pattern",
+            ["scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\, spreadd"],
+            'unknown GPU scheduler policy "spreadd" in "mutex, spreadd"; valid names: binpack,',
         ),
         (["preset=eks"], "at '/preset': value must be one of '', 'gke'"),
         (
@@ -767,7 +778,7 @@ def test_helm_refuses_wrong_values_with_a_clear_message(values: list[str], messa
 def test_helm_accepts_every_policy_hami_serve_accepts(policy: str) -> None:
     escaped = policy.replace(",", "\\,")  # --set splits on unescaped commas
     docs = render(f"scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy={escaped}")
-    assert f"--gpu-scheduler-policy={policy}" in container(docs, "hami")["args"]
+    assert f"--gpu-scheduler-policy={policy}" in container(docs, EXTENDER)["args"]
 
 
 # --- what the chart passes, `hami serve` understands ----------------------------------------------
@@ -789,12 +800,12 @@ def settings_from(c: Obj, extra_env: dict[str, str] | None = None) -> Any:
         ["preset=gke"],
         [
             "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=mutex\\,binpack",
-            "scheduler.logFormat=text",
+            "scheduler.logFormat=json",
         ],
     ],
 )
 def test_helm_rendered_args_and_env_are_valid_hami_serve_settings(values: Sequence[str]) -> None:
-    settings = settings_from(container(render(*values), "hami"))
+    settings = settings_from(container(render(*values), EXTENDER))
     assert settings.identity == "hami-py-scheduler-7d9f-abcde"
     assert settings.leader_elect is True
     assert settings.leader_elect_resource_namespace == NAMESPACE
@@ -807,7 +818,7 @@ def test_helm_rendered_args_and_env_are_valid_hami_serve_settings(values: Sequen
 
 
 def test_helm_standalone_injection_reaches_hami_serve() -> None:
-    hami = container(render("preset=gke", "webhook.injection.mode=standalone"), "hami")
+    hami = container(render("preset=gke", "webhook.injection.mode=standalone"), EXTENDER)
     settings = settings_from(hami)
     assert settings.node_integration == "standalone"
     assert settings.hook_path == f"{GKE_NVIDIA}/vgpu"
@@ -815,7 +826,7 @@ def test_helm_standalone_injection_reaches_hami_serve() -> None:
 
 
 def test_helm_cert_manager_args_parse(tmp_path: Path) -> None:
-    hami = container(render("certs.certManager.enabled=true"), "hami")
+    hami = container(render("certs.certManager.enabled=true"), EXTENDER)
     for name in ("tls.crt", "tls.key"):
         (tmp_path / name).write_text("x")
     hami["args"] = [a.replace("=/tls/", f"={tmp_path}/") for a in hami["args"]]
@@ -866,7 +877,7 @@ def test_helm_metrics_exposure_follows_values() -> None:
         "metrics.podLabels=false",
         "metrics.serviceMonitor.enabled=true",
     )
-    args = container(docs, "hami")["args"]
+    args = container(docs, EXTENDER)["args"]
     assert "--metrics-bind-address=127.0.0.1" in args
     assert "--metrics-tls=true" in args and "--metrics-pod-labels=false" in args
     template = find(docs, "Deployment")["spec"]["template"]
@@ -896,7 +907,8 @@ def test_helm_network_policy_admits_only_the_named_scrapers_to_the_metrics_port(
     pods = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert (
-        selector.items() <= pods.items() and selector["app.kubernetes.io/component"] == "scheduler"
+        selector.items() <= pods.items()
+        and selector["app.kubernetes.io/component"] == "hami-scheduler"
     )
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     open_to_all, metrics = policy["spec"]["ingress"]
@@ -904,7 +916,7 @@ def test_helm_network_policy_admits_only_the_named_scrapers_to_the_metrics_port(
     assert "from" not in open_to_all
     assert [p["port"] for p in open_to_all["ports"]] == [9443, 10259]
     assert metrics == {"from": [PROMETHEUS], "ports": [{"port": 9395, "protocol": "TCP"}]}
-    ports = {p["name"]: p["containerPort"] for p in container(docs, "hami")["ports"]}
+    ports = {p["name"]: p["containerPort"] for p in container(docs, EXTENDER)["ports"]}
     assert ports == {"https": 9443, "metrics": 9395}
     # Named nobody: the metrics port is closed to every peer (an empty `from` would open it).
     (closed,) = find(render("metrics.networkPolicy.enabled=true"), "NetworkPolicy")["spec"][
@@ -954,6 +966,24 @@ def lab14_step3() -> list[Obj]:
     return [doc for doc in yaml.safe_load_all(lab14_step3_manifest()) if doc]
 
 
+def test_helm_lab14_step3_names_are_the_ones_the_labs_commands_use() -> None:
+    """`rollout status deploy/hami-scheduler`, `logs deploy/hami-scheduler -c
+    vgpu-scheduler-extender`, `get pods -l app.kubernetes.io/instance=hami`, `get pods -l
+    app.kubernetes.io/component=hami-device-plugin`, `patch ds hami-device-plugin` removing
+    containers/1 (vgpu-monitor), `logs ds/hami-device-plugin -c device-plugin`."""
+    docs = lab14_step3()
+    deployment = find(docs, "Deployment", "hami-scheduler")
+    assert deployment["spec"]["replicas"] == 1  # so `logs deploy/...` reads the one that placed
+    scheduler = deployment["spec"]["template"]
+    assert [c["name"] for c in scheduler["spec"]["containers"]] == ["kube-scheduler", EXTENDER]
+    plugin = find(docs, "DaemonSet", "hami-device-plugin")["spec"]["template"]
+    assert [c["name"] for c in plugin["spec"]["containers"]] == ["device-plugin", "vgpu-monitor"]
+    for pod, component in ((scheduler, "hami-scheduler"), (plugin, "hami-device-plugin")):
+        labels = pod["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == "hami"
+        assert labels["app.kubernetes.io/component"] == component
+
+
 def test_helm_lab14_step3_flags_mean_what_they_mean_in_hamis_chart() -> None:
     docs = lab14_step3()
     daemonset = find(docs, "DaemonSet", "hami-device-plugin")
@@ -982,7 +1012,7 @@ def test_helm_lab14_step3_flags_mean_what_they_mean_in_hamis_chart() -> None:
     assert env_of(monitor)["HOOK_PATH"] == f"{GKE_NVIDIA}/vgpu"
     # Nothing is written under the read-only /usr/local any more.
     assert not [p for p in paths.values() if p.startswith("/usr/local")]
-    settings = settings_from(container(docs, "hami"))
+    settings = settings_from(container(docs, EXTENDER))
     assert (settings.gpu_scheduler_policy, settings.node_scheduler_policy) == ("spread", "binpack")
 
 
@@ -992,7 +1022,7 @@ def test_helm_hami_scheduler_policy_values_set_the_defaults() -> None:
         "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=topology-aware",
         "devicePlugin.enabled=true",
     )
-    settings = settings_from(container(docs, "hami"))
+    settings = settings_from(container(docs, EXTENDER))
     assert (settings.gpu_scheduler_policy, settings.node_scheduler_policy) == (
         "topology-aware",
         "spread",
@@ -1074,7 +1104,7 @@ LAB12 = (
 
 def test_helm_lab12_standalone_registers_gfd_nodes_and_installs_libvgpu() -> None:
     docs = render(*LAB12)
-    settings = settings_from(container(docs, "hami"))
+    settings = settings_from(container(docs, EXTENDER))
     assert settings.node_integration == "standalone"
     assert settings.gfd_split_count == 4
     assert settings.hook_path == f"{GKE_NVIDIA}/vgpu"
@@ -1180,7 +1210,7 @@ def test_helm_libvgpu_installer_script_installs_as_described(tmp_path: Path) -> 
 def test_helm_pre_stop_sleep_comes_out_of_the_shutdown_grace(
     values: list[str], sleep: str | None, grace: str
 ) -> None:
-    hami = container(render(*values), "hami")
+    hami = container(render(*values), EXTENDER)
     if sleep is None:
         assert "lifecycle" not in hami
     else:

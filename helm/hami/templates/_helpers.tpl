@@ -48,12 +48,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: hami-py
 {{- end }}
 
-{{/* Selector labels of one component: include "hami.selectorLabels" (list . "scheduler") */}}
+{{/* Selector labels of one component: include "hami.selectorLabels" (list . "scheduler").
+The component label is hami-<component>, as HAMi's chart names its own (Lab 14 selects the
+device plugin's pods with app.kubernetes.io/component=hami-device-plugin). */}}
 {{- define "hami.selectorLabels" -}}
 {{- $root := index . 0 -}}
 app.kubernetes.io/name: {{ include "hami.name" $root }}
 app.kubernetes.io/instance: {{ $root.Release.Name }}
-app.kubernetes.io/component: {{ index . 1 }}
+app.kubernetes.io/component: hami-{{ index . 1 }}
 {{- end }}
 
 {{/* ---------------------------------------------------------------------------------------

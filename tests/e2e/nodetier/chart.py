@@ -19,7 +19,8 @@ NAMESPACE = "hami-system"
 DEPLOYMENT = f"{RELEASE}-scheduler"
 LEASE = "hami-scheduler"  # scheduler.leaseName
 METRICS_PORT = 9395  # scheduler.metricsPort
-SCHEDULER_PODS = "app.kubernetes.io/component=scheduler"
+SCHEDULER_PODS = "app.kubernetes.io/component=hami-scheduler"
+EXTENDER = "vgpu-scheduler-extender"  # the hami serve container
 
 
 class Release:
@@ -93,9 +94,9 @@ class Release:
         return [p for p in self._pods(SCHEDULER_PODS) if not _leaving(p)]
 
     def scheduler_logs(self) -> str:
-        """The `hami` containers' logs, as `kubectl logs` shows them."""
+        """The hami serve containers' logs, as `kubectl logs` shows them."""
         return "".join(
-            self.kube("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", "hami").stdout
+            self.kube("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", EXTENDER).stdout
             for pod in self.scheduler_pods()
         )
 

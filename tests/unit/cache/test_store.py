@@ -378,3 +378,33 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
     assert cache.overcommitted("n", ["GPU-0"]) == ["GPU-0"]
     assert cache.overcommitted("n", ["GPU-1"]) == []
     assert cache.overcommitted("no-such-node", ["GPU-0"]) == []
+
+
+def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    before = cache.view["n"]
+    cache.upsert_node(node(**{"hami.io/mutex.lock": "2026-12-04T10:00:00Z,ns,p"}))
+    assert cache.view["n"] is before, "a lock coming and going rebuilds nothing"
+    cache.upsert_node(node(allocatable="0"))
+    assert "n" not in cache.view and "allocatable" in cache.unregistered["n"]
+    cache.upsert_node(node(allocatable="0"))
+    assert "n" not in cache.view
+    cache.upsert_node(node())
+    assert cache.view["n"].cards == before.cards
+
+
+def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node()])
+    devices = ((ContainerDevice("GPU-0", 1000, 0),),)
+    cache.reserve("a", "ns", "a", "n", devices, 0)
+    reserved = cache.view["n"]
+    cache.upsert_pod(pod("a"))
+    assert cache.reservation("a") is None
+    assert cache.view["n"] is reserved, "the allocation is what the reservation counted"
+    assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+    fresh = ClusterCache(Clock())
+    fresh.replace_nodes([node()])
+    fresh.upsert_pod(pod("a"))
+    assert fresh.view == cache.view

@@ -102,3 +102,24 @@ def test_never_more_than_the_limit_in_flight(
         assert (limiter.in_flight, limiter.queued) == (0, 0)
 
     asyncio.run(run())
+
+
+async def test_room_waits_while_more_writes_wait_than_fit_in_flight() -> None:
+    limiter = WriteLimiter(1)
+    release = asyncio.Event()
+
+    async def write() -> None:
+        async with limiter.slot(Priority.ROUTINE):
+            await release.wait()
+
+    writes = [asyncio.create_task(write()) for _ in range(3)]  # one in flight, two waiting
+    await asyncio.sleep(0)
+    assert limiter.backed_up
+    assert await limiter.room(0.01) is False
+    waiting = asyncio.create_task(limiter.room(5))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    release.set()
+    assert await waiting is True
+    await asyncio.gather(*writes)
+    assert await limiter.room(0) is True

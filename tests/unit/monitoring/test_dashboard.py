@@ -96,6 +96,7 @@ def exposed_names() -> set[str]:
         histogram.labels("ok").observe(0.01)
     m.loop_lag.observe(0.001)
     m.preemptions.labels("attempted", "").inc()
+    m.bind_failures.labels("lock-contention").inc()
     text = b"".join(m.render(m.snapshot())).decode()
     return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
 

@@ -50,7 +50,7 @@ def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> Non
         (["--driver-profile", "gce"], {}, "unknown driver profile 'gce'"),
         (["--driver-profile", "generic"], {}, "needs the host and container lib64 paths"),
         (["--node-integration", "kai"], {}, "unknown node integration mode 'kai'"),
-        (["--log-format", "xml"], {}, "--log-format must be json or text"),
+        (["--logging-format", "xml"], {}, "--logging-format must be text or json, got 'xml'"),
         (["--gfd-split-count", "-1"], {}, "--gfd-split-count must not be negative"),
         (
             ["--gfd-split-count", "10"],

@@ -58,6 +58,5 @@ async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events()
         "2 nodes unregistered, no hami.io/node-nvidia-register annotation "
         "(is HAMi's device plugin running?)(cpu-1,cpu-2)",
         "1 nodes unregistered, the scheduler's cache has no node of that name(ghost)",
-        "no available node, 3 nodes do not meet",
     ]
     await events.kube.close()

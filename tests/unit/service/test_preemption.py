@@ -9,7 +9,7 @@ from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
 from hami.service.annotations import allocation_annotations
-from hami.service.preemption import PodFacts, describe, field, preemptor_of
+from hami.service.preemption import PodFacts, describe, field, kube_scheduler_words, preemptor_of
 
 DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
 
@@ -145,3 +145,21 @@ def test_facts_follow_pod_events_and_know_which_priorities_are_placed() -> None:
     f = facts.get("a")
     assert f is not None and (f.priority, f.grace, f.terminating) == (1, 30.0, False)
     assert f.start == 1767225601.0  # 2026-01-01T00:00:01Z
+
+
+KUBE_SCHEDULER = (
+    "0/1 nodes are available: 1 4/4 CardInsufficientMemory. no new claims to deallocate, "
+    "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+)
+
+
+def test_explain_with_preemption_off_quotes_kube_scheduler_then_says_what_ours_would_do() -> None:
+    pending = {"status": {"conditions": [{"type": "PodScheduled", "message": KUBE_SCHEDULER}]}}
+    assert kube_scheduler_words(pending) == (
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+    assert kube_scheduler_words({"status": {}}) is None  # not tried yet
+    assert describe(None, wants(11000), "with hami serve --preemption") == [
+        "  with hami serve --preemption: none helps: no GPU pod of priority below 1000 frees "
+        "enough of a card on any node"
+    ]

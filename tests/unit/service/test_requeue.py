@@ -1,4 +1,10 @@
-"""What the requeuer tells the metrics: GPU pods turned away and still waiting, and for how long."""
+"""What the requeuer tells the metrics (GPU pods turned away and still waiting, and for how
+long) and the log (what it asked kube-scheduler to retry, and which pods that placed)."""
+
+import asyncio
+import logging
+
+import pytest
 
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.requeue import Requeuer
@@ -52,3 +58,48 @@ def test_the_bound_drops_the_oldest_and_their_age() -> None:
         r.filtered(refused(uid))
         clock.now += 1
     assert r.waiting() == (2, 2.0)
+
+
+class _Kube:
+    """Records the requeue touches instead of patching pods."""
+
+    def __init__(self) -> None:
+        self.touched: list[str] = []
+
+    async def patch_pod_metadata(
+        self, ns: str, name: str, annotations: object, labels: object
+    ) -> None:
+        self.touched.append(name)
+
+
+async def test_a_rescue_is_logged_from_the_release_to_the_placement(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    kube = _Kube()
+    r = Requeuer(kube, clock=clock, rate=1000.0)  # type: ignore[arg-type]
+    r.filtered(refused("a"))
+    clock.now += 7.5
+    r.released("node-1")
+    with caplog.at_level(logging.INFO, logger="hami.service.requeue"):
+        await r._touch_all(asyncio.Event())
+        r.filtered(FilterOutcome(PodRef("ns", "a", "a"), node_names=["node-1"]))
+    assert kube.touched == ["a"]
+    asked, placed = caplog.records
+    assert asked.getMessage() == "asked kube-scheduler to retry refused GPU pods: capacity freed up"
+    assert (asked.pods, asked.freed_on) == (1, ["node-1"])  # type: ignore[attr-defined]
+    assert placed.getMessage() == "pod placed after a requeue"
+    assert {k: getattr(placed, k) for k in ("pod", "node", "waited_seconds", "freed_on")} == {
+        "pod": "a",
+        "node": "node-1",
+        "waited_seconds": 7.5,
+        "freed_on": ["node-1"],
+    }
+
+
+def test_a_pod_placed_without_a_requeue_logs_nothing_here(caplog: pytest.LogCaptureFixture) -> None:
+    r = Requeuer(None, clock=Clock())  # type: ignore[arg-type]
+    r.filtered(refused("a"))
+    with caplog.at_level(logging.INFO, logger="hami.service.requeue"):
+        r.filtered(FilterOutcome(PodRef("ns", "a", "a"), node_names=["n"]))
+    assert caplog.records == []
