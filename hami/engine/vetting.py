@@ -4,10 +4,11 @@ The annotations are scheduling state that only the scheduler writes, and the
 chart's ValidatingAdmissionPolicy has kube-apiserver enforce that. This is the
 second line for clusters without it: an allocation is counted only as far as
 a bind of ours could have written it. One that cannot be ours (a pod that asks
-for no GPU, more cards than asked for, a node the pod does not run on) is not
-counted at all; one that claims less than the pod's own request implies is
-counted as requested, since under-counting a running pod is what lets the
-next pod over-commit its card.
+for no GPU, more cards than asked for, a node the pod does not run on, a card
+its node does not have) is not counted as an allocation (hami.engine.trust
+counts a bound pod carrying one as the kubelet's whole cards); one that claims
+less than the pod's own request implies is counted as requested, since
+under-counting a running pod is what lets the next pod over-commit its card.
 """
 
 from collections.abc import Mapping
