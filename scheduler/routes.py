@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from hami.service.binding import Binder, BindError
+from hami.service.binderrors import BindError
+from hami.service.binding import Binder
 from hami.service.placement import FilterOutcome, Placement
 from scheduler.wire import (
     BadExtenderArgsError,

@@ -31,9 +31,15 @@ from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
-from hami.kube.nodelock import NodeLockContention
 from hami.service.annotations import allocation_annotations, allocation_labels
-from hami.service.bindrules import Budget, Found, PodState, read_back
+from hami.service.binderrors import (
+    BindError,
+    as_bind_error,
+    bound_elsewhere,
+    describe,
+    from_state,
+)
+from hami.service.bindrules import Budget, Found, read_back
 from hami.service.deadline import Deadline
 from hami.service.locking import NodeLocker
 from hami.service.lockwatch import LockWatch
@@ -47,20 +53,36 @@ BeforeBinding = Callable[[str, str, str, PodDevices], Awaitable[None]]
 BINDING_ATTEMPTS = 3
 
 
-class BindError(Exception):
-    """A bind that did not happen; the message is what kube-scheduler reports."""
-
-    def __init__(self, message: str, reason: str = "api-error") -> None:
-        super().__init__(message)
-        self.reason = reason  # a short word for the failure metric
-        # Whether the bind may hold the node lock and must give it back (after answering).
-        self.release_lock = False
-
-
 @dataclass(frozen=True, slots=True)
 class _Plan:
     devices: PodDevices
     n_init: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One bind: the pod, the node kube-scheduler asked for, the term and time it runs in, and
+    where its answer goes (it may be given before the job has finished cleaning up)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    term: Term
+    deadline: Deadline
+    answer: "asyncio.Future[None]"
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def context(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "pod": self.name, "node": self.node}
+
+    def fail(self, error: BindError) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(error)
+            self.answer.exception()  # whoever asked may have gone: nothing is left unretrieved
 
 
 class Binder:
@@ -134,7 +156,8 @@ class Binder:
                 "not-leader",
             )
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(self._bind(namespace, name, uid, node, term, deadline, answer))
+        job = _Job(namespace, name, uid, node, term, deadline, answer)
+        task = asyncio.ensure_future(self._run(job))
         self._flights[key] = task
         self._targets[key] = node
         task.add_done_callback(lambda done: self._landed(key, done))
@@ -156,42 +179,41 @@ class Binder:
             _, pending = await asyncio.wait(pending, timeout=within)
         return len(pending)
 
-    async def _bind(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        node: str,
-        term: Term,
-        deadline: Deadline,
-        answer: "asyncio.Future[None]",
-    ) -> None:
-        ref = {"namespace": namespace, "name": name, "uid": uid}
-        ctx = {"namespace": namespace, "pod": name, "node": node}
+    async def _run(self, job: _Job) -> None:
         try:
-            plan = await self._plan(namespace, name, uid, node, deadline)
+            await self._bind(job)
+        except Exception as e:
+            log.exception("bind failed unexpectedly", extra=job.context)
+            job.fail(BindError(f"bind {job} to {job.node} failed: {describe(e)}"))
+        finally:
+            # Cancelled (shutdown): the caller is answered all the same.
+            job.fail(BindError(f"bind {job} to {job.node} cut short"))
+
+    async def _bind(self, job: _Job) -> None:
+        ref = {"namespace": job.namespace, "name": job.name, "uid": job.uid}
+        try:
+            plan = await self._plan(job)
             if plan is None:
-                log.info("pod already bound to this node", extra=ctx)
-                answer.set_result(None)
+                log.info("pod already bound to this node", extra=job.context)
+                job.answer.set_result(None)
                 return
-            answered = await self._bind_plan(namespace, name, uid, node, plan, term, deadline)
+            answered = await self._bind_plan(job, plan)
         except BindError as e:
-            answer.set_exception(e)
-            answer.exception()  # whoever asked may have gone: nothing is left unretrieved
-            log.warning("bind failed", extra={**ctx, "error": str(e), "reason": e.reason})
+            job.fail(e)
+            log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
             self.events.record(ref, "Warning", "BindingFailed", str(e))
             if self.on_failure is not None:
                 self.on_failure(e.reason)
-            if e.release_lock and term.active:
+            if e.release_lock and job.term.active:
                 # After the answer: kube-scheduler's clock does not wait for the clean-up.
-                await self.locker.give_back(node, namespace, name)
+                await self.locker.give_back(job.node, job.namespace, job.name)
             return
-        answer.set_result(None)
-        if uid:
-            self._recent[uid] = node
+        job.answer.set_result(None)
+        if job.uid:
+            self._recent[job.uid] = job.node
             if len(self._recent) > 10_000:
                 self._recent.popitem(last=False)
-        extra = {**ctx, "allocated": encode_pod_devices(plan.devices)}
+        extra = {**job.context, "allocated": encode_pod_devices(plan.devices)}
         if not answered:
             log.warning("pod bound, though the Binding's answer was lost", extra=extra)
         else:
@@ -201,34 +223,32 @@ class Binder:
                 ref,
                 "Normal",
                 "BindingSucceed",
-                f"Successfully binding node [{node}] to {namespace}/{name}",
+                f"Successfully binding node [{job.node}] to {job}",
             )
 
-    async def _plan(
-        self, namespace: str, name: str, uid: str, node: str, deadline: Deadline
-    ) -> _Plan | None:
-        """What to bind, or None when the pod is already bound to `node` (a retried bind)."""
-        where = self._recent.get(uid) if uid else None
-        held = self.cache.allocation(uid) if uid else None
+    async def _plan(self, job: _Job) -> _Plan | None:
+        """What to bind, or None when the pod is already bound to the node (a retried bind)."""
+        where = self._recent.get(job.uid) if job.uid else None
+        held = self.cache.allocation(job.uid) if job.uid else None
         if held is not None and held.bound:
             where = held.node
-        if where == node:
+        if where == job.node:
             return None
         if where is not None:
-            raise _bound_elsewhere(namespace, name, node, where)
-        res = self.cache.reservation(uid)
-        if res is not None and res.node == node:
-            self._check_still_fits(namespace, name, uid, node, res.devices)
+            raise bound_elsewhere(job.namespace, job.name, job.node, where)
+        res = self.cache.reservation(job.uid)
+        if res is not None and res.node == job.node:
+            self._check_still_fits(job, res.devices)
             return _Plan(res.devices, res.n_init)
-        pod = await self._read(namespace, name, deadline)
-        state = read_back(pod, uid, node)
+        pod = await self._read(job)
+        state = read_back(pod, job.uid, job.node)
         if state.found is Found.BOUND_HERE:
             return None
         if state.found is Found.BOUND_ELSEWHERE:
-            raise _bound_elsewhere(namespace, name, node, state.node)
+            raise bound_elsewhere(job.namespace, job.name, job.node, state.node)
         if state.found is not Found.UNBOUND or pod is None:
-            self.cache.forget(uid)
-            raise BindError(f"pod {namespace}/{name} not found or being deleted", "pod-gone")
+            self.cache.forget(job.uid)
+            raise BindError(f"pod {job} not found or being deleted", "pod-gone")
         if self.cache.asks_for_no_gpu(pod):
             # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
             # HAMi binds it with no lock and no allocation, so does this; the device plugin is
@@ -236,160 +256,102 @@ class Binder:
             return _Plan((), 0)
         chose = f"node {res.node}" if res is not None else "no node"
         raise BindError(
-            f"pod {namespace}/{name} has no placement on node {node} (filter chose {chose}); "
+            f"pod {job} has no placement on node {job.node} (filter chose {chose}); "
             "the decision expired or came from another scheduler replica, kube-scheduler will retry",
             "no-placement",
         )
 
-    def _check_still_fits(
-        self, namespace: str, name: str, uid: str, node: str, devices: PodDevices
-    ) -> None:
+    def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
         """Refuse a plan that an allocation arrived since filter now overlaps (a previous
         leader's last bind landing after the hand-over): it would over-commit the card."""
-        over = self.cache.overcommitted(node, {d.uuid for c in devices for d in c})
+        over = self.cache.overcommitted(job.node, {d.uuid for c in devices for d in c})
         if over:
-            self.cache.forget(uid)
+            self.cache.forget(job.uid)
             raise BindError(
-                f"pod {namespace}/{name}: card {', '.join(over)} of node {node} filled up since "
-                "filter (a bind of another scheduler replica landed); kube-scheduler will retry",
+                f"pod {job}: card {', '.join(over)} of node {job.node} filled up since filter "
+                "(a bind of another scheduler replica landed); kube-scheduler will retry",
                 "card-taken",
             )
 
-    async def _bind_plan(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        node: str,
-        plan: _Plan,
-        term: Term,
-        deadline: Deadline,
-    ) -> bool:
+    async def _bind_plan(self, job: _Job, plan: _Plan) -> bool:
         """Lock, then Binding; whether the Binding was answered (False: its answer was lost,
         and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
-        handshake = self.cache.handshake(node)
+        handshake = self.cache.handshake(job.node)
         needs_lock = handshake and any(plan.devices[plan.n_init :])
+        # The Binding and the read-back after it keep their share of the budget.
+        keep = self.budget.binding + self.budget.verify
         try:
             if needs_lock:
-                # The Binding and the read-back after it keep their share of the budget.
-                keep = self.budget.binding + self.budget.verify
-                wait = Deadline(max(0.0, min(deadline.left(keep), self.lock_wait)))
-                await self.locker.take(node, namespace, name, term, wait)
+                wait = Deadline(max(0.0, min(job.deadline.left(keep), self.lock_wait)))
+                await self.locker.take(job.node, job.namespace, job.name, job.term, wait)
             if self.before_binding is not None and plan.devices:
-                term.check()
-                async with deadline.step(self.budget.binding + self.budget.verify):
-                    await self.before_binding(namespace, name, uid, plan.devices)
+                job.term.check()
+                async with job.deadline.step(keep):
+                    await self.before_binding(job.namespace, job.name, job.uid, plan.devices)
             phase = names.PHASE_ALLOCATING if handshake else names.PHASE_SUCCESS
-            return await self._post_binding(namespace, name, uid, node, plan, phase, term, deadline)
+            return await self._post_binding(job, plan, phase)
         except (KubeError, NotLeading, TimeoutError, BindError) as e:
-            failure = e if isinstance(e, BindError) else _as_bind_error(e, namespace, name, node)
+            failure = (
+                e
+                if isinstance(e, BindError)
+                else as_bind_error(e, job.namespace, job.name, job.node)
+            )
             # A lock write of ours may have landed. It is left to the device plugin when the pod
             # may be bound here after all (the outcome is unknown).
             failure.release_lock = needs_lock and failure.reason != "unknown-outcome"
             raise failure from e
 
-    async def _post_binding(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        node: str,
-        plan: _Plan,
-        phase: str,
-        term: Term,
-        deadline: Deadline,
-    ) -> bool:
+    async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:
         # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
         unix = int(self.now().timestamp())
         annotations = (
-            allocation_annotations(node, plan.devices, unix, phase) if plan.devices else {}
+            allocation_annotations(job.node, plan.devices, unix, phase) if plan.devices else {}
         )
-        labels = allocation_labels(node) if plan.devices else {}
+        labels = allocation_labels(job.node) if plan.devices else {}
         for attempt in range(1, BINDING_ATTEMPTS + 1):
-            term.check()
-            left = deadline.left(self.budget.verify)
+            job.term.check()
+            left = job.deadline.left(self.budget.verify)
             if left <= 0:
                 raise TimeoutError
             try:
                 await self.kube.bind_pod(
-                    namespace, name, uid, node, annotations, labels, min(left, self.budget.write)
+                    job.namespace,
+                    job.name,
+                    job.uid,
+                    job.node,
+                    annotations,
+                    labels,
+                    min(left, self.budget.write),
                 )
                 return True
             except NotFound:
-                raise BindError(f"pod {namespace}/{name} not found", "pod-gone") from None
+                raise BindError(f"pod {job} not found", "pod-gone") from None
             except (Conflict, Unavailable) as e:
                 error: KubeError = e
-            state = read_back(await self._read(namespace, name, deadline), uid, node)
+            state = read_back(await self._read(job), job.uid, job.node)
             if state.found is Found.BOUND_HERE:
                 return False
             if state.found is not Found.UNBOUND or attempt == BINDING_ATTEMPTS:
-                raise _from_state(state, namespace, name, node, error)
-            pause = min(0.1 * 2**attempt, deadline.left(self.budget.verify))
+                raise from_state(state, job.namespace, job.name, job.node, error)
+            pause = min(0.1 * 2**attempt, job.deadline.left(self.budget.verify))
             if isinstance(error, Unavailable) and error.retry_after:
-                pause = max(pause, min(error.retry_after, deadline.left(self.budget.verify)))
+                pause = max(pause, min(error.retry_after, job.deadline.left(self.budget.verify)))
             log.info(
-                "Binding not done, sending it again",
-                extra={"namespace": namespace, "pod": name, "node": node, "error": str(error)},
+                "Binding not done, sending it again", extra={**job.context, "error": str(error)}
             )
             await asyncio.sleep(max(0.0, pause))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _read(
-        self, namespace: str, name: str, deadline: Deadline
-    ) -> dict[str, object] | None:
+    async def _read(self, job: _Job) -> dict[str, object] | None:
         """The pod as the API server holds it now; BindError when it cannot be read in time."""
         try:
-            async with deadline.step():
-                return await self.kube.get_pod(namespace, name)
+            async with job.deadline.step():
+                return await self.kube.get_pod(job.namespace, job.name)
         except (KubeError, TimeoutError) as e:
             raise BindError(
-                f"bind {namespace}/{name}: cannot tell whether the pod was bound: reading it back "
-                f"failed ({_describe(e)}); kube-scheduler will retry",
+                f"bind {job}: cannot tell whether the pod was bound: reading it back "
+                f"failed ({describe(e)}); kube-scheduler will retry",
                 "unknown-outcome",
             ) from e
-
-
-def _describe(e: BaseException) -> str:
-    return str(e) or type(e).__name__
-
-
-def _bound_elsewhere(namespace: str, name: str, node: str, where: str) -> BindError:
-    return BindError(
-        f"pod {namespace}/{name} is already bound to node {where}, not {node}; nothing was changed",
-        "bound-elsewhere",
-    )
-
-
-def _from_state(
-    state: PodState, namespace: str, name: str, node: str, error: KubeError
-) -> BindError:
-    if state.found is Found.BOUND_ELSEWHERE:
-        return _bound_elsewhere(namespace, name, node, state.node)
-    if state.found in (Found.GONE, Found.DELETING):
-        return BindError(f"pod {namespace}/{name} was deleted while it was being bound", "pod-gone")
-    if isinstance(error, Unavailable) and error.status != 429:
-        # Unanswered, or failed inside the API server: the Binding may still commit after the
-        # pod was read, so the node lock stays for the device plugin (or the lock rules).
-        return BindError(
-            f"bind {namespace}/{name} to {node}: the Binding went unanswered ({error}); "
-            "kube-scheduler will retry",
-            "unknown-outcome",
-        )
-    return BindError(f"bind {namespace}/{name} to {node} failed: {error}", "api-error")
-
-
-def _as_bind_error(e: BaseException, namespace: str, name: str, node: str) -> BindError:
-    prefix = f"bind {namespace}/{name} to {node} failed: "
-    if isinstance(e, NodeLockContention):
-        return BindError(prefix + str(e), "lock-contention")
-    if isinstance(e, NotLeading):
-        return BindError(prefix + str(e), "not-leader")
-    if isinstance(e, TimeoutError):
-        return BindError(
-            prefix + "out of time: the bind must answer before kube-scheduler's extender timeout; "
-            "kube-scheduler will retry",
-            "deadline",
-        )
-    return BindError(prefix + _describe(e), "api-error")

@@ -10,7 +10,7 @@ from hami.engine.injection import CONFIG_ANNOTATION, config_data
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
 from hami.kube.errors import Conflict
-from hami.service.binding import BindError
+from hami.service.binderrors import BindError
 
 
 class LimitsWriter:

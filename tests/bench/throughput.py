@@ -1,7 +1,7 @@
 """End-to-end scheduling throughput through a real kube-apiserver and kube-scheduler.
 
     python -m tests.bench.throughput                      # 1,000 nodes: 600, 2,000 and 5,000
-                                                          # GPU pods, a backlog, the ceiling
+                                                          # GPU pods, a backlog of 2,000, the ceiling
     python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
@@ -36,7 +36,7 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
@@ -75,6 +75,30 @@ class Run:
         """Pods a second this machine could bind at this run's CPU cost per pod."""
         per_pod = sum(self.cpu_ms_per_pod().values()) / 1000
         return cores / per_pod if per_pod else float("inf")
+
+    def figures(self, cores: int) -> dict[str, Any]:
+        """What report() prints, as JSON-ready numbers."""
+        d = self.delta
+        per_pod = max(1, self.bound)
+        return {
+            "label": self.label,
+            "pods": self.pods,
+            "bound": self.bound,
+            "seconds": self.seconds,
+            "rate": self.rate,
+            "created_in": self.created_in,
+            "create_errors": self.create_errors,
+            "webhook_errors": d.webhook_errors,
+            "filters_per_pod": d.filters / max(1, self.pods),
+            "bind_failures": dict(d.bind_failures),
+            "writes_per_pod": {k: v / per_pod for k, v in d.all_writes.items()},
+            "our_writes_per_pod": {k: v / per_pod for k, v in d.our_writes.items()},
+            "cpu_ms_per_pod": self.cpu_ms_per_pod(),
+            "bound_rate": self.bound_rate(cores),
+            "stages_p50_p99_s": self.stages,
+            "rss_mib": self.rss_mib,
+            "problems": self.problems,
+        }
 
     def report(self, cores: int) -> str:
         lat = sorted(self.latencies) or [float("nan")]
@@ -246,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--bursts", default="600,2000,5000", help="GPU pods per burst, in order")
-    p.add_argument("--backlog", type=int, default=600, help="GPU pods of the backlog (0: none)")
+    p.add_argument("--backlog", type=int, default=2000, help="GPU pods of the backlog (0: none)")
     p.add_argument("--ceiling", type=int, default=600, help="CPU-only pods (0: none)")
     p.add_argument("--node-policy", choices=("spread", "binpack"), default="spread")
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
@@ -293,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
         print(verdict(runs, cores), flush=True)
         if args.json:
-            figures = [asdict(r) | {"latencies": None, "rate": r.rate} for r in runs]
+            figures = [r.figures(cores) for r in runs]
             with open(args.json, "w") as out:
                 json.dump(figures, out, indent=2, default=str)
     return 0

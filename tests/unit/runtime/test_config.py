@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hami.runtime.config import ConfigError, add_serve_arguments, load_settings
+from hami.runtime.config import ConfigError, Settings, add_serve_arguments, load_settings
 
 
 @pytest.fixture
@@ -57,6 +57,11 @@ def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> Non
             {},
             "--gfd-split-count needs --node-integration standalone",
         ),
+        (["--extender-http-timeout", "1s"], {}, "a bind no time"),
+        (["--extender-http-timeout", "30"], {}, "--extender-http-timeout: '30': a unit"),
+        (["--api-write-limit", "0"], {}, "--api-write-limit must be at least 1"),
+        (["--bind-write-timeout-seconds", "0"], {}, "--bind-write-timeout-seconds must be"),
+        (["--keepalive-timeout-seconds", "-1"], {}, "--keepalive-timeout-seconds must be"),
     ],
 )
 def test_bad_settings_are_named(
@@ -96,3 +101,10 @@ def test_gfd_registration_is_an_opt_in_of_standalone_mode(tls: list[str]) -> Non
         parse("--node-integration", "standalone", *tls), {"HAMI_GFD_SPLIT_COUNT": "4"}
     )
     assert s.gfd_split_count == 4
+
+
+def test_idle_connections_outlive_gos_idle_timeout() -> None:
+    # kube-apiserver's webhook client and kube-scheduler's extender client keep an idle
+    # connection for 90 s (IdleConnTimeout of Go's http.DefaultTransport, which client-go's
+    # transports inherit in v1.35) and never resend a POST on one the server closed under them.
+    assert Settings().keepalive_timeout_seconds > 90
