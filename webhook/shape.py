@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hami.engine.shape import ShapeError, check_pod, object_of, string
+from hami.service.admission import EPHEMERAL
 
 __all__ = ["ShapeError", "check_request"]
 
@@ -13,5 +14,10 @@ def check_request(request: Mapping[str, Any]) -> None:
     kind = object_of(request.get("kind"), "request.kind")
     string(kind.get("kind"), "request.kind.kind")
     string(request.get("operation"), "request.operation")
-    if request["operation"] == "CREATE" and kind["kind"] == "Pod":
+    if kind["kind"] != "Pod":
+        return
+    if request["operation"] == "CREATE":
         check_pod(request.get("object"), "request.object")
+    elif request["operation"] == "UPDATE" and request.get("subResource") == EPHEMERAL:
+        check_pod(request.get("object"), "request.object")
+        check_pod(request.get("oldObject"), "request.oldObject")

@@ -4,7 +4,9 @@ Usage per card is kept incrementally: every pod event adds or removes that
 one pod's share, so a filter never rescans all pods (HAMi rebuilds the whole
 view on every filter). Reservations made at filter time count like
 allocations until the pod's own annotations arrive through the watch, and
-expire if no bind follows.
+expire if no bind follows. What a pod is counted as, and why the cache trusts
+what it bound over what is written later, is hami.engine.trust; pods bound
+without an allocation of ours are counted as whole cards (hami.engine.outside).
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -12,7 +14,9 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
+from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -20,16 +24,15 @@ from hami.engine.inventory import (
     inventory_key,
     is_terminal,
     node_inventory,
-    pod_allocation,
 )
 from hami.engine.model import NodeState, PodDevices, Usage
+from hami.engine.names import NODE_LOCK
+from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node, held, mig_cards, pod_usage
-from hami.engine.vetting import Vetted, vet_allocation
+from hami.engine.trust import Counted, asks_for_no_card, count, observe
 
-# (namespace, name, why): an allocation annotation the cache did not count as written.
-Distrust = Callable[[str, str, str], None]
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
 
@@ -55,6 +58,7 @@ class ClusterCache:
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
+        on_edit_ignored: EditIgnored | None = None,
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
@@ -70,18 +74,19 @@ class ClusterCache:
         self._unknown_ttl = min(unknown_pod_ttl, reservation_ttl)
         self._gpu_resource = gpu_resource
         self._resources = resources
-        self._on_distrust = on_distrust
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in _account beside the cards'.
         self.quotas = quotas or QuotaBook(resources.names, resources.memory_factor)
         self._known: set[str] = set()  # uids of the live pods the watch has shown
-        self._distrusted: dict[str, PodAllocation] = {}  # as written, reported once
+        self._records = PodRecords(on_distrust, on_edit_ignored)
         self._inventory: dict[str, NodeInventory] = {}
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
         self._node_keys: dict[str, tuple[Any, ...]] = {}
+        self._locks = NodeLocks()
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
-        self._pods: dict[str, PodAllocation] = {}
+        self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
+        self._outside = OutsideBook()  # counted as the kubelet's whole cards
         self._reservations: dict[str, Reservation] = {}
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         self._states: dict[str, NodeState] = {}
@@ -95,12 +100,14 @@ class ClusterCache:
             seen.add(self._upsert_node(node))
         for name in [*self._inventory, *self.unregistered]:
             if name not in seen:
-                self._drop_node(name)
+                self.delete_node({"metadata": {"name": name}})
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         self._upsert_node(node)
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
+        meta = node.get("metadata") or {}
+        self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
         key = inventory_key(node, self._gpu_resource, self._gfd_split)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
@@ -108,20 +115,30 @@ class ClusterCache:
         self._node_keys[name] = key
         inv = node_inventory(node, self._gpu_resource, self._gfd_split)
         if isinstance(inv, Unregistered):
-            self._drop_node(inv.name)
+            if inv.name in self._inventory:
+                self._drop_node(inv.name)
+                self._recount_node(inv.name)
             self.unregistered[inv.name] = inv.why
             self._node_keys[name] = key
             return inv.name
         self.unregistered.pop(inv.name, None)
         if self._inventory.get(inv.name) != inv:
-            was = mig_cards(self._states.get(inv.name))
             self._inventory[inv.name] = inv
             self._rebuild(inv.name)
-            if mig_cards(self._states.get(inv.name)) != was:
-                self._recount(inv.name)
+            # Which cards exist, and which are in MIG mode, decide how its pods are counted.
+            self._recount_node(inv.name)
             # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
             self._released(inv.name)
         return inv.name
+
+    def _lock_seen(self, node: str, value: str | None) -> None:
+        if not self._locks.seen(node, value):
+            return
+        # An unbound pod's allocation counts only while the lock names it.
+        for uid in self._records.on(node):
+            seen = self._records.get(uid)
+            if seen is not None and not seen.bound_to:
+                self._recount(uid)
 
     def handshake(self, node: str) -> bool:
         """Whether a device plugin on `node` allocates through HAMi's node lock and bind phase."""
@@ -129,9 +146,13 @@ class ClusterCache:
         return inv is None or inv.handshake
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
-        self._drop_node(str((node.get("metadata") or {}).get("name", "")))
+        name = str((node.get("metadata") or {}).get("name", ""))
+        self._lock_seen(name, None)
+        self._drop_node(name)
+        self._recount_node(name)
 
     def _drop_node(self, name: str) -> None:
+        self._outside.forget_node(name)
         self._node_keys.pop(name, None)
         self._inventory.pop(name, None)
         self._states.pop(name, None)
@@ -141,7 +162,8 @@ class ClusterCache:
         inv = self._inventory.get(name)
         if inv is None:
             return
-        usage = self._usage.get(name, {})
+        usage: Mapping[str, Usage] = self._usage.get(name, {})
+        usage = self._outside.usage(name, inv.devices, usage)
         self._states[name] = build_node(name, inv.devices, usage, inv.cordoned, inv.links)
 
     # --- usage bookkeeping ------------------------------------------------
@@ -160,15 +182,6 @@ class ClusterCache:
                 per_card[uuid] = total
         self._rebuild(node)
 
-    def _recount(self, node: str) -> None:
-        """Count the node's pods again: which of its cards are in MIG mode changed, and with
-        it what a pod holding one without a MIG allocation means (hami.engine.mig)."""
-        for uid in [u for u, a in self._pods.items() if a.node == node]:
-            alloc = self._pods[uid]
-            self._account(node, alloc.namespace, self._pod_usage[uid], -1)
-            self._pod_usage[uid] = held(alloc, mig_cards(self._states.get(node)))
-            self._account(node, alloc.namespace, self._pod_usage[uid], +1)
-
     # --- pods --------------------------------------------------------------
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
@@ -176,28 +189,58 @@ class ClusterCache:
         for pod in pods:
             seen.add(str((pod.get("metadata") or {}).get("uid", "")))
             self.upsert_pod(pod)
-        for uid in [u for u in self._pods if u not in seen]:
-            self._released(self._remove_pod(uid))
+        for uid in [u for u in self._records.uids() if u not in seen]:
+            self._records.put(uid, None)
+            self._released(self._uncount(uid))
         for uid in [u for u in self._reservations if u not in seen]:
             self.forget(uid)
         self._known &= seen
-        for uid in [u for u in self._distrusted if u not in seen]:
-            del self._distrusted[uid]
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._learn(uid, live=not is_terminal(pod))
-        alloc = self.vetted(pod)
-        if alloc is None:
-            self._released(self._remove_pod(uid))
+        seen, edit = observe(pod, self._records.get(uid), self._resources)
+        self._records.put(uid, seen)
+        if seen is None:
+            self._released(self._uncount(uid))
             if is_terminal(pod):
                 self.forget(uid)
             # Otherwise keep any reservation: the pod's events between filter
             # and bind carry no allocation yet.
             return
-        if self._pods.get(uid) == alloc:
+        self._records.edited(seen, edit)
+        self._recount(uid)
+
+    def _recount_node(self, node: str) -> None:
+        for uid in self._records.on(node):
+            self._recount(uid)
+
+    def _recount(self, uid: str) -> None:
+        """Count the pod as its record says, given its node as the cache has it now."""
+        seen = self._records.get(uid)
+        if seen is None:
             return
-        self._remove_pod(uid)
+        node = seen.written.node if seen.written is not None else seen.bound_to
+        inv = self._inventory.get(node)
+        devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
+        counted = count(seen, devmem, self._locks.holder(node))
+        self._records.distrusted(seen, counted.problem)
+        if counted.own is None and seen.bound_to:
+            # Bound without an allocation of ours: whatever this scheduler held for it is free.
+            self._released(self._drop_reservation(uid))
+        was = self._pods.get(uid) or self._outside.get(uid)
+        if self._counts(uid, counted):
+            return
+        left = self._uncount(uid)
+        if counted.own is not None:
+            self._count_own(uid, counted.own)
+        elif counted.outside is not None:
+            self._outside.add(counted.outside)
+            self._rebuild(counted.outside.node)
+        if was is not None and (counted.own or counted.outside) is None:
+            self._released(left)
+
+    def _count_own(self, uid: str, alloc: PodAllocation) -> None:
         usage = held(alloc, mig_cards(self._states.get(alloc.node)))
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
@@ -215,52 +258,20 @@ class ClusterCache:
         self._drop_reservation(uid)
         self._account(alloc.node, alloc.namespace, usage, +1)
 
-    def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
-        """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
-        beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and
-        bind without one. A pod that names no GPU resource is never sent to the extender, and
-        one carrying an allocation that did not add up is no decision of ours."""
-        if pod_allocation(pod) is not None:
-            return False
-        spec = pod.get("spec") or {}
-        n = self._resources.names
-        ours = (n.gpu, n.memory, n.memory_percentage, n.cores)
-        named = any(
-            name in ((c.get("resources") or {}).get(section) or {})
-            for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-            for section in ("limits", "requests")
-            for name in ours
+    def _counts(self, uid: str, counted: Counted) -> bool:
+        """Whether the pod is counted so already (on cards as their MIG modes stand)."""
+        if counted.outside is not None:
+            return self._outside.get(uid) == counted.outside
+        if counted.own is None:
+            return uid not in self._pods and self._outside.get(uid) is None
+        alloc = counted.own
+        return self._pods.get(uid) == alloc and self._pod_usage[uid] == held(
+            alloc, mig_cards(self._states.get(alloc.node))
         )
-        try:
-            return named and not pod_request(spec, self._resources).wants_gpu
-        except RequestError:
-            return False
 
-    def vetted(self, pod: Mapping[str, Any]) -> PodAllocation | None:
-        """The pod's allocation as far as it adds up (hami.engine.vetting), or None."""
-        alloc = pod_allocation(pod)
-        if alloc is None:
-            return None
-        spec = pod.get("spec") or {}
-        inv = self._inventory.get(alloc.node)
-        try:
-            request = pod_request(spec, self._resources)
-        except RequestError as e:
-            verdict = Vetted(None, str(e))
-        else:
-            verdict = vet_allocation(
-                alloc,
-                str(spec.get("nodeName") or ""),
-                request,
-                {d.id: d.share_base for d in inv.devices} if inv is not None else {},
-            )
-        if not verdict.problem:
-            self._distrusted.pop(alloc.uid, None)
-        elif self._distrusted.get(alloc.uid) != alloc:
-            self._distrusted[alloc.uid] = alloc
-            if self._on_distrust is not None:
-                self._on_distrust(alloc.namespace, alloc.name, verdict.problem)
-        return verdict.allocation
+    def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
+        """hami.engine.trust.asks_for_no_card: bound by HAMi with no lock and no allocation."""
+        return asks_for_no_card(pod, self._resources)
 
     def _learn(self, uid: str, live: bool) -> None:
         if not live:
@@ -278,13 +289,17 @@ class ClusterCache:
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        self._released(self._remove_pod(uid))
+        self._records.put(uid, None)
+        self._released(self._uncount(uid))
         self.forget(uid)
         self._known.discard(uid)
-        self._distrusted.pop(uid, None)
 
-    def _remove_pod(self, uid: str) -> str | None:
-        """Uncount the pod's allocation; the node it was on, if any."""
+    def _uncount(self, uid: str) -> str | None:
+        """Uncount what the pod holds; the node it was on, if any."""
+        claim = self._outside.remove(uid)
+        if claim is not None:
+            self._rebuild(claim.node)
+            return claim.node
         alloc = self._pods.pop(uid, None)
         if alloc is None:
             return None
@@ -300,6 +315,18 @@ class ClusterCache:
 
     def pods(self) -> Iterable[PodAllocation]:
         return self._pods.values()
+
+    def outside(self, node: str | None = None) -> Iterable[OutsideClaim]:
+        """Bound pods holding GPUs without an allocation of ours (on `node`, or anywhere),
+        each counted as the kubelet's whole cards."""
+        return self._outside.claims(node)
+
+    def claim(self, uid: str) -> OutsideClaim | None:
+        return self._outside.get(uid)
+
+    def outside_cards(self, node: str) -> Mapping[str, tuple[OutsideClaim, ...]]:
+        """The cards of `node` those pods are counted on, by card."""
+        return self._outside.cards(node)
 
     # --- reservations -------------------------------------------------------
 
@@ -348,7 +375,7 @@ class ClusterCache:
         self._drop_reservation(uid)
         alloc = self._pods.get(uid)
         if alloc is not None and not alloc.bound:
-            self._remove_pod(uid)
+            self._uncount(uid)
 
     def expire(self) -> list[Reservation]:
         """Drop reservations whose bind never came; returns them for logging."""

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami.engine import kai, names
+from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError, as_int64
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -165,12 +166,22 @@ def admit(
         )
     scheduler = spec.get("schedulerName") or ""
     adopt = scheduler in cfg.adopt_schedulers and kai.wants_kai_sharing(annotations_in)
-    if (
-        scheduler
-        and scheduler != cfg.scheduler_name
-        and not adopt
-        and not (scheduler == DEFAULT_SCHEDULER and cfg.force_overwrite_default_scheduler)
-    ):
+    ours = (
+        not scheduler
+        or scheduler == cfg.scheduler_name
+        or adopt
+        or (scheduler == DEFAULT_SCHEDULER and cfg.force_overwrite_default_scheduler)
+    )
+    # Every GPU pod, whoever places it: its cards come from the same device plugin, and a pod
+    # that slips out of its slice or past the scheduler's count over-commits the node.
+    if adopt or names_gpu(spec, cfg.resources.names):
+        injected = ""
+        if ours and not ignored and cfg.injection.mode == "standalone":
+            injected = _config_name(pod, config_name)
+        problems = pod_escapes(pod, injected)
+        if problems:
+            return _deny(refusal(problems))
+    if not ours:
         return Admission(True, dict(pod), "pod already has different scheduler assigned")
 
     out = copy.deepcopy(dict(pod))
@@ -186,24 +197,16 @@ def admit(
         return _deny(str(e))
     if request is None:
         return Admission(True, dict(pod) if ignored else out)
-
-    for c in containers:
-        if (c.get("securityContext") or {}).get("privileged") is True:
-            return _deny(
-                f"container {c.get('name')} is privileged; a privileged container sees every GPU "
-                "on the node, so it cannot be given a GPU share: drop privileged or the GPU request"
-            )
-    if ignored:
+    if ignored and scheduler != cfg.scheduler_name:
+        # Left to the scheduler it names: our policies are not its to follow.
         return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
     annotations = out["metadata"].get("annotations") or {}
     try:
         pod_options(annotations, cfg.policies)
     except PolicyError as e:
         return _deny(str(e))
-    if spec.get("nodeName"):
-        return _deny(
-            "pod has node assigned; remove spec.nodeName so the GPU scheduler can place it"
-        )
+    if ignored:
+        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
     out_spec["schedulerName"] = cfg.scheduler_name
     if cfg.runtime_class_name and not out_spec.get("runtimeClassName"):
         out_spec["runtimeClassName"] = cfg.runtime_class_name
@@ -217,3 +220,16 @@ def admit(
         _config_name(out, config_name),
     )
     return Admission(True, out)
+
+
+def admit_ephemeral(
+    pod: Mapping[str, Any], old: Mapping[str, Any], cfg: AdmissionConfig
+) -> Admission:
+    """Decide on ephemeral containers added to a running pod (kubectl debug): a GPU pod's new
+    ones are held to the same checks as its own containers. Nothing is mutated."""
+    spec = pod.get("spec") or {}
+    if names_gpu(spec, cfg.resources.names):
+        problems = ephemeral_escapes(pod, old)
+        if problems:
+            return _deny(refusal(problems))
+    return Admission(True, dict(pod))

@@ -143,7 +143,8 @@ class PodAllocation:
     mig: tuple[MigAllocation, ...] = ()
 
 
-def _init_done(pod: Mapping[str, Any], n_init: int) -> bool:
+def init_done(pod: Mapping[str, Any], n_init: int) -> bool:
+    """Whether every init container has finished well (then only the app containers count)."""
     statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
     if n_init == 0 or len(statuses) < n_init:
         return False
@@ -181,9 +182,24 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
         node=sys.intern(str(node)),
         devices=with_instances(devices, mig),
         n_init=n_init,
-        init_done=_init_done(pod, n_init),
+        init_done=init_done(pod, n_init),
         bound=bool(spec.get("nodeName")),
         mig=mig,
+    )
+
+
+def placement_of(alloc: PodAllocation) -> tuple[object, ...]:
+    """What a bind decided: the node, and per container the cards with their shares and MIG
+    placements, without what the device plugin records later (the MIG instances' identity)."""
+    return (
+        alloc.node,
+        tuple(
+            tuple(
+                (d.uuid, d.usedmem, d.usedcores, d.mig and (d.mig.profile, d.mig.placement))
+                for d in container
+            )
+            for container in alloc.devices
+        ),
     )
 
 

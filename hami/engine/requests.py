@@ -176,3 +176,15 @@ def pod_request(
             f"{MAX_CONTAINERS}: split it into several pods"
         )
     return request
+
+
+def names_gpu(spec: Mapping[str, Any], names: ResourceNames) -> bool:
+    """Whether any container or init container requests or limits a GPU resource (the chart's
+    matchConditions send exactly these pods to the webhook)."""
+    wanted = (names.gpu, names.memory, names.memory_percentage, names.cores)
+    return any(
+        name in ((c.get("resources") or {}).get(section) or {})
+        for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+        for section in ("limits", "requests")
+        for name in wanted
+    )

@@ -78,15 +78,24 @@ def _fields(required: Mapping[str, Check], optional: Mapping[str, Check]) -> Che
     return each
 
 
-_ENV = _fields({"name": string}, {"value": string, "valueFrom": _fields({}, {})})
+_REF = _fields({}, {"name": string, "key": string})
+_ENV = _fields(
+    {"name": string},
+    {"value": string, "valueFrom": _fields({}, {"configMapKeyRef": _REF, "secretKeyRef": _REF})},
+)
+_ENV_FROM = _fields({}, {"prefix": string, "configMapRef": _REF, "secretRef": _REF})
 _RESOURCES = _fields({}, {"limits": _map_of(_quantity), "requests": _map_of(_quantity)})
+_SECURITY = _fields(
+    {}, {"privileged": _boolean, "capabilities": _fields({}, {"add": _list_of(string)})}
+)
 _CONTAINER = _fields(
     {"name": string},
     {
         "resources": _RESOURCES,
-        "securityContext": _fields({}, {"privileged": _boolean}),
+        "securityContext": _SECURITY,
         "env": _list_of(_ENV),
-        "volumeMounts": _list_of(_fields({"mountPath": string}, {})),
+        "envFrom": _list_of(_ENV_FROM),
+        "volumeMounts": _list_of(_fields({"mountPath": string}, {"name": string})),
     },
 )
 _POD = _fields(
@@ -96,7 +105,10 @@ _POD = _fields(
             {
                 "containers": _list_of(_CONTAINER),
                 "initContainers": _list_of(_CONTAINER),
-                "volumes": _list_of(_fields({"name": string}, {})),
+                "ephemeralContainers": _list_of(_CONTAINER),
+                "volumes": _list_of(
+                    _fields({"name": string}, {"hostPath": _fields({"path": string}, {})})
+                ),
                 "schedulerName": string,
                 "nodeName": string,
                 "runtimeClassName": string,

@@ -4,10 +4,11 @@ The annotations are scheduling state that only the scheduler writes, and the
 chart's ValidatingAdmissionPolicy has kube-apiserver enforce that. This is the
 second line for clusters without it: an allocation is counted only as far as
 a bind of ours could have written it. One that cannot be ours (a pod that asks
-for no GPU, more cards than asked for, a node the pod does not run on) is not
-counted at all; one that claims less than the pod's own request implies is
-counted as requested, since under-counting a running pod is what lets the
-next pod over-commit its card.
+for no GPU, more cards than asked for, a node the pod does not run on, a card
+its node does not have) is not counted as an allocation (hami.engine.trust
+counts a bound pod carrying one as the kubelet's whole cards); one that claims
+less than the pod's own request implies is counted as requested, since
+under-counting a running pod is what lets the next pod over-commit its card.
 """
 
 from collections.abc import Mapping
@@ -33,13 +34,19 @@ def vet_allocation(
     alloc: PodAllocation,
     bound_to: str,
     request: PodRequest,
-    devmem: Mapping[str, int],
+    devmem: Mapping[str, int] | None,
 ) -> Vetted:
     """`bound_to` is the pod's spec.nodeName ("" while unbound), `request` what its spec asks
-    for, `devmem` the MiB a percentage is taken of on each of the node's known cards
-    (DeviceInfo.share_base)."""
+    for, `devmem` the MiB a percentage is taken of on each of the node's cards
+    (DeviceInfo.share_base), None while the node's cards are not known."""
     if bound_to and bound_to != alloc.node:
         return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
+    if devmem is not None:
+        unknown = sorted({d.uuid for c in alloc.devices for d in c} - devmem.keys())
+        if unknown:
+            return Vetted(
+                None, f"it names card {', '.join(unknown)}, which node {alloc.node} does not have"
+            )
     # Matched in order against the containers that ask for a GPU: we write an empty entry for
     # a GPU-less container, HAMi v2.10 leaves it out, and either way the order is the spec's.
     asks = iter([a for a in (*request.init, *request.app) if a is not None])
@@ -58,7 +65,7 @@ def vet_allocation(
                 None,
                 f"entry {index} holds {len(given)} cards but its container asks for {ask.nums}",
             )
-        raised.append(tuple(_at_least_requested(d, ask, devmem, index, notes) for d in given))
+        raised.append(tuple(_at_least_requested(d, ask, devmem or {}, index, notes) for d in given))
     if not notes:
         return Vetted(alloc)
     return Vetted(replace(alloc, devices=tuple(raised)), "; ".join(notes))
@@ -89,7 +96,7 @@ def _at_least_requested(
 ) -> ContainerDevice:
     if d.mig is not None:
         return d  # a MIG instance holds what its profile holds, whatever the request
-    # A card not registered (yet) leaves a percentage request unknown: count what is written.
+    # A node not registered (yet) leaves a percentage request unknown: count what is written.
     mem = ask.memreq if ask.memreq > 0 else ask.memory_on(devmem.get(d.uuid, 0))
     cores = ask.coresreq
     if d.usedmem >= mem and d.usedcores >= cores:

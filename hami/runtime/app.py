@@ -44,6 +44,9 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
+# The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
+EDIT_IGNORED = "AllocationEditIgnored"
+
 
 @dataclass(frozen=True)
 class _Sink:
@@ -111,6 +114,22 @@ def _log_distrust(namespace: str, name: str, why: str) -> None:
     )
 
 
+def _edit_ignored(
+    events: EventRecorder, leading: Callable[[], bool]
+) -> Callable[[str, str, str, str], None]:
+    """A bound pod's allocation edited: every replica logs it, the leader tells the pod."""
+
+    def told(namespace: str, name: str, uid: str, what: str) -> None:
+        log.warning(
+            "allocation edit ignored", extra={"namespace": namespace, "pod": name, "reason": what}
+        )
+        if leading():
+            ref = {"namespace": namespace, "name": name, "uid": uid}
+            events.record(ref, "Warning", EDIT_IGNORED, what)
+
+    return told
+
+
 async def build(settings: Settings) -> Runtime:
     kube = Kube(
         await connect(settings.kubeconfig or None),
@@ -145,6 +164,7 @@ async def build(settings: Settings) -> Runtime:
         reservation_ttl=settings.reservation_ttl_seconds,
         resources=resources,
         on_distrust=_log_distrust,
+        on_edit_ignored=_edit_ignored(events, lambda: leadership.current() is not None),
         on_release=requeue,
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
         quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),

@@ -19,6 +19,7 @@ from hami.cache.quota import QuotaLine
 from hami.cache.store import ClusterCache
 from hami.engine.inventory import PodAllocation
 from hami.engine.model import Card, MigInstance, NodeState
+from hami.engine.outside import OutsideClaim
 
 # Go's float formatting, as prometheus_client writes every sample (the library is untyped).
 _go_format = cast(Callable[[float], str], utils.floatToGoString)
@@ -55,6 +56,11 @@ LABELS = {
 }
 CARD = ("node", "uuid", "index", "type")
 CONTAINER = ("namespace", "pod_node", "pod", "container", "device")
+OUTSIDE_HELP = (
+    "Whole cards counted as held by bound GPU pods the scheduler did not place (another "
+    "scheduler, or a node named at creation)"
+)
+OUTSIDE_POD_HELP = "Whole cards a bound GPU pod holds outside the scheduler (the kubelet's count)"
 QUOTA_USED_HELP = "GPU memory (MiB) or cores the namespace's pods hold, counted against its quota"
 
 
@@ -189,6 +195,7 @@ class Snapshot:
     nodes: tuple[NodeState, ...]
     pods: tuple[PodAllocation, ...]
     quotas: tuple[QuotaLine, ...]
+    outside: tuple[OutsideClaim, ...] = ()
 
 
 class ClusterExposition:
@@ -213,12 +220,14 @@ class ClusterExposition:
 
     def snapshot(self) -> Snapshot:
         """Cheap: references only. Call it on the event loop."""
+        outside = tuple(self.cache.outside())
         if not self.per_pod:
-            return Snapshot(tuple(self.cache.view.values()), (), ())
+            return Snapshot(tuple(self.cache.view.values()), (), (), outside)
         return Snapshot(
             tuple(self.cache.view.values()),
             tuple(self.cache.pods()),
             tuple(self.cache.quotas.lines()),
+            outside,
         )
 
     def _name(self, series: Series) -> str:
@@ -267,9 +276,31 @@ class ClusterExposition:
             for (_, card), text in zip(cards, labels, strict=True):
                 yield f"{name}{text[index]} {_go(value(card))}\n"
         yield from self._mig_instances(snap.nodes)
+        yield from self._outside(snap)
         if self.per_pod:
             yield from self._quotas(snap.quotas)
             yield from self._containers(snap.pods)
+
+    def _outside(self, snap: Snapshot) -> Iterable[str]:
+        """Whole cards counted for bound GPU pods this scheduler did not place (another
+        scheduler's, or created with their node named): per node, and per pod."""
+        cards = {node.name: len(node.cards) for node in snap.nodes}
+        # Each pod is counted on at most every card of its node once.
+        counted = [(c, min(c.cards, cards.get(c.node, 0))) for c in snap.outside]
+        held: dict[str, int] = {}
+        for claim, n in counted:
+            held[claim.node] = held.get(claim.node, 0) + n
+        name = "hami_node_gpu_outside_scheduler_cards"
+        yield _header(name, OUTSIDE_HELP)
+        for node in snap.nodes:
+            yield f"{name}{_labels([('node', node.name)])} {_go(held.get(node.name, 0))}\n"
+        if not self.per_pod:
+            return
+        name = "hami_gpu_pod_outside_scheduler_cards"
+        yield _header(name, OUTSIDE_POD_HELP)
+        for c, n in counted:
+            text = _labels([("namespace", c.namespace), ("node", c.node), ("pod", c.name)])
+            yield f"{name}{text} {_go(n)}\n"
 
     def _mig_instances(self, nodes: tuple[NodeState, ...]) -> Iterable[str]:
         """HAMi's hami_node_gpu_mig_instance_info: 1 per MIG instance its device plugin has

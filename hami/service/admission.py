@@ -4,11 +4,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.engine.admission import Admission, AdmissionConfig, admit
+from hami.engine.admission import Admission, AdmissionConfig, admit, admit_ephemeral
 from hami.engine.jsonpatch import Patch, diff
 from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
 from hami.engine.requests import RequestError, pod_request
 
+# The subresource `kubectl debug` adds ephemeral containers through (an UPDATE of the pod).
+EPHEMERAL = "ephemeralcontainers"
 # A namespace's GPU quota and what it holds now (the cache's), None where nothing limits it.
 Quotas = Callable[[str], NamespaceQuota | None]
 
@@ -32,6 +34,9 @@ class AdmissionService:
         Writes nothing: dry runs need no special case.
         """
         kind, operation = request["kind"]["kind"], request["operation"]
+        if kind == "Pod" and operation == "UPDATE" and request.get("subResource") == EPHEMERAL:
+            added = admit_ephemeral(request["object"], request["oldObject"], self.config)
+            return AdmissionOutcome(added.allowed, message=added.message, code=added.code)
         if operation != "CREATE" or kind != "Pod":
             return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
         pod = request["object"]

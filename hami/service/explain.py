@@ -45,13 +45,15 @@ def explain(
     try:
         asked = placement.ask(pod)
     except PolicyError as e:
-        return bound if spec.get("nodeName") else [f"{ref} cannot be placed: {e}"]
+        if spec.get("nodeName"):
+            return bound + outside_pod_lines(cache, str(meta.get("uid", "")))
+        return [f"{ref} cannot be placed: {e}"]
     if asked is None:
         return [
             f"{ref} asks for no GPU: this scheduler leaves it to {spec.get('schedulerName') or 'default-scheduler'}"
         ]
     if spec.get("nodeName"):
-        return bound
+        return bound + outside_pod_lines(cache, str(meta.get("uid", "")))
     options = asked[1]
     ruled_out = {
         str((n.get("metadata") or {}).get("name", "")): reason
@@ -79,6 +81,7 @@ def explain(
     for node in sorted(failed):
         why = cache.unregistered.get(node) if node not in ruled_out else None
         lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
+        lines.extend(outside_node_lines(cache, node))
         state = cache.view.get(node)
         if state is not None and reasons.CARD_MIG_TOPOLOGY_INFEASIBLE in failed[node]:
             lines.extend(placement_lines(state, asked[0]))
@@ -89,6 +92,29 @@ def explain(
                 for uuid, score in cs.items()
             )
     return lines
+
+
+def outside_pod_lines(cache: ClusterCache, uid: str) -> list[str]:
+    """For a bound pod counted as the kubelet's whole cards: how many, and why."""
+    claim = cache.claim(uid)
+    if claim is None:
+        return []
+    return [
+        f"  counted as {_cards(claim.cards)} of {claim.node} held outside this scheduler: "
+        f"{claim.why} (the kubelet gives it that many devices, with no slice)"
+    ]
+
+
+def outside_node_lines(cache: ClusterCache, node: str) -> list[str]:
+    """The pods holding cards of `node` that the scheduler did not place."""
+    return [
+        f"    {_cards(c.cards)} held by {c.namespace}/{c.name}, outside this scheduler: {c.why}"
+        for c in sorted(cache.outside(node), key=lambda c: (c.namespace, c.name))
+    ]
+
+
+def _cards(n: int) -> str:
+    return f"{n} whole card{'' if n == 1 else 's'}"
 
 
 def written_instances(value: str | None) -> list[str]:

@@ -24,6 +24,8 @@ class Holder:
     memory: int  # MiB
     cores: int
     mig: str = ""  # on a card in MIG mode, the instance (`3g.20gb@4-7`)
+    # A pod the scheduler did not place, counted as this whole card (hami.engine.outside).
+    outside: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,13 @@ def status(
                 holders.setdefault((alloc.node, d.uuid), []).append(
                     Holder(alloc.namespace, alloc.name, index, d.usedmem, d.usedcores, instance)
                 )
+    for node in cache.view.values():
+        for uuid, claims in cache.outside_cards(node.name).items():
+            card = next(c.info for c in node.cards if c.info.id == uuid)
+            holders.setdefault((node.name, uuid), []).extend(
+                Holder(c.namespace, c.name, 0, card.devmem, card.devcore, outside=True)
+                for c in claims
+            )
     nodes = tuple(
         NodeStatus(
             node.name,
@@ -197,7 +206,8 @@ def _card_rows(cards: Sequence[CardStatus]) -> list[list[str]]:
 
 
 def _holder_text(h: Holder) -> str:
-    return f"{h.namespace}/{h.pod}" + (f" {h.mig}" if h.mig else "")
+    text = f"{h.namespace}/{h.pod}" + (f" {h.mig}" if h.mig else "")
+    return f"{text}(outside)" if h.outside else text
 
 
 def _table(rows: list[list[str]]) -> list[str]:

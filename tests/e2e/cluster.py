@@ -67,6 +67,7 @@ AS_PLUGIN = (f"--as={DEVICE_PLUGIN_USER}", "--as-group=system:masters")
 CHART = REPO_ROOT / "helm" / "hami"
 KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"
+ADMISSION_POLICY = "hami-scheduling-state"  # as release hami renders it
 WEBHOOK_NAME = "vgpu.hami.io"
 MANAGED_RESOURCES = (
     "nvidia.com/gpu",
@@ -645,7 +646,37 @@ class ControlPlane:
             check=True,
         ).stdout
         self.kube.apply(rendered)
-        # A Node never reaches our webhook, so its answer is the policy's alone.
+
+        def enforced() -> bool:
+            refused = self._create_locked_node()
+            return (
+                refused.returncode != 0
+                and "scheduling state" in refused.stderr
+                and all(
+                    self._create_locked_node(f"--as={u}", "--as-group=system:masters").returncode
+                    == 0
+                    for u in (SCHEDULER_USER, *scheduler_users)
+                )
+            )
+
+        wait_for(enforced, timeout=30, what="the admission policy to be enforced as rendered")
+
+    def drop_admission_policy(self) -> None:
+        """Remove the policy's binding, as on a cluster older than 1.30 or with
+        admissionPolicy.enabled=false, and wait until kube-apiserver no longer enforces it.
+        apply_admission_policy() puts it back."""
+        self.kubectl(
+            "delete", "validatingadmissionpolicybinding", ADMISSION_POLICY, "--ignore-not-found"
+        )
+        wait_for(
+            lambda: self._create_locked_node().returncode == 0,
+            timeout=30,
+            what="the admission policy to stop being enforced",
+        )
+
+    def _create_locked_node(self, *user: str) -> subprocess.CompletedProcess[str]:
+        """A dry-run create of a Node carrying a node lock: a Node never reaches our webhook,
+        so its answer is the policy's alone."""
         probe = json.dumps(
             {
                 "apiVersion": "v1",
@@ -656,24 +687,9 @@ class ControlPlane:
                 },
             }
         )
-
-        def create_as(*user: str) -> subprocess.CompletedProcess[str]:
-            return self.kubectl(
-                "create", "--dry-run=server", *user, "-f", "-", stdin=probe, check=False
-            )
-
-        def enforced() -> bool:
-            refused = create_as()
-            return (
-                refused.returncode != 0
-                and "scheduling state" in refused.stderr
-                and all(
-                    create_as(f"--as={u}", "--as-group=system:masters").returncode == 0
-                    for u in (SCHEDULER_USER, *scheduler_users)
-                )
-            )
-
-        wait_for(enforced, timeout=30, what="the admission policy to be enforced as rendered")
+        return self.kubectl(
+            "create", "--dry-run=server", *user, "-f", "-", stdin=probe, check=False
+        )
 
     @contextlib.contextmanager
     def trusting(self, *scheduler_users: str) -> Iterator[None]:
@@ -763,7 +779,14 @@ class ControlPlane:
                             "operations": ["CREATE"],
                             "resources": ["pods"],
                             "scope": "*",
-                        }
+                        },
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["pods/ephemeralcontainers"],
+                            "scope": "*",
+                        },
                     ],
                     "namespaceSelector": {
                         "matchExpressions": [

@@ -79,6 +79,31 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
+def ignored(kube: Kube) -> Iterator[str]:
+    """A namespace an administrator exempted (labelled hami.io/webhook=ignore): the webhook never
+    sees it, so what is refused there, kube-apiserver refused."""
+    name = f"ignored-{secrets.token_hex(3)}"
+    kube("create", "namespace", name)
+    kube("label", "namespace", name, "hami.io/webhook=ignore")
+    yield name
+    kube("delete", "pods", "--all", "-n", name, "--force", "--grace-period=0", timeout=90)
+
+
+@pytest.fixture(scope="module", params=["with-policy", "without-policy"])
+def admission_policy(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iterator[bool]:
+    """Each test of a module that asks for it runs twice: with the chart's admission policy, and
+    without it, as on Kubernetes before 1.30 or with admissionPolicy.enabled=false."""
+    if request.param == "with-policy":
+        yield True
+        return
+    control_plane.drop_admission_policy()
+    try:
+        yield False
+    finally:
+        control_plane.apply_admission_policy()
+
+
+@pytest.fixture
 def nodesim(control_plane: ControlPlane) -> Iterator[Callable[..., NodeSim]]:
     started: list[NodeSim] = []
 

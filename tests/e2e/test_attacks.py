@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 import ssl
 import time
 import urllib.request
@@ -54,16 +53,6 @@ def busybox(name: str, annotations: dict[str, str]) -> str:
             "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]},
         }
     )
-
-
-@pytest.fixture
-def ignored(kube: Kube) -> Iterator[str]:
-    """A namespace the webhook never sees: what is refused there, kube-apiserver refused."""
-    name = f"ignored-{secrets.token_hex(3)}"
-    kube("create", "namespace", name)
-    kube("label", "namespace", name, "hami.io/webhook=ignore")
-    yield name
-    kube("delete", "pods", "--all", "-n", name, "--force", "--grace-period=0", timeout=90)
 
 
 def assert_invariant(control_plane: ControlPlane, kube: Kube) -> None:
@@ -186,18 +175,8 @@ def test_without_the_policy_the_cache_still_ignores_allocations_that_do_not_add_
             "hami.io/vgpu-devices-allocated": FOUR_CARDS.format(node=node.name),
         },
     )
-    kube("delete", "validatingadmissionpolicybinding", "hami-scheduling-state")
+    control_plane.drop_admission_policy()
     try:
-        wait_for(
-            lambda: (
-                kube(
-                    "create", "--dry-run=server", "-n", ignored, "-f", "-", stdin=squat, check=False
-                ).returncode
-                == 0
-            ),
-            timeout=30,
-            what="the policy to stop being enforced",
-        )
         kube.apply(squat, ignored)
     finally:
         control_plane.apply_admission_policy()

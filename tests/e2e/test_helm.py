@@ -518,10 +518,25 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         "devicePlugin.monitor.enabled=true",
         "webhook.timeoutSeconds=5",
         f"webhook.url={dead_url}",
+        "metrics.networkPolicy.enabled=true",
     ]
     install = ["install", release, str(CHART), "--namespace", namespace]
     for value in values:
         install += ["--set", value]
+    scrapers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    install += ["--set-json", f"metrics.networkPolicy.from={json.dumps(scrapers)}"]
+    # A GPU pod created before the install (through the harness's webhook), nobody schedules it:
+    # the chart's webhook must also be asked when kubectl debug adds a container to it.
+    target = f"debug-{secrets.token_hex(3)}"
+    kube("create", "namespace", target)
+    kube(
+        "create",
+        "-n",
+        target,
+        "-f",
+        "-",
+        stdin=json.dumps(variant(GPU_POD, spec__schedulerName="nobody")),
+    )
     # This release's admission policy must not lock the harness's scheduler and simulator out.
     install += ["--set-json", f'admissionPolicy.schedulerUsers=["{SCHEDULER_USER}"]']
     install += ["--set-json", f'admissionPolicy.devicePluginUsers=["{DEVICE_PLUGIN_USER}"]']
@@ -537,6 +552,7 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
             "Deployment",
             "DaemonSet",
             "MutatingWebhookConfiguration",
+            "NetworkPolicy",
             "ResourceQuota",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
@@ -594,6 +610,9 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         # A pod's own ignore label spares it the mutation only: it still comes to be checked.
         labelled = variant(GPU_POD, metadata={"name": "x", "labels": {"hami.io/webhook": "ignore"}})
         assert refused(labelled, "default"), "a pod labelled hami.io/webhook=ignore is checked"
+        # Ephemeral containers reach the webhook (pods/ephemeralcontainers) on their GPU pod.
+        debugged = kube("debug", "-n", target, "pod/chart-probe", "--image=busybox", check=False)
+        assert debugged.returncode != 0 and dead_url in debugged.stderr, debugged.stderr
         for pod, ns, why in (
             (PLAIN_POD, "default", "no GPU resource (matchConditions)"),
             (
@@ -608,6 +627,7 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
             result = dry_run(kube, pod, ns)
             assert result.returncode == 0, f"{why}: {result.stderr}"
     finally:
+        kube("delete", "pods", "--all", "-n", target, "--force", "--grace-period=0", timeout=90)
         helm("uninstall", release, "--namespace", namespace, "--wait", env=env, check=False)
         # The uninstalled webhook must be gone for the API server before the next test's GPU pods.
         wait_for(

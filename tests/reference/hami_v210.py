@@ -56,6 +56,20 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "nvidia.com/gpu: 0 beside gpumem: both bind without a lock or allocation; HAMi also "
         "writes bind-phase allocating (never completed by anyone), hami-py writes nothing."
     ),
+    "gpu-pod-escapes": (
+        "A GPU pod with spec.nodeName, a privileged container, SYS_ADMIN, a /dev host path or "
+        "NVIDIA_VISIBLE_DEVICES in any container: HAMi checks only its own pods, and only some of "
+        "that (a foreign schedulerName or the pod's ignore label skip it all); hami-py refuses "
+        "it for every GPU pod at creation (hami.engine.escapes)."
+    ),
+    "pods-outside-the-scheduler": (
+        "A bound pod holding nvidia.com/gpu without an allocation of the scheduler's: HAMi counts "
+        "nothing on its cards; hami-py counts that many whole cards (hami.engine.outside)."
+    ),
+    "bound-allocation-edits": (
+        "An allocation edited after bind: HAMi counts what is written now; hami-py keeps "
+        "counting what the pod was bound with (hami.engine.trust)."
+    ),
     "gpumem-suffix": (
         "gpumem with a byte suffix (1Gi, 1000Mi, 2G): HAMi reads the number as MiB (1Gi is "
         "2^30 MiB, no card fits); hami-py reads the bytes and refuses a value that is not a whole "

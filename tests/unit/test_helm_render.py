@@ -261,7 +261,15 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
             "operations": ["CREATE"],
             "resources": ["pods"],
             "scope": "Namespaced",
-        }
+        },
+        # kubectl debug's ephemeral containers, checked like the pod's own (hami.engine.escapes)
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods/ephemeralcontainers"],
+            "scope": "Namespaced",
+        },
     ]
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["sideEffects"] == "None"
@@ -880,6 +888,46 @@ def test_helm_metrics_exposure_follows_values() -> None:
         "ca": {"secret": {"name": "hami-py-scheduler-tls", "key": "ca.crt"}},
         "serverName": f"hami-py-scheduler.{NAMESPACE}.svc",
     }
+
+
+PROMETHEUS = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+}
+
+
+def test_helm_network_policy_admits_only_the_named_scrapers_to_the_metrics_port() -> None:
+    assert not [d for d in render() if d["kind"] == "NetworkPolicy"], "off by default"
+    docs = render(
+        "metrics.networkPolicy.enabled=true",
+        f"metrics.networkPolicy.from=[{json.dumps(PROMETHEUS)}]",
+    )
+    policy = find(docs, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    pods = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert (
+        selector.items() <= pods.items()
+        and selector["app.kubernetes.io/component"] == "hami-scheduler"
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    open_to_all, metrics = policy["spec"]["ingress"]
+    # kube-apiserver calls the webhook from wherever it runs; the kubelet probes kube-scheduler.
+    assert "from" not in open_to_all
+    assert [p["port"] for p in open_to_all["ports"]] == [9443, 10259]
+    assert metrics == {"from": [PROMETHEUS], "ports": [{"port": 9395, "protocol": "TCP"}]}
+    ports = {p["name"]: p["containerPort"] for p in container(docs, EXTENDER)["ports"]}
+    assert ports == {"https": 9443, "metrics": 9395}
+    # Named nobody: the metrics port is closed to every peer (an empty `from` would open it).
+    (closed,) = find(render("metrics.networkPolicy.enabled=true"), "NetworkPolicy")["spec"][
+        "ingress"
+    ]
+    assert "from" not in closed and 9395 not in [p["port"] for p in closed["ports"]]
+    refused = helm(
+        *template_args("metrics.networkPolicy.enabled=true", "metrics.networkPolicy.from=[{}]"),
+        check=False,
+    )
+    assert "at '/metrics/networkPolicy/from/0': minProperties: got 0, want 1" in refused.stderr
 
 
 def test_helm_admission_policy_protects_what_the_webhook_refuses_at_creation() -> None:

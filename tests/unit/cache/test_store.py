@@ -227,19 +227,23 @@ def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written(
     four = "".join(f"GPU-{i % 2},NVIDIA,15360,100:" for i in range(4)) + ";"
     # A pod that asks for no GPU yet claims cards: not counted at all.
     cache.upsert_pod(forged("busybox", four, **BUSYBOX))
-    # More cards than the container asks for.
-    cache.upsert_pod(forged("greedy", "GPU-0,NVIDIA,100,0:GPU-1,NVIDIA,100,0:;", **ONE_GPU_1000))
-    # Bound to another node than the allocation names.
+    assert usage(cache, "GPU-0") == Usage() and usage(cache, "GPU-1") == Usage()
+    # Bound to another node than the allocation names: nothing on the node it names.
     cache.upsert_pod(forged("elsewhere", "GPU-0,NVIDIA,1000,0:;", nodeName="other"))
     assert usage(cache, "GPU-0") == Usage() and usage(cache, "GPU-1") == Usage()
     # Shrunk below its own request (1000 MiB): counted as requested.
     cache.upsert_pod(forged("shrunk", "GPU-0,NVIDIA,1,0:;"))
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
+    # More cards than the container asks for: bound here, so the kubelet gave it its one card,
+    # counted whole on the card least used.
+    cache.upsert_pod(forged("greedy", "GPU-0,NVIDIA,100,0:GPU-1,NVIDIA,100,0:;", **ONE_GPU_1000))
+    assert usage(cache, "GPU-1") == Usage(1, 15360, 100)
+    assert [c.name for c in cache.outside("n")] == ["greedy"]
     assert [(name, why.split(":")[0]) for _, name, why in told] == [
         ("busybox", "it lists more containers with cards than ask for a GPU"),
-        ("greedy", "entry 0 holds 2 cards but its container asks for 1"),
         ("elsewhere", "allocated on node n but the pod runs on other"),
         ("shrunk", "entry 0 on GPU-0"),
+        ("greedy", "entry 0 holds 2 cards but its container asks for 1"),
     ]
     # The same annotation seen again (a status update) is not reported again.
     cache.upsert_pod(forged("shrunk", "GPU-0,NVIDIA,1,0:;"))

@@ -73,7 +73,7 @@ def test_default_scheduler_kept_without_force_overwrite() -> None:
     ("p", "message"),
     [
         ({"metadata": {"name": "x"}, "spec": {"containers": []}}, "pod has no containers"),
-        (pod({"nvidia.com/gpu": 1}, nodeName="n1"), "pod has node assigned"),
+        (pod({"nvidia.com/gpu": 1}, nodeName="n1"), "spec.nodeName is set (n1)"),
         (
             pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 120}),
             "invalid nvidia.com/gpumem-percentage value 120 in container main",
@@ -99,7 +99,7 @@ def test_denials(p: dict[str, Any], message: str) -> None:
 def test_privileged_gpu_pod_is_denied() -> None:
     p = pod({"nvidia.com/gpu": 1})
     p["spec"]["containers"][0]["securityContext"] = {"privileged": True}
-    assert admit(p, CFG).message.startswith("container main is privileged")
+    assert admit(p, CFG).message.startswith("GPU pod refused: container main is privileged")
     q = pod({"cpu": 1})
     q["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert admit(q, CFG).allowed

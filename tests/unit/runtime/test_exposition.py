@@ -18,7 +18,15 @@ from hami.engine import names
 from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
-from hami.runtime.exposition import CARD_SERIES, CONTAINER, CONTAINER_SERIES, LABELS, ZONE
+from hami.runtime.exposition import (
+    CARD_SERIES,
+    CONTAINER,
+    CONTAINER_SERIES,
+    LABELS,
+    OUTSIDE_HELP,
+    OUTSIDE_POD_HELP,
+    ZONE,
+)
 from hami.runtime.metrics import Metrics
 from tests.unit import mig_cluster as mc
 
@@ -54,6 +62,7 @@ class Reference(Collector):
                     family.add_metric([*(known[k] for k in keys), ZONE], s.value(c))
             out.append(family)
         out.append(self._mig())
+        out.extend(self._outside())
         for s in CONTAINER_SERIES:
             family = cast(GaugeMetricFamily, self._family(s.name, s.legacy, s.help, CONTAINER))
             for pod in self.cache.pods():
@@ -63,6 +72,24 @@ class Reference(Collector):
                         family.add_metric([*values, ZONE], s.value(d))
             out.append(family)
         return out
+
+    def _outside(self) -> list[Metric]:
+        """Whole cards of bound GPU pods the scheduler did not place, per node and per pod."""
+        per_node = GaugeMetricFamily(
+            "hami_node_gpu_outside_scheduler_cards", OUTSIDE_HELP, labels=["node", "zone"]
+        )
+        per_pod = GaugeMetricFamily(
+            "hami_gpu_pod_outside_scheduler_cards",
+            OUTSIDE_POD_HELP,
+            labels=["namespace", "node", "pod", "zone"],
+        )
+        for node in self.cache.view.values():
+            claims = list(self.cache.outside(node.name))
+            counted = [min(c.cards, len(node.cards)) for c in claims]
+            per_node.add_metric([node.name, ZONE], sum(counted))
+            for c, n in zip(claims, counted, strict=True):
+                per_pod.add_metric([c.namespace, c.node, c.name, ZONE], n)
+        return [per_node, per_pod]
 
     def _mig(self) -> Metric:
         """HAMi's MIG series: one sample per instance its device plugin has created."""
@@ -133,6 +160,11 @@ def test_mig_instances_are_written_as_prometheus_client_writes_them(legacy: bool
 @pytest.mark.parametrize("legacy", [False, True])
 def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: bool) -> None:
     cache = build_cluster(nodes=30, cards=4, pods=90, seed=3)
+    # Two pods another scheduler bound, on the first node: three of its cards, as the kubelet
+    # gives them, and at most all of them.
+    first = sorted(cache.view)[0]
+    for name, gpus in (("other-a", 3), ("other-b", 9)):
+        cache.upsert_pod(outside_pod(name, first, gpus))
     registry = CollectorRegistry()
     registry.register(Reference(cache, legacy))
     expected = generate_latest(registry).decode()
@@ -142,7 +174,24 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
     # headers differ from the reference.
     kept = [line for line in written.splitlines() if "quota" not in line.lower()]
     assert kept == expected.splitlines()
-    assert sum(1 for _ in text_string_to_metric_families(written)) == 13 - legacy
+    assert sum(1 for _ in text_string_to_metric_families(written)) == 15 - legacy
+    assert f'hami_node_gpu_outside_scheduler_cards{{node="{first}",zone="vGPU"}} 7.0' in written
+    assert (
+        f'hami_gpu_pod_outside_scheduler_cards{{namespace="ns",node="{first}",pod="other-b",'
+        'zone="vGPU"} 4.0'
+    ) in written
+
+
+def outside_pod(name: str, node: str, gpus: int) -> dict[str, object]:
+    return {
+        "metadata": {"uid": name, "namespace": "ns", "name": name},
+        "spec": {
+            "nodeName": node,
+            "schedulerName": "other",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:

@@ -111,9 +111,9 @@ def test_json() -> None:
         "slots": {"used": 2, "total": 10},
         "pods": [
             {"namespace": "team", "pod": "notebook", "container": 0, "memory": 1000, "cores": 0}
-            | {"mig": ""},
+            | {"mig": "", "outside": False},
             {"namespace": "team", "pod": "trainer", "container": 0, "memory": 3000, "cores": 30}
-            | {"mig": ""},
+            | {"mig": "", "outside": False},
         ],
     }
     assert node["cards"][1]["healthy"] is False

@@ -1,0 +1,294 @@
+"""Every way out of a GPU slice or past the scheduler's count is refused at admission, for every
+GPU pod whoever schedules it; the same fields in a pod without GPU resources are not ours."""
+
+import copy
+import posixpath
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
+from hami.engine.escapes import pod_escapes, reaches_devices
+from hami.engine.injection import InjectionConfig
+from hami.engine.requests import ResourceNames, names_gpu
+from hami.service.admission import AdmissionService
+
+CFG = AdmissionConfig()
+STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
+GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
+
+
+def gpu_pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "team"},
+        "spec": {"containers": [{"name": "cuda", "image": "x", "resources": GPU}], **spec},
+    }
+
+
+def with_sidecar(**container: Any) -> dict[str, Any]:
+    p = gpu_pod()
+    p["spec"]["containers"].append({"name": "sidecar", "image": "x", **container})
+    return p
+
+
+def in_gpu_container(**container: Any) -> dict[str, Any]:
+    p = gpu_pod()
+    p["spec"]["containers"][0].update(container)
+    return p
+
+
+def in_init(**container: Any) -> dict[str, Any]:
+    return gpu_pod(initContainers=[{"name": "setup", "image": "x", **container}])
+
+
+def env(name: str, value: str) -> dict[str, Any]:
+    return {"env": [{"name": name, "value": value}]}
+
+
+def host_path(path: str) -> dict[str, Any]:
+    p = gpu_pod(volumes=[{"name": "host", "hostPath": {"path": path}}])
+    p["spec"]["containers"][0]["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
+    return p
+
+
+def labelled(pod: dict[str, Any], **labels: str) -> dict[str, Any]:
+    pod["metadata"]["labels"] = labels
+    return pod
+
+
+def other_scheduler(pod: dict[str, Any], name: str = "other") -> dict[str, Any]:
+    pod["spec"]["schedulerName"] = name
+    return pod
+
+
+PRIVILEGED = {"securityContext": {"privileged": True}}
+SYS_ADMIN = {"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}
+CONFIG_MAP_ENV = {
+    "env": [
+        {
+            "name": "NVIDIA_VISIBLE_DEVICES",
+            "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "devices"}},
+        }
+    ]
+}
+
+REFUSED = [
+    # (pod, what the denial must say: the field and the fix)
+    (gpu_pod(nodeName="gpu-07"), "spec.nodeName is set (gpu-07)"),
+    (labelled(gpu_pod(nodeName="gpu-07"), **{"hami.io/webhook": "ignore"}), "remove spec.nodeName"),
+    (other_scheduler(gpu_pod(nodeName="gpu-07")), "spec.nodeName is set"),
+    (other_scheduler(in_gpu_container(**PRIVILEGED)), "spec.containers[0].securityContext"),
+    (labelled(in_gpu_container(**PRIVILEGED), **{"hami.io/webhook": "ignore"}), "is privileged"),
+    (with_sidecar(**PRIVILEGED), "container sidecar is privileged"),
+    (in_init(**PRIVILEGED), "spec.initContainers[0].securityContext.privileged"),
+    (in_gpu_container(**SYS_ADMIN), "adds SYS_ADMIN"),
+    (
+        with_sidecar(securityContext={"capabilities": {"add": ["CAP_SYS_ADMIN", "NET_ADMIN"]}}),
+        "adds CAP_SYS_ADMIN (spec.containers[1].securityContext.capabilities.add)",
+    ),
+    (in_init(securityContext={"capabilities": {"add": ["sys_rawio"]}}), "adds sys_rawio"),
+    (in_gpu_container(securityContext={"capabilities": {"add": ["ALL"]}}), "remove it"),
+    (in_gpu_container(securityContext={"capabilities": {"add": ["SYS_MODULE"]}}), "SYS_MODULE"),
+    (host_path("/dev"), "spec.volumes[0].hostPath.path /dev"),
+    (host_path("/dev/nvidia0"), "remove the hostPath volume"),
+    (host_path("/dev/nvidiactl"), "/dev/nvidiactl"),
+    (host_path("//dev/./nvidia-uvm/"), "reaches the GPUs' device files"),
+    (host_path("/"), "hostPath.path /"),
+    (host_path("/sys"), "hostPath.path /sys"),
+    (host_path("/dev/dri"), "/dev/dri"),
+    (other_scheduler(host_path("/dev")), "/dev"),
+    (with_sidecar(**env("NVIDIA_VISIBLE_DEVICES", "all")), "sets NVIDIA_VISIBLE_DEVICES=all"),
+    (
+        in_gpu_container(**env("NVIDIA_VISIBLE_DEVICES", "0,1,2,3")),
+        "(spec.containers[0].env[0]): the NVIDIA runtime would expose",
+    ),
+    (in_init(**env("NVIDIA_VISIBLE_DEVICES", "GPU-1234")), "spec.initContainers[0].env[0]"),
+    (with_sidecar(**env("NVIDIA_MIG_CONFIG_DEVICES", "all")), "NVIDIA_MIG_CONFIG_DEVICES=all"),
+    (with_sidecar(**CONFIG_MAP_ENV), "reads NVIDIA_VISIBLE_DEVICES from elsewhere"),
+    (
+        in_gpu_container(**env("NVIDIA_DRIVER_CAPABILITIES", "all")),
+        "NVIDIA_DRIVER_CAPABILITIES=all (spec.containers[0].env[0]): all reach the card",
+    ),
+    (
+        with_sidecar(**env("NVIDIA_DRIVER_CAPABILITIES", "compute,utility,graphics,video")),
+        "graphics, video reach the card",
+    ),
+    (
+        with_sidecar(envFrom=[{"configMapRef": {"name": "settings"}}]),
+        "takes variables from ConfigMap settings (spec.containers[1].envFrom[0])",
+    ),
+    (
+        in_gpu_container(envFrom=[{"secretRef": {"name": "s"}, "prefix": "NVIDIA_"}]),
+        "Secret s (spec.containers[0].envFrom[0], prefix NVIDIA_)",
+    ),
+    (
+        with_sidecar(
+            volumeMounts=[{"name": "x", "mountPath": "/var/run/nvidia-container-devices/all"}]
+        ),
+        "mounts /var/run/nvidia-container-devices/all (spec.containers[1].volumeMounts[0])",
+    ),
+    (
+        {
+            **gpu_pod(),
+            "metadata": {"name": "p", "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}},
+        },
+        "annotation cdi.k8s.io/x asks the container runtime for devices",
+    ),
+    (
+        gpu_pod(ephemeralContainers=[{"name": "debug", "image": "x", **PRIVILEGED}]),
+        "spec.ephemeralContainers[0].securityContext.privileged",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pod", "says"), REFUSED)
+def test_every_way_out_is_refused_naming_the_field_and_the_fix(
+    pod: dict[str, Any], says: str
+) -> None:
+    for cfg in (CFG, STANDALONE):
+        verdict = admit(copy.deepcopy(pod), cfg)
+        assert not verdict.allowed and verdict.code == 403
+        assert verdict.message.startswith("GPU pod refused")
+        assert says in verdict.message, verdict.message
+
+
+ADMITTED = [
+    with_sidecar(**env("NVIDIA_VISIBLE_DEVICES", "none")),
+    with_sidecar(**env("NVIDIA_VISIBLE_DEVICES", "void")),
+    in_gpu_container(**env("NVIDIA_VISIBLE_DEVICES", "")),
+    in_gpu_container(**env("NVIDIA_DRIVER_CAPABILITIES", "compute, utility,compat32")),
+    in_gpu_container(securityContext={"capabilities": {"add": ["NET_ADMIN", "SYS_PTRACE"]}}),
+    with_sidecar(envFrom=[{"configMapRef": {"name": "settings"}, "prefix": "APP_"}]),
+    host_path("/dev/shm"),
+    host_path("/data/models"),
+    host_path("/sys/class/net"),
+    other_scheduler(gpu_pod()),
+]
+
+
+@pytest.mark.parametrize("pod", ADMITTED)
+def test_what_stays_inside_the_slice_is_admitted(pod: dict[str, Any]) -> None:
+    assert pod_escapes(pod) == []
+    assert admit(pod, CFG).allowed
+
+
+def test_a_pod_without_gpu_resources_is_not_ours_to_check() -> None:
+    anything: dict[str, Any] = {
+        "metadata": {"name": "dcgm"},
+        "spec": {
+            "nodeName": "gpu-07",
+            "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
+            "containers": [{"name": "c", **PRIVILEGED, **env("NVIDIA_VISIBLE_DEVICES", "all")}],
+        },
+    }
+    assert not names_gpu(anything["spec"], ResourceNames())
+    assert admit(anything, CFG).allowed
+
+
+def test_a_foreign_gpu_pod_that_stays_in_its_slice_is_admitted_unchanged() -> None:
+    pod = other_scheduler(gpu_pod(), "volcano")
+    verdict = admit(pod, CFG)
+    assert verdict.allowed and verdict.pod == pod
+    assert verdict.message == "pod already has different scheduler assigned"
+
+
+def test_a_denial_lists_five_problems_and_counts_the_rest() -> None:
+    pod = gpu_pod(nodeName="n")
+    pod["spec"]["containers"] += [
+        {"name": f"s{i}", **PRIVILEGED, **env("NVIDIA_VISIBLE_DEVICES", "all")} for i in range(3)
+    ]
+    message = admit(pod, CFG).message
+    assert message.startswith("GPU pod refused for 7 reasons: (1) spec.nodeName is set (n)")
+    assert "(5) container s1 sets NVIDIA_VISIBLE_DEVICES=all" in message
+    assert "(6)" not in message and message.endswith(". And 2 more."), message
+
+
+def test_a_second_pass_over_our_own_standalone_injection_is_admitted() -> None:
+    """kube-apiserver may call the webhook again on its own output (reinvocationPolicy)."""
+    once = admit(gpu_pod(), STANDALONE)
+    assert once.allowed
+    visible = next(e for e in once.pod["spec"]["containers"][0]["env"] if "VISIBLE" in e["name"])
+    assert visible["valueFrom"]["configMapKeyRef"] == {
+        "name": "p-hami-vgpu",
+        "key": "cuda.NVIDIA_VISIBLE_DEVICES",
+        "optional": False,
+    }
+    twice = admit(copy.deepcopy(once.pod), STANDALONE)
+    assert twice.allowed and twice.pod == once.pod
+    # The same reference written by a pod's author for another scheduler, or to a ConfigMap
+    # of its own choosing, is not ours.
+    assert not admit(other_scheduler(copy.deepcopy(once.pod)), STANDALONE).allowed
+    forged = copy.deepcopy(once.pod)
+    forged["metadata"]["annotations"]["hami.io/vgpu-config"] = "mine"
+    assert "reads NVIDIA_VISIBLE_DEVICES from elsewhere" in admit(forged, STANDALONE).message
+
+
+def debugged(pod: dict[str, Any], *containers: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(pod)
+    out["spec"]["nodeName"] = "gpu-07"  # ephemeral containers come to running pods
+    out["spec"].setdefault("ephemeralContainers", []).extend(containers)
+    return out
+
+
+def test_ephemeral_containers_added_to_a_gpu_pod_are_held_to_the_same_checks() -> None:
+    running = debugged(host_path("/data"))
+    plain = {"name": "debug", "image": "busybox"}
+    assert admit_ephemeral(debugged(running, plain), running, CFG).allowed
+    for added, says in (
+        ({**plain, **PRIVILEGED}, "container debug is privileged"),
+        ({**plain, **SYS_ADMIN}, "adds SYS_ADMIN (spec.ephemeralContainers[0]"),
+        ({**plain, **env("NVIDIA_VISIBLE_DEVICES", "all")}, "NVIDIA_VISIBLE_DEVICES=all"),
+    ):
+        verdict = admit_ephemeral(debugged(running, added), running, CFG)
+        assert not verdict.allowed and says in verdict.message, verdict.message
+    # One already there (added before this release) does not block the next.
+    old = debugged(running, {**plain, **PRIVILEGED})
+    assert admit_ephemeral(debugged(old, {"name": "second"}), old, CFG).allowed
+    # A hostPath volume the pod kept from before these checks, mounted by a debug container.
+    legacy = debugged(host_path("/dev"))
+    mounting = {**plain, "volumeMounts": [{"name": "host", "mountPath": "/h"}]}
+    verdict = admit_ephemeral(debugged(legacy, mounting), legacy, CFG)
+    assert "mounts volume host (spec.ephemeralContainers[0].volumeMounts[0]), hostPath /dev" in (
+        verdict.message
+    )
+    # Not a GPU pod: not ours.
+    cpu = {"metadata": {"name": "c"}, "spec": {"containers": [{"name": "c"}]}}
+    assert admit_ephemeral(debugged(cpu, {**plain, **PRIVILEGED}), cpu, CFG).allowed
+
+
+def test_the_service_reviews_the_ephemeral_containers_subresource() -> None:
+    running = debugged(gpu_pod())
+    request = {
+        "uid": "u",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE",
+        "subResource": "ephemeralcontainers",
+        "object": debugged(running, {"name": "debug", **PRIVILEGED}),
+        "oldObject": running,
+    }
+    outcome = AdmissionService(CFG).review(request)
+    assert not outcome.allowed and "container debug is privileged" in outcome.message
+    assert AdmissionService(CFG).review({**request, "subResource": "status"}).allowed
+
+
+PATHS = st.lists(
+    st.sampled_from(
+        ["", ".", "..", "dev", "sys", "nvidia0", "nvidiactl", "dri", "shm", "bus", "pci", "devices"]
+    ),
+    max_size=5,
+).map(lambda parts: "/" + "//".join(parts))
+
+
+@settings(max_examples=400, deadline=None)
+@given(PATHS)
+def test_a_host_path_that_resolves_to_the_devices_is_refused_however_written(path: str) -> None:
+    parts = [p for p in posixpath.normpath(path).split("/") if p]
+    device = (
+        parts in ([], ["dev"], ["sys"], ["sys", "bus"])
+        or (parts[:1] == ["dev"] and len(parts) > 1 and parts[1].startswith(("nvidia", "dri")))
+        or parts[:3] == ["sys", "bus", "pci"]
+        or parts[:2] == ["sys", "devices"]
+    )
+    assert reaches_devices(path) is device, path
