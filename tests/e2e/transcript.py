@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ _NORMALISE = (
     # klog's header: severity, date and time, process id.
     (re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ ", re.M), r"\1<time> <pid> "),
     (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z"), "<time>"),
-    (re.compile(r"(?<![\w./:<-])\d+[smhd](?:\d+[smhd])?(?![\w./:>-])"), "<age>"),
+    (re.compile(r"(?<![\w./:<=-])\d+[smhd](?:\d+[smhd])?(?![\w./:>-])"), "<age>"),
     (re.compile(r"<age> \(x\d+ over <age>\)"), "<age>"),
     (re.compile(rf"-{_SUFFIX}{{6,10}}-{_SUFFIX}{{5}}\b"), "-<hash>-<id>"),
     (re.compile(rf"-{_SUFFIX}{{5}}\b"), "-<id>"),
@@ -64,6 +65,9 @@ class Step:
     compare: str = "text"
     differences: tuple[Difference, ...] = ()
     notes: tuple[str, ...] = ()
+    # A condition (shell) the replay waits for before `show`, where the write-up's author waited
+    # (its outputs' ages say so) and a replay typing at once would not; `why` says where.
+    wait: Mapping[str, str] = field(default_factory=dict)
 
     def pattern(self, renames: tuple[Difference, ...] = ()) -> re.Pattern[str]:
         """The write-up's output with the transcript's renames, normalised, each difference put
@@ -121,6 +125,7 @@ def load(name: str) -> Transcript:
             compare=s.get("compare", "text"),
             differences=_differences(s.get("differences")),
             notes=tuple(n["why"] for n in s.get("notes") or ()),
+            wait=s.get("wait") or {},
         )
         for s in raw["steps"]
     )
@@ -172,6 +177,8 @@ class Shell:
             self._bash(label, commands, timeout, check=True)
             # A variable the lab exports is there for its later commands (one shell in the lab).
             self.prelude += [line for line in commands.splitlines() if _EXPORT.match(line)]
+        if step.wait:
+            self._until(label, step.wait["until"], timeout)
         output = ""
         if step.show:
             # A lab's shown pipeline may end in a grep that finds nothing: its output is what
@@ -180,6 +187,17 @@ class Shell:
         if step.expect:
             check(transcript, step, output)
         return output
+
+    def _until(self, label: str, condition: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._bash(f"{label} (waiting)", condition, 30, check=True)
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(1)
 
     def _bash(self, label: str, commands: str, timeout: float, *, check: bool) -> str:
         script = "\n".join([*self.prelude, ("set -e\n" if check else "") + commands])

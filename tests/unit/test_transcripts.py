@@ -32,6 +32,7 @@ LABS = ("lab14", "lab12")
             "kai-hami-lab12-a  1/1  Running  0  <ip>  node\n",
         ),
         ("test_start=2026-08-12T05:11:13Z", "test_start=<time>\n"),
+        ("limit=4147m", "limit=4147m\n"),  # a value, not an age
         # Not ages, ids or addresses.
         (
             "0/1 nodes: 1 4/4 ExclusiveDeviceAllocateConflict, 15360MB",
@@ -55,6 +56,7 @@ def test_every_difference_is_in_the_write_ups_output_and_has_a_reason(lab: str) 
         assert step.run or step.show, step.id
         step.pattern(transcript.renames)  # raises for a difference not found
         assert all(d.why.strip() for d in step.differences), step.id
+        assert not step.wait or (step.wait["until"] and step.wait["why"].strip()), step.id
     commands = "\n".join(s.define + s.run + s.show for s in transcript.steps)
     for edit in transcript.edits:
         assert edit.lab in commands, f"edit {edit.lab!r} changes none of the lab's commands"
