@@ -41,6 +41,7 @@ import asyncio
 import importlib
 import logging
 import os
+import platform
 import subprocess
 import sys
 from dataclasses import replace
@@ -190,7 +191,12 @@ class Plugin:
 
 
 async def _serve(
-    node: NodeSpec, plugin_dir: Path, proto: Path, host_files: Path, kubeconfig: Path | None
+    node: NodeSpec,
+    plugin_dir: Path,
+    proto: Path,
+    host_files: Path,
+    kubeconfig: Path | None,
+    socket_name: str = SOCKET,
 ) -> None:
     """Register with the node's kubelet as ``node.plugin``'s plugin and serve until killed;
     ``kubeconfig`` None: the pod's ServiceAccount."""
@@ -222,7 +228,7 @@ async def _serve(
         plugin = Plugin(core, sim, node, host_files)
         server = grpc.aio.server()
         services.add_DevicePluginServicer_to_server(plugin, server)
-        socket = plugin_dir / SOCKET
+        socket = plugin_dir / socket_name
         socket.unlink(missing_ok=True)
         server.add_insecure_port(f"unix://{socket}")
         await server.start()
@@ -230,7 +236,7 @@ async def _serve(
             await services.RegistrationStub(ch).Register(
                 api.RegisterRequest(
                     version="v1beta1",
-                    endpoint=SOCKET,
+                    endpoint=socket_name,
                     resource_name=GPU_RESOURCE,
                     options=api.DevicePluginOptions(),
                 )
@@ -262,7 +268,10 @@ def _in_pod(argv: list[str]) -> None:
     node = in_pod_node(args.in_pod, IN_POD_DRIVER_ROOT, args.config_file)
     # Host paths: what HAMi's vgpu-init.sh copied into $HOOK_PATH/vgpu, mounted at Allocate.
     host_files = Path(os.environ.get("HOOK_PATH", "/usr/local")) / "vgpu"
-    asyncio.run(_serve(node, KUBELET_PLUGINS, IN_POD_PROTO, host_files, None))
+    # A socket of the pod's own: a pod being replaced, ending after the next one registered,
+    # must not take the next one's socket with it.
+    socket_name = f"hami-fake-nvidia-{platform.node()}.sock"
+    asyncio.run(_serve(node, KUBELET_PLUGINS, IN_POD_PROTO, host_files, None, socket_name))
 
 
 def main(argv: list[str] | None = None) -> int:

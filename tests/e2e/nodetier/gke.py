@@ -84,14 +84,10 @@ def manifest(shared_clients: int) -> str:
 
 def run(kube: Kube, node: str, shared_clients: int, cards: int) -> None:
     """(Re)start GKE's plugin and wait until the kubelet advertises what it lists."""
+    # Foreground: the old pod is gone (and off the kubelet) before the new one registers.
     kube(
-        "delete",
-        "daemonset",
-        NAME,
-        "-n",
-        NAMESPACE,
-        "--ignore-not-found",
-        "--wait=true",
+        *("delete", "daemonset", NAME, "-n", NAMESPACE, "--ignore-not-found"),
+        *("--cascade=foreground", "--wait=true"),
         timeout=90,
     )
     kube("apply", "-f", "-", stdin=manifest(shared_clients))
