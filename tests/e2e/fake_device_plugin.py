@@ -19,6 +19,19 @@ card: the scheduler did.
 For a ``plugin="gke"`` spec it stands in for GKE's own plugin instead (Lab 12's node): no
 annotation, ``split`` devices per card as GKE's GPU time-sharing lists them, and an Allocate
 that hands out nothing, since what GKE's plugin gives (the card's device nodes) needs a GPU.
+
+In a pod (the labs' replays, tests/e2e/test_node_labs.py), the node tier's stand-in image for
+HAMi's ``projecthami/hami:v2.10.0`` (tests/e2e/images/standin/) runs it as HAMi's
+``nvidia-device-plugin`` with HAMi's flags, in the chart's DaemonSet::
+
+    python -m tests.e2e.fake_device_plugin --in-pod hami --config-file=/device-config.yaml ...
+    python -m tests.e2e.fake_device_plugin --in-pod gke     # GKE's plugin, a DaemonSet too
+
+There it finds its cards where HAMi's plugin asks NVML, in the driver folder (``GPUS`` under
+``/driver-root``, written by the node tier), its node in ``NODE_NAME``, its split count in
+HAMi's ``--config-file`` (``deviceSplitCount``; GKE: ``SHARED_CLIENTS``), the API server
+through its ServiceAccount, and mounts at Allocate what HAMi's ``vgpu-init.sh`` put in
+``$HOOK_PATH/vgpu`` on the host.
 """
 
 from __future__ import annotations
@@ -28,20 +41,36 @@ import asyncio
 import importlib
 import logging
 import os
+import platform
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes_asyncio import client, config
 
+from hami.runtime.logs import KlogFormatter
+
 from .nodesim import BIND_PHASE, MERGE_PATCH, NODE_LOCK, TO_ALLOCATE, VENDOR, Simulator
-from .nodespec import GPU_RESOURCE, REGISTER_ANNOTATION, NodeSpec, load_specs, register_annotation
+from .nodespec import (
+    GPU_RESOURCE,
+    PLUGINS,
+    REGISTER_ANNOTATION,
+    NodeSpec,
+    load_specs,
+    register_annotation,
+)
 
 log = logging.getLogger("fake-device-plugin")
 READY_MARKER = "fake device plugin registered"
 SOCKET = "hami-fake-nvidia.sock"
 VGPU_DIR = "/usr/local/vgpu"
+GPUS = "hami-e2e-gpus.json"  # in the driver folder: the node's cards, as dump_specs writes them
+IN_POD_DRIVER_ROOT = Path("/driver-root")  # where the chart (and GKE's DaemonSet) mount it
+IN_POD_PROTO = Path("/opt/standin/proto")  # the compiled API, in the stand-in image
+KUBELET_PLUGINS = Path("/var/lib/kubelet/device-plugins")
 
 
 def compile_api(k8sbins: Path, out: Path) -> Path:
@@ -161,39 +190,53 @@ class Plugin:
         await self.sim._release_lock(self.node.name, pod)
 
 
-async def _amain(args: argparse.Namespace) -> None:
+async def _serve(
+    node: NodeSpec,
+    plugin_dir: Path,
+    proto: Path,
+    host_files: Path,
+    kubeconfig: Path | None,
+    socket_name: str = SOCKET,
+) -> None:
+    """Register with the node's kubelet as ``node.plugin``'s plugin and serve until killed;
+    ``kubeconfig`` None: the pod's ServiceAccount."""
     import grpc  # type: ignore[import-untyped]
 
-    sys.path.insert(0, str(args.proto))
+    sys.path.insert(0, str(proto))
     api: Any = importlib.import_module("api_pb2")
     services: Any = importlib.import_module("api_pb2_grpc")
-    (node,) = load_specs(args.spec.read_text())
-    args.host_files.mkdir(parents=True, exist_ok=True)
-    (args.host_files / "libvgpu.so").write_bytes(b"")
-    (args.host_files / "ld.so.preload").write_text(f"{VGPU_DIR}/libvgpu.so\n")
-    await config.load_kube_config(str(args.kubeconfig))
+    if kubeconfig is None:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(str(kubeconfig))
     async with client.ApiClient() as api_client:
         core = client.CoreV1Api(api_client)
         sim = Simulator(api_client, [node])
         if node.plugin == "hami":
+            for card in node.cards:
+                # HAMi's plugin's line for each card it registers (printf-style: klog's Infof).
+                log.info(
+                    "Registered device id=%d, memory=%dMB, type=%s, numa=%d, health=%s",
+                    *(card.index, card.devmem, card.type, card.numa, str(card.health).lower()),
+                )
             await sim._call(
                 core.patch_node,
                 node.name,
                 {"metadata": {"annotations": {REGISTER_ANNOTATION: register_annotation(node)}}},
                 _content_type=MERGE_PATCH,
             )
-        plugin = Plugin(core, sim, node, args.host_files)
+        plugin = Plugin(core, sim, node, host_files)
         server = grpc.aio.server()
         services.add_DevicePluginServicer_to_server(plugin, server)
-        socket = args.plugin_dir / SOCKET
+        socket = plugin_dir / socket_name
         socket.unlink(missing_ok=True)
         server.add_insecure_port(f"unix://{socket}")
         await server.start()
-        async with grpc.aio.insecure_channel(f"unix://{args.plugin_dir / 'kubelet.sock'}") as ch:
+        async with grpc.aio.insecure_channel(f"unix://{plugin_dir / 'kubelet.sock'}") as ch:
             await services.RegistrationStub(ch).Register(
                 api.RegisterRequest(
                     version="v1beta1",
-                    endpoint=SOCKET,
+                    endpoint=socket_name,
                     resource_name=GPU_RESOURCE,
                     options=api.DevicePluginOptions(),
                 )
@@ -204,7 +247,41 @@ async def _amain(args: argparse.Namespace) -> None:
         await server.wait_for_termination()
 
 
+def in_pod_node(plugin: str, driver_root: Path, config_file: Path | None) -> NodeSpec:
+    """The node as the stand-in finds it in a pod: cards from the driver folder, the node's name
+    from NODE_NAME, the split count from HAMi's device config (GKE: SHARED_CLIENTS)."""
+    (described,) = load_specs((driver_root / GPUS).read_text())
+    if plugin == "hami":
+        device_config = yaml.safe_load(config_file.read_text()) if config_file else {}
+        split = int((device_config.get("nvidia") or {}).get("deviceSplitCount", 10))
+    else:
+        split = int(os.environ.get("SHARED_CLIENTS", "1"))
+    return replace(described, name=os.environ["NODE_NAME"], plugin=plugin, split=split, labels={})
+
+
+def _in_pod(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="nvidia-device-plugin (stand-in)")
+    parser.add_argument("--in-pod", choices=PLUGINS, required=True)
+    parser.add_argument("--config-file", type=Path)
+    # HAMi's other flags (--mig-strategy, --disable-core-limit, ...) change nothing here.
+    args, _ = parser.parse_known_args(argv)
+    node = in_pod_node(args.in_pod, IN_POD_DRIVER_ROOT, args.config_file)
+    # Host paths: what HAMi's vgpu-init.sh copied into $HOOK_PATH/vgpu, mounted at Allocate.
+    host_files = Path(os.environ.get("HOOK_PATH", "/usr/local")) / "vgpu"
+    # A socket of the pod's own: a pod being replaced, ending after the next one registered,
+    # must not take the next one's socket with it.
+    socket_name = f"hami-fake-nvidia-{platform.node()}.sock"
+    asyncio.run(_serve(node, KUBELET_PLUGINS, IN_POD_PROTO, host_files, None, socket_name))
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KlogFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    if any(a.split("=")[0] == "--in-pod" for a in argv):
+        _in_pod(argv)
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--spec", type=Path, required=True)
@@ -212,8 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proto", type=Path, required=True)
     parser.add_argument("--host-files", type=Path, required=True)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(_amain(args))
+    (node,) = load_specs(args.spec.read_text())
+    # On the host the files HAMi's vgpu-init.sh would copy are written here (empty library).
+    args.host_files.mkdir(parents=True, exist_ok=True)
+    (args.host_files / "libvgpu.so").write_bytes(b"")
+    (args.host_files / "ld.so.preload").write_text(f"{VGPU_DIR}/libvgpu.so\n")
+    asyncio.run(_serve(node, args.plugin_dir, args.proto, args.host_files, args.kubeconfig))
     return 0
 
 

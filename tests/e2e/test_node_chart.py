@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from hami.engine.names import DEVICES_ALLOCATED
+from tests import applog
 from tests.unit.engine.test_lab14_replay import STEP_7
 from tests.unit.monitoring.dashboard import load as load_dashboard
 from tests.unit.monitoring.dashboard import queries
@@ -221,7 +222,7 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release, prometheus: Prometheu
         lambda table, pending: check_status(kube, LAB, table, pending),
     )
 
-    card = allocations(kube, LAB)["policy-binpack-solo"].split(",")[0]
+    card, _, memory, cores = allocations(kube, LAB)["policy-binpack-solo"].split(":")[0].split(",")
     inside = kube(
         "exec",
         "-n",
@@ -234,12 +235,17 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release, prometheus: Prometheu
     ).stdout
     env_text, mounts, preload = inside.split("---\n")
     env = dict(line.split("=", 1) for line in env_text.splitlines() if "=" in line)
-    # Injected by the webhook (driver profile gke) ...
+    # Written by our webhook (driver profile gke): the driver's lib64, mounted and on the path.
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     assert any(line.split()[1] == "/usr/local/nvidia/lib64" for line in mounts.splitlines())
-    # ... and handed out by the device plugin at Allocate, for the card the scheduler chose.
-    assert env["NVIDIA_VISIBLE_DEVICES"] == card
-    assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "1000m"
+    # Handed out by the stand-in device plugin at Allocate (tests/e2e/fake_device_plugin.py),
+    # from hami.io/vgpu-devices-to-allocate, which our Binding wrote: the card and slice our
+    # scheduler chose reach the container. /etc/ld.so.preload is the stand-in's file.
+    assert (env["NVIDIA_VISIBLE_DEVICES"], env["CUDA_DEVICE_MEMORY_LIMIT_0"]) == (
+        card,
+        f"{memory}m",
+    )
+    assert env["CUDA_DEVICE_SM_LIMIT"] == cores
     assert preload.strip() == "/usr/local/vgpu/libvgpu.so"
 
 
@@ -291,9 +297,18 @@ def test_a_gpu_pod_created_while_the_leader_is_gone_is_placed(chart: Release) ->
     gone = chart.delete_leader()
     kube("apply", "-n", HANDOVER, "-f", "-", stdin=NEXT_POD.replace("after-upgrade", HANDOVER))
     kube.wait_ready(HANDOVER, [HANDOVER], timeout=120)
-    assert chart.leader() not in (gone, None)
+    leader = chart.leader()
+    assert leader not in (gone, None)
     card = allocations(kube, HANDOVER)[HANDOVER].split(",")[0]
     assert card in UUIDS
+    # Which replica placed it: the new leader's kube-scheduler (its Scheduled Event names the
+    # pod it runs in) and the hami serve beside it (it logged the bind), nobody else.
+    (scheduled,) = [e for e in kube.pod_events(HANDOVER, HANDOVER) if e["reason"] == "Scheduled"]
+    assert scheduled["reportingInstance"] == f"hami-scheduler-{leader}", scheduled
+    for pod in chart.scheduler_pods():
+        name = pod["metadata"]["name"]
+        bound = applog.about(chart.extender_log(name), pod=HANDOVER, msg="pod bound")
+        assert len(bound) == (1 if name == leader else 0), (name, bound)
     # Gone again, so that the cards are as Step 7 left them for the tests after this one.
     kube("delete", "namespace", HANDOVER, "--wait", "--timeout=2m", timeout=130)
 

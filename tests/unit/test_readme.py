@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.e2e.transcript import load
 from tests.unit.test_helm_render import (
     EXTENDER,
     LAB14_STEP3,
@@ -84,3 +85,36 @@ def test_what_the_tests_import_is_in_the_dev_extras_the_readme_names() -> None:
     }
     assert missing == {}, "imported by the tests but in no extra of pyproject.toml"
     assert "pip install -e '.[dev]'" in README
+
+
+def _commands(text: str) -> list[str]:
+    """Shell commands, one per entry: continuation lines joined, comments and blanks left out."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [
+        " ".join(line.split())
+        for line in joined.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def test_the_readmes_lab12_commands_are_the_ones_the_node_tier_replays() -> None:
+    """Every command of the README's Lab 12 section (bar creating the cluster) runs in
+    tests/e2e/labs/lab12.yaml's replay, with the lab's paths for examples/lab12/."""
+    section = README[README.index("### Nodes without HAMi's device plugin (Lab 12)") :]
+    section = section[: section.index("* **Registration**")]
+    readme = [
+        c
+        for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+        for c in _commands(block)
+        if not c.startswith("gcloud ")
+    ]
+    lab12 = load("lab12")
+    edits = [e for e in lab12.edits if "TEST_NODE" not in e.lab]  # the README keeps the lab's
+    replayed = set()
+    for step in lab12.steps:
+        text = step.run + "\n" + step.show
+        for edit in edits:
+            text = text.replace(edit.lab, edit.ours)
+        lab_path = "tutorials/labs/examples/12-kai-scheduler-hami-gke/"
+        replayed.update(_commands(text.replace(lab_path, "examples/lab12/")))
+    assert readme and [c for c in readme if c not in replayed] == []

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Builds the node tier's images with buildah (no Docker daemon) and saves each as a
 # docker-archive for `ctr images import`, in a cache folder keyed by every input. Prints one
-# archive path a line. Usage: build.sh BIN_DIR (the folder tests/e2e/k8sbins/build.sh prints).
+# archive path a line. Usage: build.sh BIN_DIR PROTO_DIR (the folder tests/e2e/k8sbins/build.sh
+# prints; the kubelet's device-plugin API compiled for Python), with HAMI_E2E_GRPCIO and
+# HAMI_E2E_PROTOBUF the versions it was compiled with.
 #   base            debootstrap of a minimal Debian with python3: the Dockerfile's PYTHON_IMAGE
-#   hami-py:0.1.0   the repository's Dockerfile, built with the README's buildah command
+#   hami-py:0.1.0   the repository's Dockerfile, built with the README's buildah command, also
+#                   under the chart's default reference (docker.io/library/hami-py:0.1.0, which
+#                   an install without image.repository, Lab 14's, runs)
 #   kube-scheduler  the built binary, tagged as the chart's default reference
 #   pause, workload FROM scratch + Debian's static busybox, under the names the chart and the
 #                   labs use (registry.k8s.io/pause:3.10, Lab 14's and Lab 12's CUDA images)
-#   hami-core       the same busybox with a placeholder libvgpu.so where HAMi's image keeps it,
-#                   named as the README's Lab 12 install names HAMi's image (a test double: the
-#                   chart's libvgpuInstaller copies it; nothing loads it, no container here has
-#                   a dynamic loader)
+#   standin         a test double for HAMi's image projecthami/hami:v2.10.0, under that name
+#                   (standin/Containerfile): its device plugin, monitor and vgpu-init.sh, a
+#                   placeholder libvgpu.so where HAMi keeps it (the chart's libvgpuInstaller
+#                   copies it; nothing loads it); GKE's plugin stand-in runs from it too
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 bin_dir=$1
+proto_dir=$2
 cache=${HAMI_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hami-e2e}/images
 buildah=(buildah --root "$cache/storage" --runroot "$cache/run" --storage-driver vfs)
 mkdir -p "$cache"
@@ -67,10 +72,28 @@ if ! "${buildah[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
     grep -v ":$base_key\$" | xargs -r "${buildah[@]}" rmi >/dev/null || true
 fi
 
+# alias NAME KEY SRC DEST: the image SRC (built above) under the name DEST too.
+alias_image() {
+  local name=$1 key=$2 src=$3 dest=$4
+  local archive="$cache/$name-$key.tar"
+  if [ ! -s "$archive" ]; then
+    "${buildah[@]}" tag "$src" "$dest"
+    "${buildah[@]}" push "$dest" "docker-archive:$work/image.tar:$dest" >&2
+    mv "$work/image.tar" "$archive"
+    find "$cache" -maxdepth 1 -name "$name-*.tar" ! -name "$name-$key.tar" -delete
+  fi
+  echo "$archive"
+}
+
 # hami-py: the README's command, on that base.
 context_key=$(cd "$repo" && find Dockerfile .dockerignore pyproject.toml README.md hami webhook scheduler certs \
   -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | { cat; echo "$base_ref"; } | hash)
-save hami-py "$context_key" localhost/hami-py:0.1.0 "$repo" --build-arg "PYTHON_IMAGE=$base_ref"
+hami_archive=$(save hami-py "$context_key" localhost/hami-py:0.1.0 "$repo" --build-arg "PYTHON_IMAGE=$base_ref")
+echo "$hami_archive"
+# The archive may outlive the storage it was built in: the stand-in below builds on the image.
+"${buildah[@]}" inspect --type image localhost/hami-py:0.1.0 >/dev/null 2>&1 ||
+  "${buildah[@]}" pull "docker-archive:$hami_archive" >&2
+alias_image hami-py-default "$context_key" localhost/hami-py:0.1.0 docker.io/library/hami-py:0.1.0
 
 # kube-scheduler, pause and workload: static binaries in FROM scratch images.
 mkdir -p "$work/scheduler" "$work/busybox"
@@ -86,9 +109,20 @@ save pause "$busybox_key" localhost/hami-e2e-pause:1 "$work/busybox"
 save chart-pause "$busybox_key" registry.k8s.io/pause:3.10 "$work/busybox"
 save workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04 "$work/busybox"
 save lab12-workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04 "$work/busybox"
-mkdir -p "$work/hami-core"
-cp /bin/busybox "$work/hami-core/"
-echo "hami-e2e placeholder for HAMi-core's libvgpu.so" > "$work/hami-core/libvgpu.so"
-printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nCOPY libvgpu.so /k8s-vgpu/lib/nvidia/libvgpu.so\nENV PATH=/bin\n' \
-  > "$work/hami-core/Containerfile"
-save hami-core "$(hash_dir "$work/hami-core")" docker.io/projecthami/hami:v2.10.0 "$work/hami-core"
+# standin: HAMi's image's commands over tests/e2e/fake_device_plugin.py and what it imports.
+standin="$work/standin"
+cp -r "$here/standin" "$standin"
+mkdir -p "$standin/tests/e2e" "$standin/tests/reference" "$standin/proto"
+cp "$repo/tests/__init__.py" "$standin/tests/"
+for f in __init__ fake_device_plugin nodesim nodesim_mig nodespec; do
+  cp "$repo/tests/e2e/$f.py" "$standin/tests/e2e/"
+done
+for f in __init__ geometries hami_v210_mig; do
+  cp "$repo/tests/reference/$f.py" "$standin/tests/reference/"
+done
+cp "$proto_dir"/api_pb2.py "$proto_dir"/api_pb2_grpc.py "$standin/proto/"
+standin_key=$( (cd "$standin" && find . -type f | LC_ALL=C sort | xargs sha256sum;
+  echo "$context_key ${HAMI_E2E_GRPCIO:?} ${HAMI_E2E_PROTOBUF:?}") | hash)
+save standin "$standin_key" docker.io/projecthami/hami:v2.10.0 "$standin" \
+  --build-arg BASE=localhost/hami-py:0.1.0 --build-arg "GRPCIO=$HAMI_E2E_GRPCIO" \
+  --build-arg "PROTOBUF=$HAMI_E2E_PROTOBUF" -f "$standin/Containerfile"

@@ -95,10 +95,11 @@ class Release:
 
     def scheduler_logs(self) -> str:
         """The hami serve containers' logs, as `kubectl logs` shows them."""
-        return "".join(
-            self.kube("logs", "-n", NAMESPACE, pod["metadata"]["name"], "-c", EXTENDER).stdout
-            for pod in self.scheduler_pods()
-        )
+        return "".join(self.extender_log(p["metadata"]["name"]) for p in self.scheduler_pods())
+
+    def extender_log(self, pod: str) -> str:
+        """One scheduler pod's hami serve log."""
+        return self.kube("logs", "-n", NAMESPACE, pod, "-c", EXTENDER).stdout
 
     def leader(self) -> str | None:
         """The scheduler pod whose kube-scheduler holds the Lease (its identity is

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e import netns
 from tests.e2e.cluster import AS_PLUGIN, REPO_ROOT, Process, ensure_binaries
-from tests.e2e.fake_device_plugin import READY_MARKER, compile_api
+from tests.e2e.fake_device_plugin import GPUS, READY_MARKER, compile_api
 from tests.e2e.kube import wait_for
 from tests.e2e.nodespec import GPU_RESOURCE, REGISTER_ANNOTATION, NodeSpec, dump_specs
 from tests.e2e.nodetier import images
@@ -29,8 +29,9 @@ K8SBINS = REPO_ROOT / "tests" / "e2e" / "k8sbins"
 # webhook's gke driver profile injects the same folder: it must exist on this machine. The
 # chart's libvgpuInstaller (Lab 12, standalone mode) writes HAMi-core into the vgpu folder and
 # opens HAMi-core's lock folder to every container.
-GKE_VGPU_DIR = Path("/home/kubernetes/bin/nvidia/vgpu")  # devicePlugin.libPath, preset=gke
-HOST_FOLDERS = (Path("/home/kubernetes/bin/nvidia/lib64"), GKE_VGPU_DIR, Path("/tmp/vgpulock"))
+GKE_DRIVER_ROOT = Path("/home/kubernetes/bin/nvidia")  # the lab's devicePlugin.nvidiaDriverRoot
+GKE_VGPU_DIR = GKE_DRIVER_ROOT / "vgpu"  # devicePlugin.libPath, preset=gke
+HOST_FOLDERS = (GKE_DRIVER_ROOT / "lib64", GKE_VGPU_DIR, Path("/tmp/vgpulock"))
 
 
 @dataclass
@@ -38,19 +39,32 @@ class NodeCluster:
     plane: NodeControlPlane
     node: Node
     spec: NodeSpec
-    device_plugin: Process
+    device_plugin: Process | None
 
     def replace_device_plugin(self, spec: NodeSpec) -> None:
         """Swap the node's device plugin, e.g. HAMi's for GKE's own (Lab 12's node)."""
-        self.device_plugin.stop()
-        if self.spec.plugin == "hami":
-            # HAMi's plugin leaves its registration on the node when it goes, and under the
-            # chart's admission policy only the plugin's identity may remove it.
-            self.plane.kube(
-                "annotate", *AS_PLUGIN, "node", self.spec.name, f"{REGISTER_ANNOTATION}-"
-            )
+        self.stop_device_plugin()
         self.device_plugin = _start_device_plugin(self.plane, self.node, spec)
         self.spec = spec
+
+    def stop_device_plugin(self) -> None:
+        """Stop the device plugin this tier runs on the host (the labs run theirs in pods)."""
+        if self.device_plugin is None:
+            return
+        self.device_plugin.stop()
+        self.device_plugin = None
+        if self.spec.plugin == "hami":
+            forget_hami_registration(self.plane, self.spec.name)
+
+    def describe_gpus(self, spec: NodeSpec) -> None:
+        """Where a device plugin in a pod finds the node's cards (fake_device_plugin.GPUS)."""
+        (GKE_DRIVER_ROOT / GPUS).write_text(dump_specs([spec]))
+
+
+def forget_hami_registration(plane: NodeControlPlane, node: str) -> None:
+    """HAMi's plugin leaves its registration on the node when it goes, and under the chart's
+    admission policy only the plugin's identity may remove it."""
+    plane.kube("annotate", *AS_PLUGIN, "node", node, f"{REGISTER_ANNOTATION}-")
 
 
 @contextlib.contextmanager
