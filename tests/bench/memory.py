@@ -62,7 +62,7 @@ class ApiServerOnly(ControlPlane):
         self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
     ) -> None:
         # Listing 50k pods on two busy cores takes longer than the e2e tier allows a start.
-        super()._wait_http(process, url, context, max(timeout, self.ready_timeout))
+        super().wait_http(process, url, context, max(timeout, self.ready_timeout))
 
 
 @dataclass(frozen=True)

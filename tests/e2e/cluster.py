@@ -397,9 +397,9 @@ class ControlPlane:
             self.app_port, self.extender_port, self.metrics_port, self._app_args
         )
         env = self.app_env(self._app_env)
-        process = self._spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
+        process = self.spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
         context = ssl.create_default_context(cafile=str(self.app_tls.ca_file))
-        self._wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
+        self.wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
 
     def app_command(
         self, port: int, extender_port: int, metrics_port: int, extra_args: Sequence[str] = ()
@@ -476,7 +476,7 @@ class ControlPlane:
             "--spec",
             str(spec),
         ]
-        process = self._spawn(f"nodesim.{self._nodesims}", argv, cwd=REPO_ROOT, env=self.env)
+        process = self.spawn(f"nodesim.{self._nodesims}", argv, cwd=REPO_ROOT, env=self.env)
         deadline = time.monotonic() + 30
         while READY_MARKER not in process.log.read_text(errors="replace"):
             if not process.alive():
@@ -501,7 +501,7 @@ class ControlPlane:
         (port,) = free_ports(1)
         rules = folder / "rules.json"
         rules.write_text("[]")
-        process = self._spawn(
+        process = self.spawn(
             "faultproxy",
             [
                 sys.executable, "-m", "tests.e2e.faultproxy", "--port", str(port),
@@ -706,7 +706,7 @@ class ControlPlane:
         self._etcd_data = _etcd_data_dir()
         client = f"http://127.0.0.1:{self.etcd_port}"
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
-        process = self._spawn(
+        process = self.spawn(
             "etcd",
             [
                 str(self.bin_dir / "etcd"),
@@ -720,14 +720,14 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._wait_http(process, f"{client}/health", None, timeout=30)
+        self.wait_http(process, f"{client}/health", None, timeout=30)
 
     def _start_apiserver(self) -> None:
         pki = self.pki
-        process = self._spawn("kube-apiserver", self._apiserver_argv())
+        process = self.spawn("kube-apiserver", self._apiserver_argv())
         context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
-        self._wait_http(process, f"{self.apiserver_url}/readyz", context, timeout=120)
+        self.wait_http(process, f"{self.apiserver_url}/readyz", context, timeout=120)
 
     def _apiserver_argv(self) -> list[str]:
         pki = self.pki
@@ -867,7 +867,7 @@ class ControlPlane:
             configuration["clientConnection"] |= {"qps": qps, "burst": burst}
         config_file = self.run_dir / "kube-scheduler.yaml"
         config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
-        process = self._spawn(
+        process = self.spawn(
             "kube-scheduler",
             # v=2 logs every binding, which is what one reads when a pod is not placed.
             [
@@ -882,7 +882,7 @@ class ControlPlane:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        self._wait_http(
+        self.wait_http(
             process, f"https://127.0.0.1:{self.scheduler_port}/healthz", context, timeout=60
         )
 
@@ -914,22 +914,6 @@ class ControlPlane:
         """A component logging to ``<name>.log`` in the run folder, stopped with the plane;
         ``hostname`` runs it in a UTS namespace of its own under that name (root only), as
         kube-scheduler's Lease identity comes from its hostname."""
-        return self._spawn(name, argv, cwd=cwd, env=env, hostname=hostname)
-
-    def wait_http(
-        self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
-    ) -> None:
-        self._wait_http(process, url, context, timeout)
-
-    def _spawn(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        hostname: str | None = None,
-    ) -> Process:
         log = self.run_dir / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
@@ -946,7 +930,7 @@ class ControlPlane:
         self._processes.append(process)
         return process
 
-    def _wait_http(
+    def wait_http(
         self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
     ) -> None:
         opener = urllib.request.build_opener(

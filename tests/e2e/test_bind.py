@@ -39,6 +39,20 @@ def post(control_plane: ControlPlane, verb: str, body: Mapping[str, object]) -> 
         return answer
 
 
+def hold_lock(kube: Kube, namespace: str, node: str) -> str:
+    """HAMi's node lock held by a pod bound to `node` that has not started yet (it waits for a
+    ConfigMap nobody makes), so its Allocate may still come and the lock is kept; the lock."""
+    holder = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
+        f"spec: {{nodeName: {node}, containers: [{{name: c, image: busybox}}], "
+        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
+    )
+    kube.apply(holder, namespace)
+    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
+    kube("annotate", *AS_SCHEDULER, "node", node, f"hami.io/mutex.lock={lock}")
+    return lock
+
+
 def test_bind_retry_of_a_bound_pod_succeeds_without_a_second_allocation(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
@@ -68,17 +82,10 @@ def test_bind_failure_rolls_back_and_the_pod_lands_once_the_lock_is_free(
 ) -> None:
     node = t4_node("bind-locked")
     nodesim(node)
-    # Another pod holds HAMi's node lock, bound to the node and not started yet (it waits for a
-    # ConfigMap nobody creates): its Allocate may still come, so the lock is kept, past the
-    # 15 s after which the lock of an unbound holder nobody binds is taken over.
-    holder = (
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
-        f"spec: {{nodeName: {node.name}, containers: [{{name: c, image: busybox}}], "
-        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
-    )
-    kube.apply(holder, namespace)
-    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
-    kube("annotate", *AS_SCHEDULER, "node", node.name, f"hami.io/mutex.lock={lock}")
+    # Another pod holds HAMi's node lock, bound to the node and not started yet: its Allocate
+    # may still come, so the lock is kept, past the 15 s after which the lock of an unbound
+    # holder nobody binds is taken over.
+    lock = hold_lock(kube, namespace, node.name)
 
     kube.apply(POD.format(name="waits"), namespace)
 

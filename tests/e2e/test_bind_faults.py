@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 
 import pytest
 
@@ -23,12 +22,12 @@ from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
 from tests import applog
 
 from . import invariant
-from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, FaultyApi, NodeSim
+from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 from .prometheus import get
 from .replicas import HA_SCHEDULER, Replica, lease_holder, replicas, wait_for_leader
-from .test_bind import POD, post
+from .test_bind import POD, hold_lock, post
 
 pytestmark = pytest.mark.e2e
 
@@ -52,20 +51,6 @@ def allocation(kube: Kube, namespace: str, name: str) -> tuple[str, set[str]]:
 
 def cards_of(node: NodeSpec) -> set[str]:
     return {c.uuid for c in node.cards}
-
-
-def hold_lock(kube: Kube, namespace: str, node: NodeSpec) -> str:
-    """HAMi's node lock held by a pod bound to `node` that has not started yet (it waits for a
-    ConfigMap nobody makes), so its Allocate may still come and the lock is kept."""
-    holder = (
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
-        f"spec: {{nodeName: {node.name}, containers: [{{name: c, image: busybox}}], "
-        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
-    )
-    kube.apply(holder, namespace)
-    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
-    kube("annotate", *AS_SCHEDULER, "node", node.name, f"{NODE_LOCK}={lock}")
-    return lock
 
 
 def release_lock(kube: Kube, node: NodeSpec) -> None:
@@ -164,7 +149,7 @@ def test_every_bind_answers_within_the_extender_timeout(
 ) -> None:
     node = t4_node("slow-api")
     nodesim(node)
-    hold_lock(kube, namespace, node)
+    hold_lock(kube, namespace, node.name)
     # Every write of ours to the node (the lock) and every Binding answers 6 s late.
     faulty.set(
         {"method": "PATCH", "path": f"^/api/v1/nodes/{node.name}$", "action": "delay-response",
@@ -229,7 +214,7 @@ def test_a_hand_over_while_the_old_leader_waits_for_a_node_lock(
     old, new = two_replicas
     locked, free = t4_node("handover-x"), t4_node("handover-y")
     nodesim(locked, free)
-    hold_lock(kube, namespace, locked)
+    hold_lock(kube, namespace, locked.name)
     kube("cordon", free.name)  # the old leader's only choice is the locked node
     kube.apply(ha_pod("moved"), namespace)
     wait_for(lambda: filters(old) >= 1, timeout=30, what="the old leader to place the pod")

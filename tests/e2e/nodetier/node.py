@@ -90,7 +90,7 @@ class Node:
     def spawn(self, name: str, argv: list[str], cwd: Path | None = None) -> Process:
         """Start a process that belongs to the node: stopped before its containers go."""
         # Also in the plane's list, for its failure report; Node.close stops it first.
-        process = self.plane._spawn(name, argv, cwd=cwd)
+        process = self.plane.spawn(name, argv, cwd=cwd)
         self._processes.append(process)
         return process
 
@@ -235,7 +235,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             "kube-proxy",
             [str(self.plane.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}"],
         )
-        self.plane._wait_http(process, "http://127.0.0.1:10256/healthz", None, timeout=60)
+        self.plane.wait_http(process, "http://127.0.0.1:10256/healthz", None, timeout=60)
 
     # --- stop ------------------------------------------------------------------------------
 

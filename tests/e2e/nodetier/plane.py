@@ -70,13 +70,13 @@ class NodeControlPlane(ControlPlane):
         }
         config_file.write_text(json.dumps(configuration))
         argv = [*self.component_argv("kube-scheduler", port), f"--config={config_file}"]
-        process = self._spawn("default-scheduler", argv)
-        self._wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
+        process = self.spawn("default-scheduler", argv)
+        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
 
     def _start_controller_manager(self) -> None:
         (port,) = free_ports(1)
         pki = self.pki
-        process = self._spawn(
+        process = self.spawn(
             "kube-controller-manager",
             [
                 *self.component_argv("kube-controller-manager", port),
@@ -89,7 +89,7 @@ class NodeControlPlane(ControlPlane):
                 "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
             ],
         )
-        self._wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
+        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
 
 
 def _insecure() -> ssl.SSLContext:
