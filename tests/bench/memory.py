@@ -5,9 +5,12 @@ tests/e2e/k8sbins/build.sh), registers N GPU nodes as HAMi's device plugin would
 pods that hold GPU shares (allocation annotations as a bind of ours writes them, spec.nodeName
 set), then starts `hami serve` once per pod count and reads its /proc/<pid>/status:
 
-* ready: VmRSS when /readyz first answers 200 (the initial LIST is in the cache);
-* steady: VmRSS after --settle seconds of watching an idle cluster;
-* peak: VmHWM, the most the process ever held, which is what start-up costs.
+* ready: seconds and our CPU seconds from start until /readyz first answers 200 (the initial
+  LIST is in the cache), and VmRSS then;
+* steady: VmRSS after --settle seconds of watching an idle cluster while /metrics is read every
+  --scrape-interval seconds as Prometheus reads it (gzip accepted): a scraped scheduler's size;
+* peak: VmHWM, the most the process ever held, which is what start-up costs;
+* scrape: the largest answer's bytes on the wire and as text, our CPU per scrape.
 
 Pods are created through the API with a bounded pool of concurrent requests; every count is
 reached from the previous one, so 0, 10k and 50k pods cost 50k creates in all. No webhook and
@@ -19,8 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gzip
+import os
 import ssl
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -58,10 +64,10 @@ class ApiServerOnly(ControlPlane):
         self._timed("etcd", self._start_etcd)
         self._timed("kube-apiserver", self._start_apiserver)
 
-    def _wait_http(
+    def wait_http(
         self, process: Process, url: str, context: ssl.SSLContext | None, timeout: float
     ) -> None:
-        # Listing 50k pods on two busy cores takes longer than the e2e tier allows a start.
+        # Listing 150k pods on two busy cores takes longer than the e2e tier allows a start.
         super().wait_http(process, url, context, max(timeout, self.ready_timeout))
 
 
@@ -69,10 +75,14 @@ class ApiServerOnly(ControlPlane):
 class Sample:
     pods: int
     ready_s: float
+    ready_cpu: float  # our CPU seconds from start to ready
     ready_rss: int
     steady_rss: int
     peak: int
     counted: int  # GPU shares the cache counts (/metrics), to show the pods were cached
+    scrape_wire: int  # bytes of the largest /metrics answer, as sent (gzip when accepted)
+    scrape_text: int  # ... and of its text
+    scrape_cpu: list[float]  # our CPU seconds per scrape, sorted
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -213,25 +223,79 @@ async def prepare(loader: Loader, nodes: Sequence[str]) -> None:
     )
 
 
-def measure(plane: ControlPlane, pods: int, settle: float) -> Sample:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Scraper(threading.Thread):
+    """Reads /metrics every `interval` seconds as Prometheus does (gzip accepted), recording the
+    bytes on the wire, the text's size and the CPU the process spent answering."""
+
+    def __init__(self, url: str, pid: int, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.url, self.pid, self.interval = url, pid, interval
+        self.stopped = threading.Event()
+        self.wire: list[int] = []
+        self.text: list[int] = []
+        self.cpu: list[float] = []
+        self.last = ""
+
+    def scrape(self) -> None:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        request = urllib.request.Request(self.url, headers={"Accept-Encoding": "gzip"})
+        before = cpu_seconds(self.pid)
+        with opener.open(request, timeout=60) as response:
+            body = response.read()
+            zipped = response.headers.get("Content-Encoding") == "gzip"
+        # Counted until the last byte arrived; an idle cluster's watches cost next to nothing.
+        self.cpu.append(cpu_seconds(self.pid) - before)
+        self.wire.append(len(body))
+        text = gzip.decompress(body) if zipped else body
+        self.text.append(len(text))
+        self.last = text.decode()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            self.scrape()
+            self.stopped.wait(self.interval)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def measure(plane: ControlPlane, pods: int, settle: float, interval: float) -> Sample:
     started = time.monotonic()
     plane.start_app(["--log-level", "warning"])
     ready_s = time.monotonic() - started
     app = plane.app
     assert app is not None
     ready = proc_status(app.popen.pid)
+    ready_cpu = cpu_seconds(app.popen.pid)
+    # Scraped from ready on, as a Prometheus would: what the exposition costs belongs to steady.
+    scraper = Scraper(plane.metrics_url, app.popen.pid, interval)
+    scraper.start()
     time.sleep(settle)
+    scraper.stop()
     steady = proc_status(app.popen.pid)
-    # Read after the figures: rendering /metrics for every card costs memory of its own.
-    counted = shares_counted(plane.metrics_url)
     plane.stop_app()
-    return Sample(pods, ready_s, ready["VmRSS"], steady["VmRSS"], steady["VmHWM"], counted)
+    return Sample(
+        pods,
+        ready_s,
+        ready_cpu,
+        ready["VmRSS"],
+        steady["VmRSS"],
+        steady["VmHWM"],
+        shares_counted(scraper.last),
+        max(scraper.wire, default=0),
+        max(scraper.text, default=0),
+        sorted(scraper.cpu),
+    )
 
 
-def shares_counted(metrics_url: str) -> int:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(metrics_url, timeout=30) as response:
-        text = response.read().decode()
+def shares_counted(text: str) -> int:
     prefix = "hami_gpu_shared_count{"
     return int(
         sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
@@ -241,9 +305,11 @@ def shares_counted(metrics_url: str) -> int:
 def report(samples: Sequence[Sample], nodes: int) -> str:
     base = samples[0].steady_rss if samples and samples[0].pods == 0 else None
     lines = [
-        f"hami serve memory, {nodes} nodes x {CARDS} cards, pods holding one GPU share each (MiB):",
-        f"  {'pods':>7} {'ready s':>8} {'ready':>8} {'steady':>8} {'peak':>8} "
-        f"{'peak/steady':>11} {'per 10k pods':>13} {'counted':>8}",
+        f"hami serve memory, {nodes} nodes x {CARDS} cards, pods holding one GPU share each "
+        "(MiB; steady with /metrics scraped):",
+        f"  {'pods':>7} {'ready s':>8} {'CPU s':>6} {'ready':>8} {'steady':>8} {'peak':>8} "
+        f"{'peak/steady':>11} {'per 10k pods':>13} {'counted':>8} "
+        f"{'scrape MB wire/text':>20} {'scrape CPU ms p50/max (n)':>26}",
     ]
     for s in samples:
         per10k = (
@@ -251,9 +317,13 @@ def report(samples: Sequence[Sample], nodes: int) -> str:
             if base is not None and s.pods
             else f"{'':13}"
         )
+        cpu = s.scrape_cpu or [float("nan")]
+        scrape_cpu = f"{cpu[len(cpu) // 2] * 1000:.0f}/{cpu[-1] * 1000:.0f} ({len(s.scrape_cpu)})"
+        scrape_mb = f"{s.scrape_wire / 1e6:.1f}/{s.scrape_text / 1e6:.1f}"
         lines.append(
-            f"  {s.pods:>7} {s.ready_s:8.1f} {s.ready_rss / MIB:8.1f} {s.steady_rss / MIB:8.1f} "
-            f"{s.peak / MIB:8.1f} {s.peak / s.steady_rss:11.2f} {per10k} {s.counted:8}"
+            f"  {s.pods:>7} {s.ready_s:8.1f} {s.ready_cpu:6.1f} {s.ready_rss / MIB:8.1f} "
+            f"{s.steady_rss / MIB:8.1f} {s.peak / MIB:8.1f} {s.peak / s.steady_rss:11.2f} "
+            f"{per10k} {s.counted:8} {scrape_mb:>20} {scrape_cpu:>26}"
         )
     return "\n".join(lines)
 
@@ -275,7 +345,9 @@ async def run(plane: ControlPlane, args: argparse.Namespace) -> list[Sample]:
                 print(f"  {reached} pods ({rate:.0f} creates/s)", file=sys.stderr, flush=True)
                 have = reached
             # start_app blocks until /readyz answers; the loop has nothing else to do meanwhile.
-            samples.append(await asyncio.to_thread(measure, plane, have, args.settle))
+            samples.append(
+                await asyncio.to_thread(measure, plane, have, args.settle, args.scrape_interval)
+            )
             print(report(samples[-1:], args.nodes).splitlines()[-1], file=sys.stderr, flush=True)
             if have < want:
                 print(f"  stopped at {have} pods: out of creation time", file=sys.stderr)
@@ -294,6 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=1000)
     p.add_argument("--pods", default="0,10000,50000", help="comma-separated pod counts")
     p.add_argument("--settle", type=float, default=20.0, help="seconds from ready to steady")
+    p.add_argument(
+        "--scrape-interval", type=float, default=5.0, help="seconds between /metrics reads"
+    )
     p.add_argument("--concurrency", type=int, default=48, help="creates in flight")
     p.add_argument(
         "--create-budget", type=float, default=900.0, help="seconds at most spent creating pods"
@@ -302,6 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ready-timeout", type=float, default=300.0, help="seconds `hami serve` may take to sync"
     )
     args = p.parse_args(argv)
+    counts = [int(c) for c in args.pods.split(",")]
+    if args.nodes > 5_000 or max(counts) > 150_000:
+        p.error("bounded: at most 5,000 nodes and 150,000 pods (Kubernetes' tested envelope)")
     try:
         bins = ensure_binaries()
     except pytest.skip.Exception as e:

@@ -3,13 +3,16 @@
     python -m tests.bench.throughput                      # 1,000 nodes: 600, 2,000 and 5,000
                                                           # GPU pods, a backlog of 2,000, the ceiling
     python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
+    python -m tests.bench.throughput --nodes 5000 --bursts 1000 --backlog 0 --ceiling 0
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
 127.0.0.1), registers N fake GPU nodes with the node simulator (which plays kubelet and HAMi's
 device plugin, one worker per node), then, one run after the other on the same plane:
 
-* **gpu-N**: a burst of N pods asking for one card share each (`nvidia.com/gpu: 1`, `gpumem`),
-  created as fast as the API server takes them, through our webhook, /filter and /bind;
+* **gpu-N-POLICY**: a burst of N pods asking for one card share each (`nvidia.com/gpu: 1`,
+  `gpumem`) under node policy POLICY, created as fast as the API server takes them, through our
+  webhook, /filter and /bind; every burst runs under each of --node-policies (spread, then
+  binpack, which fills one node at a time and so meets HAMi's node lock on every bind);
 * **backlog-N**: N such pods created while kube-scheduler is stopped (SIGSTOP), then drained;
 * **ceiling-N**: N pods asking for CPU only, created while kube-scheduler is stopped and then
   scheduled by the same profile without calling the extender: the rate this machine schedules
@@ -18,7 +21,7 @@ device plugin, one worker per node), then, one run after the other on the same p
 kube-scheduler runs with its API client limits raised (--scheduler-qps/--scheduler-burst): at
 its defaults (50/s, bursts of 100) the ceiling is kube-scheduler's own throttle, not the
 machine. For each run it prints pods bound per second, create-to-bound p50/p99, stage latencies,
-bind failures by reason, API writes per pod by verb and resource (every client, from
+bind failures by reason and per pod, API writes per pod by verb and resource (every client, from
 kube-apiserver's counters, and ours), creates refused because our webhook could not be reached,
 CPU per GPU pod by component and the bound it implies (cores / CPU per pod), our own CPU per
 pod, and a final check from a fresh LIST: every bound GPU pod's allocation names only cards of
@@ -66,6 +69,10 @@ class Run:
     problems: list[str] = field(default_factory=list)
 
     @property
+    def failed_binds_per_pod(self) -> float:
+        return sum(self.delta.bind_failures.values()) / max(1, self.bound)
+
+    @property
     def rate(self) -> float:
         return self.bound / self.seconds if self.seconds else 0.0
 
@@ -92,6 +99,7 @@ class Run:
             "webhook_errors": d.webhook_errors,
             "filters_per_pod": d.filters / max(1, self.pods),
             "bind_failures": dict(d.bind_failures),
+            "failed_binds_per_pod": self.failed_binds_per_pod,
             "writes_per_pod": {k: v / per_pod for k, v in d.all_writes.items()},
             "our_writes_per_pod": {k: v / per_pod for k, v in d.our_writes.items()},
             "cpu_ms_per_pod": self.cpu_ms_per_pod(),
@@ -121,7 +129,7 @@ class Run:
             f"p99 {p99:.2f}s  filters/pod {self.delta.filters / max(1, self.pods):.2f}",
             f"  created in {self.created_in:.1f}s, {self.create_errors} creates failed, "
             f"{self.delta.webhook_errors:.0f} refused for a webhook call error; "
-            f"bind failures: {failures or 'none'}",
+            f"bind failures: {failures or 'none'} ({self.failed_binds_per_pod:.2f} per pod)",
             f"  p50/p99 ms (histogram bounds): {stages}",
             "  CPU ms per pod: "
             + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_pod.items(), key=lambda kv: -kv[1]))
@@ -284,7 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bursts", default="600,2000,5000", help="GPU pods per burst, in order")
     p.add_argument("--backlog", type=int, default=2000, help="GPU pods of the backlog (0: none)")
     p.add_argument("--ceiling", type=int, default=600, help="CPU-only pods (0: none)")
-    p.add_argument("--node-policy", choices=("spread", "binpack"), default="spread")
+    p.add_argument(
+        "--node-policies",
+        default="spread,binpack",
+        help="the bursts run once under each of these node policies (hami.io/node-scheduler-"
+        "policy), in order; the backlog under the first",
+    )
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
     p.add_argument("--scheduler-qps", type=float, default=1000)
     p.add_argument("--scheduler-burst", type=int, default=2000)
@@ -292,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
     bursts = [int(n) for n in args.bursts.split(",") if n.strip()]
+    policies = [n.strip() for n in args.node_policies.split(",") if n.strip()]
+    if not policies or not set(policies) <= {"spread", "binpack"}:
+        p.error("--node-policies: spread and/or binpack")
     if max([*bursts, args.backlog, args.ceiling]) > 20_000 or args.nodes > 5_000:
         p.error("bounded: at most 20,000 pods a run and 5,000 nodes")
     cores = os.cpu_count() or 1
@@ -309,13 +325,22 @@ def main(argv: list[str] | None = None) -> int:
             f"run folder {plane.run_dir}",
             flush=True,
         )
-        plan = [(f"gpu-{n}", n, True, False) for n in bursts]
-        plan += [(f"backlog-{args.backlog}", args.backlog, True, True)] if args.backlog else []
+        first = policies[0]
+        plan = [
+            (f"gpu-{n}-{policy}", n, True, False, policy) for policy in policies for n in bursts
+        ]
+        plan += (
+            [(f"backlog-{args.backlog}-{first}", args.backlog, True, True, first)]
+            if args.backlog
+            else []
+        )
         # The ceiling drains a backlog too: created as fast as the API server takes them, plain
         # pods would be bound as fast as they are created, which measures the creates.
-        plan += [(f"ceiling-{args.ceiling}", args.ceiling, False, True)] if args.ceiling else []
+        plan += (
+            [(f"ceiling-{args.ceiling}", args.ceiling, False, True, first)] if args.ceiling else []
+        )
         runs = []
-        for label, pods, gpu, backlog in plan:
+        for label, pods, gpu, backlog, policy in plan:
             run = asyncio.run(
                 run_once(
                     plane,
@@ -323,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                     pods,
                     gpu=gpu,
                     backlog=backlog,
-                    node_policy=args.node_policy,
+                    node_policy=policy,
                     deadline=time.monotonic() + args.timeout,
                 )
             )
@@ -356,7 +381,8 @@ def verdict(runs: list[Run], cores: int) -> str:
                 f"  {r.label}: {r.rate:.1f} pods/s = {r.rate / limit * 100:.0f}% of the "
                 f"{limit:.1f} its CPU per pod allows (target >= 90%); ours {ours:.1f} ms/pod "
                 f"(target <= 4); wrong or missing allocations {len(r.problems)} (target 0); "
-                f"webhook errors {r.delta.webhook_errors + r.create_errors:.0f} (target 0)"
+                f"webhook errors {r.delta.webhook_errors + r.create_errors:.0f} (target 0); "
+                f"failed binds {r.failed_binds_per_pod:.2f} per pod (target <= 0.1)"
             )
     ceiling = [r for r in runs if not r.gpu]
     if ceiling and gpu:
