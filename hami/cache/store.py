@@ -30,7 +30,7 @@ from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import build_node, held, mig_cards, pod_usage
+from hami.engine.state import build_node, held, mig_devices, pod_usage
 from hami.engine.trust import Counted, asks_for_no_card, count, observe
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
@@ -90,7 +90,10 @@ class ClusterCache:
         self._reservations: dict[str, Reservation] = {}
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         self._states: dict[str, NodeState] = {}
-        self.view: Mapping[str, NodeState] = MappingProxyType(self._states)
+        # Nodes whose usage or cards changed since their state was built: built when next read,
+        # so a node gaining a thousand pods in one LIST is built once, not a thousand times.
+        self._stale: set[str] = set()
+        self._view: Mapping[str, NodeState] = MappingProxyType(self._states)
 
     # --- nodes -----------------------------------------------------------
 
@@ -156,15 +159,40 @@ class ClusterCache:
         self._node_keys.pop(name, None)
         self._inventory.pop(name, None)
         self._states.pop(name, None)
+        self._stale.discard(name)
         self.unregistered.pop(name, None)
 
+    @property
+    def view(self) -> Mapping[str, NodeState]:
+        """Every registered node's state, as of every event applied so far."""
+        if self._stale:
+            for name in self._stale:
+                self._build(name)
+            self._stale.clear()
+        return self._view
+
+    def _state(self, name: str) -> NodeState | None:
+        if name in self._stale:
+            self._stale.discard(name)
+            self._build(name)
+        return self._states.get(name)
+
+    def _mig(self, name: str) -> frozenset[str]:
+        inv = self._inventory.get(name)
+        return frozenset() if inv is None else mig_devices(inv.devices)
+
     def _rebuild(self, name: str) -> None:
+        self._stale.add(name)
+
+    def _build(self, name: str) -> None:
         inv = self._inventory.get(name)
         if inv is None:
             return
         usage: Mapping[str, Usage] = self._usage.get(name, {})
         usage = self._outside.usage(name, inv.devices, usage)
-        self._states[name] = build_node(name, inv.devices, usage, inv.cordoned, inv.links)
+        self._states[name] = build_node(
+            name, inv.devices, usage, inv.cordoned, inv.links, self._states.get(name)
+        )
 
     # --- usage bookkeeping ------------------------------------------------
 
@@ -241,7 +269,7 @@ class ClusterCache:
             self._released(left)
 
     def _count_own(self, uid: str, alloc: PodAllocation) -> None:
-        usage = held(alloc, mig_cards(self._states.get(alloc.node)))
+        usage = held(alloc, self._mig(alloc.node))
         self._pods[uid] = alloc
         self._pod_usage[uid] = usage
         # The pod's own annotations are now the truth; the reservation has done its job. When
@@ -266,7 +294,7 @@ class ClusterCache:
             return uid not in self._pods and self._outside.get(uid) is None
         alloc = counted.own
         return self._pods.get(uid) == alloc and self._pod_usage[uid] == held(
-            alloc, mig_cards(self._states.get(alloc.node))
+            alloc, self._mig(alloc.node)
         )
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
@@ -391,7 +419,7 @@ class ClusterCache:
     def overcommitted(self, node: str, uuids: Iterable[str]) -> list[str]:
         """Those of the node's cards `uuids` whose counted use (allocations and reservations)
         exceeds their memory, cores or split count."""
-        state = self._states.get(node)
+        state = self._state(node)
         wanted = set(uuids)
         return [
             c.info.id

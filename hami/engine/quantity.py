@@ -17,6 +17,7 @@ The one refusal kube-apiserver does not make: magnitudes of 10^1000 and more
 to compute, and Go's int32 scale overflows near that end).
 """
 
+import functools
 import re
 from fractions import Fraction
 
@@ -78,6 +79,10 @@ def _nanos(digits: str, point: int, binary_exponent: int) -> int:
     return whole + (1 if rest or len(significant) > keep else 0)
 
 
+# Pods carry a handful of distinct quantities ("1", "1000", "16Gi") and every event of every pod
+# is parsed again: each distinct text is parsed once. Fractions are immutable, and a text that
+# is no quantity raises every time (lru_cache keeps no exceptions).
+@functools.lru_cache(maxsize=4096)
 def _parse_text(value: str) -> Fraction:
     text = value.strip(_SPACE)
     match = _SCAN.fullmatch(text)

@@ -6,7 +6,15 @@ from hami.engine.capacity import summarize
 from hami.engine.inventory import PodAllocation
 from hami.engine.mig import pod_instances, stray_instances, untrusted
 from hami.engine.migalloc import by_card
-from hami.engine.model import DeviceInfo, MigInstance, NodeState, PodDevices, Usage, is_nvidia
+from hami.engine.model import (
+    Card,
+    DeviceInfo,
+    MigInstance,
+    NodeState,
+    PodDevices,
+    Usage,
+    is_nvidia,
+)
 from hami.engine.score import make_card, node_score
 
 
@@ -16,13 +24,17 @@ def build_node(
     usage: Mapping[str, Usage] | None = None,
     cordoned: frozenset[str] = frozenset(),
     links: Mapping[str, Mapping[str, int]] | None = None,
+    previous: NodeState | None = None,
 ) -> NodeState:
+    """The node's state; cards unchanged since `previous` (its last state) are reused as they
+    are, so a pod arriving costs one card's score, not every card's."""
     usage = usage or {}
+    before = {c.info.id: c for c in previous.cards} if previous is not None else {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
     nvidia = [d for d in devices if is_nvidia(d)]
     stray = stray_instances(usage, (d.id for d in nvidia))
     cards = tuple(
-        make_card(d, u, untrusted(d.mig, u, stray))
+        _card(before.get(d.id), d, u, untrusted(d.mig, u, stray))
         for d in nvidia
         for u in (usage.get(d.id, Usage()),)
     )
@@ -34,6 +46,17 @@ def build_node(
         links or {},
         capacity=summarize(name, cards, cordoned),
     )
+
+
+def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool) -> Card:
+    if (
+        before is not None
+        and before.untrusted == distrusted
+        and before.usage == usage
+        and before.info == info
+    ):
+        return before
+    return make_card(info, usage, distrusted)
 
 
 def pod_usage(
@@ -90,6 +113,12 @@ def pod_usage(
 
 def mig_cards(node: NodeState | None) -> frozenset[str]:
     return frozenset() if node is None else frozenset(c.info.id for c in node.cards if c.info.mig)
+
+
+def mig_devices(devices: Iterable[DeviceInfo]) -> frozenset[str]:
+    """mig_cards of the state `devices` build: what counting a pod needs of its node, without
+    building the node."""
+    return frozenset(d.id for d in devices if d.mig and is_nvidia(d))
 
 
 def held(alloc: PodAllocation, mig: frozenset[str]) -> dict[str, Usage]:
