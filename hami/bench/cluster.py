@@ -73,6 +73,7 @@ def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
         node = rng.choice(names)
         pod_objs.append(_pod(p, node, rng.choice(infos[node]).id, 1000, 0))
     cache.replace_pods(pod_objs)
+    cache.settle()  # as hami serve does once synced
     return cache
 
 
@@ -109,6 +110,7 @@ def build_filled_cluster(nodes: int, cards: int, seed: int, full: float = 0.9) -
                 pod_objs.append(_pod(len(pod_objs), node, dev.id, mem, cores))
                 budget -= 0 if filling else 1
     cache.replace_pods(pod_objs)
+    cache.settle()  # as hami serve does once synced
     return cache
 
 

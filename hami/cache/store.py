@@ -165,11 +165,15 @@ class ClusterCache:
     @property
     def view(self) -> Mapping[str, NodeState]:
         """Every registered node's state, as of every event applied so far."""
-        if self._stale:
-            for name in self._stale:
-                self._build(name)
-            self._stale.clear()
+        self.settle()
         return self._view
+
+    def settle(self) -> None:
+        """Build the states of the nodes changed since the last read, now rather than on the
+        next read (after a list, when a first filter should not pay for every node)."""
+        for name in self._stale:
+            self._build(name)
+        self._stale.clear()
 
     def _state(self, name: str) -> NodeState | None:
         if name in self._stale:

@@ -177,6 +177,7 @@ async def build(settings: Settings) -> Runtime:
         settings.legacy_metrics,
         settings.metrics_pod_labels,
         writes=kube.writes,
+        pod_limit=settings.metrics_pod_series_limit,
     )
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
@@ -310,6 +311,7 @@ async def _freeze_heap(rt: Runtime) -> None:
     The one full collection before the freeze happens right after the first sync, once.
     """
     await asyncio.gather(*(i.synced.wait() for i in rt.informers))
+    rt.cache.settle()  # every node built once, by the list, not by the first filter
     gc.collect()
     gc.freeze()
     log.info("start-up heap frozen", extra={"objects": gc.get_freeze_count()})

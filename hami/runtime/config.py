@@ -38,6 +38,7 @@ class Settings:
     metrics_port: int = 9395
     metrics_tls: bool = False
     metrics_pod_labels: bool = True
+    metrics_pod_series_limit: int = 10_000
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
     scheduler_name: str = "hami-scheduler"
@@ -94,6 +95,10 @@ _HELP = {
     "metrics_tls": "serve /metrics over HTTPS with the webhook's certificate",
     "metrics_pod_labels": (
         "publish the per-container series, which name every GPU pod's namespace and pod"
+    ),
+    "metrics_pod_series_limit": (
+        "leave the per-container and per-pod series out of a scrape while more GPU pods than "
+        "this are counted (at 150,000 pods they would be 60 MB a scrape); 0: no limit"
     ),
     "read_timeout_seconds": "deadline for a client's TLS handshake and request body",
     "keepalive_timeout_seconds": (

@@ -20,6 +20,7 @@ from hami.cache.store import ClusterCache
 from hami.engine.inventory import PodAllocation
 from hami.engine.model import Card, MigInstance, NodeState
 from hami.engine.outside import OutsideClaim
+from hami.runtime.cardblocks import CardBlocks, gzip_member
 
 # Go's float formatting, as prometheus_client writes every sample (the library is untyped).
 _go_format = cast(Callable[[float], str], utils.floatToGoString)
@@ -196,16 +197,21 @@ class Snapshot:
     pods: tuple[PodAllocation, ...]
     quotas: tuple[QuotaLine, ...]
     outside: tuple[OutsideClaim, ...] = ()
+    pod_series: bool = True  # the per-container and per-pod series are written
 
 
 class ClusterExposition:
     """The cluster series under HAMi's v2.9+ names, or `legacy` ones; `per_pod=False` leaves out
-    every series that names a namespace or a pod (per container, and the quotas)."""
+    every series that names a namespace or a pod (per container, and the quotas), and so does a
+    `pod_limit` > 0 for the per-container and per-pod series while more pods hold GPUs."""
 
-    def __init__(self, cache: ClusterCache, legacy: bool = False, per_pod: bool = True) -> None:
+    def __init__(
+        self, cache: ClusterCache, legacy: bool = False, per_pod: bool = True, pod_limit: int = 0
+    ) -> None:
         self.cache = cache
         self.legacy = legacy
         self.per_pod = per_pod
+        self.pod_limit = pod_limit
         # Per card series, its label names (in this exposition's naming) and their meanings.
         self._card_keys = [
             (self._label_names(keys), keys)
@@ -217,17 +223,21 @@ class ClusterExposition:
         self._card_labels: dict[tuple[str, object, int], tuple[str, ...]] = {}
         # (pod uid, node, container index, card) -> label text; bounded likewise.
         self._container_labels: dict[tuple[str, str, int, str], str] = {}
+        self._blocks = CardBlocks(len(CARD_SERIES), self._node_lines)
 
     def snapshot(self) -> Snapshot:
         """Cheap: references only. Call it on the event loop."""
-        outside = tuple(self.cache.outside())
+        nodes, outside = tuple(self.cache.view.values()), tuple(self.cache.outside())
         if not self.per_pod:
-            return Snapshot(tuple(self.cache.view.values()), (), (), outside)
+            return Snapshot(nodes, (), (), outside, pod_series=False)
+        pods = tuple(self.cache.pods())
+        many = 0 < self.pod_limit < len(pods) + len(outside)
         return Snapshot(
-            tuple(self.cache.view.values()),
-            tuple(self.cache.pods()),
+            nodes,
+            () if many else pods,
             tuple(self.cache.quotas.lines()),
             outside,
+            pod_series=not many,
         )
 
     def _name(self, series: Series) -> str:
@@ -260,11 +270,31 @@ class ClusterExposition:
         self._card_labels[key] = texts
         return texts
 
-    def render(self, snap: Snapshot) -> list[bytes]:
-        """The text of every cluster series, in chunks of a few hundred KiB; safe on a worker
-        thread. Chunks, because joining and encoding 20 MiB at once are single calls that hold
-        the interpreter lock (and so the event loop) for tens of milliseconds."""
-        return list(_chunks(self._lines(snap)))
+    def render(self, snap: Snapshot, gzip: bool = False) -> list[bytes]:
+        """The text of every cluster series, in chunks of a few hundred KiB, or as gzip members
+        (hami.runtime.cardblocks); safe on a worker thread, one render at a time. Chunks,
+        because joining and encoding 20 MiB at once are single calls that hold the interpreter
+        lock (and so the event loop) for tens of milliseconds."""
+        if not gzip:
+            return list(_chunks(self._lines(snap)))
+        out = []
+        for series, members in zip(CARD_SERIES, self._blocks.zipped(snap.nodes), strict=True):
+            out.append(gzip_member(_header(self._name(series), series.help).encode()))
+            out.extend(members)
+        out.extend(gzip_member(chunk) for chunk in _chunks(self._rest(snap)))
+        return out
+
+    def _node_lines(self, node: NodeState) -> list[str]:
+        """The node's samples of each card series, in the order of CARD_SERIES."""
+        labels = [self._card_label_text(node.name, card) for card in node.cards]
+        return [
+            "".join(
+                f"{name}{text[index]} {_go(series.value(card))}\n"
+                for card, text in zip(node.cards, labels, strict=True)
+            )
+            for index, series in enumerate(CARD_SERIES)
+            for name in (self._name(series),)
+        ]
 
     def _lines(self, snap: Snapshot) -> Iterator[str]:
         cards = [(node.name, card) for node in snap.nodes for card in node.cards]
@@ -275,10 +305,15 @@ class ClusterExposition:
             value = series.value
             for (_, card), text in zip(cards, labels, strict=True):
                 yield f"{name}{text[index]} {_go(value(card))}\n"
+        yield from self._rest(snap)
+
+    def _rest(self, snap: Snapshot) -> Iterator[str]:
+        """Every series but the per-card ones."""
         yield from self._mig_instances(snap.nodes)
         yield from self._outside(snap)
         if self.per_pod:
             yield from self._quotas(snap.quotas)
+        if snap.pod_series:
             yield from self._containers(snap.pods)
 
     def _outside(self, snap: Snapshot) -> Iterable[str]:
@@ -294,7 +329,7 @@ class ClusterExposition:
         yield _header(name, OUTSIDE_HELP)
         for node in snap.nodes:
             yield f"{name}{_labels([('node', node.name)])} {_go(held.get(node.name, 0))}\n"
-        if not self.per_pod:
+        if not snap.pod_series:
             return
         name = "hami_gpu_pod_outside_scheduler_cards"
         yield _header(name, OUTSIDE_POD_HELP)

@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 from hami.cache.store import ClusterCache
 from hami.kube.calls import WriteObserver
 from hami.kube.limiter import WriteLimiter
+from hami.runtime.cardblocks import gzip_member
 from hami.runtime.exposition import ClusterExposition, Snapshot
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -75,8 +76,9 @@ class Metrics:
         legacy_names: bool = False,
         per_pod: bool = True,
         writes: WriteLimiter | None = None,
+        pod_limit: int = 0,
     ) -> None:
-        self.cluster = ClusterExposition(cache, legacy_names, per_pod)
+        self.cluster = ClusterExposition(cache, legacy_names, per_pod, pod_limit)
         self.registry = CollectorRegistry()
         r = self.registry
         self.filter_seconds = Histogram(
@@ -174,10 +176,11 @@ class Metrics:
         """What the next scrape shows of the cluster; cheap, taken on the event loop."""
         return self.cluster.snapshot()
 
-    def render(self, snap: Snapshot) -> list[bytes]:
-        """The whole scrape in chunks: our own series, then the cluster's; safe on a worker
-        thread."""
-        return [generate_latest(self.registry), *self.cluster.render(snap)]
+    def render(self, snap: Snapshot, gzip: bool = False) -> list[bytes]:
+        """The whole scrape in chunks, or gzip members: our own series, then the cluster's;
+        safe on a worker thread, one render at a time."""
+        ours = generate_latest(self.registry)
+        return [gzip_member(ours) if gzip else ours, *self.cluster.render(snap, gzip)]
 
     def write_observer(self) -> WriteObserver:
         def observe(verb: str, resource: str, code: str, seconds: float) -> None:

@@ -2,6 +2,7 @@
 
 import asyncio
 import gc
+import gzip
 from dataclasses import replace
 from typing import cast
 
@@ -204,7 +205,9 @@ def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:
 
     async def run() -> tuple[list[float], int]:
         loop = asyncio.get_running_loop()
-        client = TestClient(TestServer(metrics_app(runtime)))
+        # Asked for gzip, as Prometheus asks; inflating 20 MiB is the client's work, and this
+        # client shares the server's loop: done after the stall is measured.
+        client = TestClient(TestServer(metrics_app(runtime)), auto_decompress=False)
         await client.start_server()
         stalls: list[float] = []
         try:
@@ -219,11 +222,12 @@ def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:
                         late.append(loop.time() - before - 0.005)
 
                 tick = asyncio.create_task(ticker())
-                async with client.get("/metrics") as r:
+                async with client.get("/metrics", headers={"Accept-Encoding": "gzip"}) as r:
                     assert r.status == 200
-                    size = len(await r.read())
+                    body = await r.read()
                 done.set()
                 await tick
+                size = len(gzip.decompress(body))
                 stalls.append(max(late, default=0.0))
         finally:
             await client.close()
@@ -237,3 +241,35 @@ def test_a_scrape_of_a_large_cluster_never_stalls_the_loop() -> None:
     print(f"scrape of {size / 2**20:.1f} MiB; longest stall per scrape: {stalls}")
     assert size > 10 * 2**20
     assert min(stalls) < 0.050, stalls
+
+
+def test_a_gzip_scrape_is_the_text_and_recompresses_only_the_nodes_that_changed() -> None:
+    cache = build_cluster(nodes=40, cards=4, pods=90, seed=5)
+    metrics = Metrics(cache, lambda: 0.0, lambda: 0)
+    cluster = metrics.cluster
+    plain = b"".join(cluster.render(cluster.snapshot())).decode()
+    first = cluster.render(cluster.snapshot(), gzip=True)
+    assert gzip.decompress(b"".join(first)).decode() == plain
+    again = cluster.render(cluster.snapshot(), gzip=True)
+    kept = {id(m) for m in first}
+    # Compressed again: each card series' header, and the series after them (one chunk here).
+    assert sum(id(m) not in kept for m in again) == len(CARD_SERIES) + 1
+    node = sorted(cache.view)[0]
+    cache.upsert_pod(outside_pod("other", node, 1))
+    changed = cluster.render(cluster.snapshot(), gzip=True)
+    assert gzip.decompress(b"".join(changed)).decode() == b"".join(
+        cluster.render(cluster.snapshot())
+    ).decode()
+    # One node changed: besides those, its group's member of each card series.
+    assert sum(id(m) not in kept for m in changed) == 2 * len(CARD_SERIES) + 1
+
+
+def test_per_pod_series_are_left_out_past_the_pod_limit_and_the_quotas_kept() -> None:
+    cache = build_cluster(nodes=10, cards=4, pods=30, seed=5)
+    pods = len(list(cache.pods()))
+    for limit, written in ((pods, True), (pods - 1, False)):
+        cluster = Metrics(cache, lambda: 0.0, lambda: 0, pod_limit=limit).cluster
+        text = b"".join(cluster.render(cluster.snapshot())).decode()
+        assert ("hami_vgpu_memory_allocated_bytes{" in text) is written
+        assert "hami_resource_quota_used" in text
+        assert "hami_gpu_memory_allocated_bytes{" in text
