@@ -258,6 +258,8 @@ async def build(settings: Settings) -> Runtime:
         tls=ReloadingServerContext(cert_file, key_file),
         certs=certs,
     )
+    # A burst's pods go to nodes whose lock is free rather than queue on one (binpack).
+    placement.busy = runtime.binder.locker.busy
     metrics.add_probes(
         Probes(
             ready=runtime.synced,

@@ -54,6 +54,13 @@ class NodeLocker:
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # node -> (lock value, loop time) of the locks this process wrote lately.
         self._own: dict[str, tuple[str, float]] = {}
+        # node -> binds of ours waiting for or taking its lock.
+        self._waiting: dict[str, int] = {}
+
+    def busy(self, node: str) -> bool:
+        """Whether a bind to `node` would wait now: binds of ours wait for or take its lock,
+        or the lock is held (a device plugin allocating for the last pod bound there)."""
+        return node in self._waiting or self.locks.value(node) is not None
 
     def _written(self, node: Mapping[str, Any]) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
@@ -76,6 +83,15 @@ class NodeLocker:
     async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
         """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
         raises NodeLockContention when it did not, NotLeading when `term` ends first."""
+        self._waiting[node] = self._waiting.get(node, 0) + 1
+        try:
+            await self._take(node, namespace, name, term, wait)
+        finally:
+            left = self._waiting.pop(node) - 1
+            if left:
+                self._waiting[node] = left
+
+    async def _take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
         waiting = max(0.0, wait.left())
         queue = self._queues.get(node)
         if queue is None:

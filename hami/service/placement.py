@@ -5,7 +5,7 @@ HAMi does) would cap throughput and race with the watch. The decision is held
 as a reservation in the cache and written out by bind.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,9 @@ class Placement:
         self.cache = cache
         self.policies = policies
         self.resources = resources
+        # Whether a bind to a node would wait for its lock now (hami.service.locking); None:
+        # every node is taken as free, as HAMi takes them.
+        self.busy: Callable[[str], bool] | None = None
 
     def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
         """What the pod asks for and under which policies; None for a pod without GPUs.
@@ -85,6 +88,29 @@ class Placement:
         quota = self.cache.quotas.quota(namespace)
         return schedule(self.cache.view, request, options, node_names, quota)
 
+    def _elsewhere(
+        self,
+        ref: PodRef,
+        asked: tuple[PodRequest, PodOptions],
+        node_names: Sequence[str],
+        decision: Decision,
+    ) -> Decision:
+        """The decision among the nodes a bind would not wait on, when the one chosen is busy.
+
+        Under binpack every pod of a burst goes to the node being filled, and its binds queue
+        on that node's lock one Allocate at a time. A node free now takes the pod instead; once
+        the burst has passed, the fullest node is free again and binpack packs it as before.
+        A deliberate difference from HAMi, which knows nothing of binds under way.
+        """
+        busy = self.busy
+        if busy is None or decision.node is None or not busy(decision.node):
+            return decision
+        free = [n for n in node_names if not busy(n)]
+        if not free:
+            return decision
+        other = self.decide(ref.uid, *asked, free, ref.namespace)
+        return other if other.node is not None else decision
+
     def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         ref = PodRef.of(pod)
         try:
@@ -102,6 +128,7 @@ class Placement:
                 error=f"pod {ref} is already bound to node {held.node}; there is nothing to place",
             )
         decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
+        decision = self._elsewhere(ref, asked, node_names, decision)
         if decision.node is None or decision.devices is None:
             why = {
                 name: self.cache.unregistered.get(

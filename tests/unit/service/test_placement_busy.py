@@ -1,0 +1,51 @@
+"""Under contention a pod goes to a node a bind would not wait on (binpack bursts)."""
+
+from typing import Any
+
+import pytest
+
+from hami.cache.store import ClusterCache
+from hami.service.placement import Placement
+from tests.unit.cache.test_store import Clock, node, pod
+
+
+def gpu_pod(uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "annotations": {"hami.io/node-scheduler-policy": "binpack"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                }
+            ]
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("busy", "chosen"),
+    [
+        (set(), "n"),  # binpack: the node in use
+        ({"n"}, "m"),  # ... unless a bind to it would wait: the free node takes the pod
+        ({"n", "m"}, "n"),  # every node busy: binpack's choice stands
+        ({"m"}, "n"),
+    ],
+)
+def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
+    busy: set[str], chosen: str
+) -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node("n"), node("m")])
+    cache.replace_pods([pod("held", "GPU-0")])  # on node n
+    placement = Placement(cache)
+    placement.busy = busy.__contains__
+    outcome = placement.filter(gpu_pod("new"), ["m", "n"])
+    assert outcome.node_names == [chosen]
+    reservation = cache.reservation("new")
+    assert reservation is not None and reservation.node == chosen
