@@ -9,6 +9,7 @@ by an older device plugin (`migtemplate`, or the legacy form) lists none, and
 no profile fits it, as under HAMi v2.10.
 """
 
+import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -138,7 +139,9 @@ def _decode_container(segment: str) -> ContainerDevices:
         if len(fields) < 4:
             continue
         try:
-            out.append(ContainerDevice(fields[0], int(fields[2]), int(fields[3]), fields[1]))
+            # Interned: every pod on a card names it, and the cache keeps what each pod holds.
+            uuid, kind = sys.intern(fields[0]), sys.intern(fields[1])
+            out.append(ContainerDevice(uuid, int(fields[2]), int(fields[3]), kind))
         except ValueError as e:
             raise CodecError(f"device entry {piece!r}: memory and cores must be integers") from e
     return tuple(out)

@@ -14,6 +14,7 @@ from typing import Any
 
 from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest, PodRequest
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
+from hami.engine.shared import shared
 
 INT32_MAX = 2**31 - 1
 # Cards one container may ask for. No node carries more than a few dozen; the limit keeps the
@@ -165,9 +166,11 @@ def _requests(
 def pod_request(
     spec: Mapping[str, Any], defaults: ResourceDefaults, *, strict: bool = False
 ) -> PodRequest:
-    request = PodRequest(
-        init=_requests(spec.get("initContainers") or (), defaults, strict),
-        app=_requests(spec.get("containers") or (), defaults, strict),
+    request = shared(
+        PodRequest(
+            init=_requests(spec.get("initContainers") or (), defaults, strict),
+            app=_requests(spec.get("containers") or (), defaults, strict),
+        )
     )
     count = len(request.init) + len(request.app)
     if request.wants_gpu and count > MAX_CONTAINERS:

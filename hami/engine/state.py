@@ -16,6 +16,7 @@ from hami.engine.model import (
     is_nvidia,
 )
 from hami.engine.score import make_card, node_score
+from hami.engine.shared import shared
 
 
 def build_node(
@@ -98,12 +99,14 @@ def pod_usage(
     out = {}
     for uuid in dict.fromkeys([*init_mem, *app_slots]):
         mig = held.get(uuid, ())
-        out[uuid] = Usage(
-            used=max(app_slots.get(uuid, 0), 1),
-            usedmem=max(init_mem.get(uuid, 0), app_mem.get(uuid, 0)),
-            usedcores=max(init_cores.get(uuid, 0), app_cores.get(uuid, 0)),
-            mig=mig,
-            bare=int(not mig and uuid in mig_cards),
+        out[uuid] = shared(
+            Usage(
+                used=max(app_slots.get(uuid, 0), 1),
+                usedmem=max(init_mem.get(uuid, 0), app_mem.get(uuid, 0)),
+                usedcores=max(init_cores.get(uuid, 0), app_cores.get(uuid, 0)),
+                mig=mig,
+                bare=int(not mig and uuid in mig_cards),
+            )
         )
     for uuid, mig in held.items():
         if uuid not in out and mig:
