@@ -385,6 +385,10 @@ class ClusterCache:
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
 
+    def reserved_nodes(self) -> set[str]:
+        """The nodes of the decisions whose bind the watch has not shown yet."""
+        return {r.node for r in self._reservations.values()}
+
     def forget(self, uid: str) -> None:
         """Drop the pod's reservation: its cards are free for the next pod."""
         self._released(self._drop_reservation(uid))

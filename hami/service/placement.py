@@ -95,7 +95,8 @@ class Placement:
         node_names: Sequence[str],
         decision: Decision,
     ) -> Decision:
-        """The decision among the nodes a bind would not wait on, when the one chosen is busy.
+        """The decision among the nodes a bind would not wait on, when the one chosen is busy:
+        binds of ours wait for its lock, its lock is held, or a decision for it awaits its bind.
 
         Under binpack every pod of a burst goes to the node being filled, and its binds queue
         on that node's lock one Allocate at a time. A node free now takes the pod instead; once
@@ -103,9 +104,13 @@ class Placement:
         A deliberate difference from HAMi, which knows nothing of binds under way.
         """
         busy = self.busy
-        if busy is None or decision.node is None or not busy(decision.node):
+        if busy is None or decision.node is None:
             return decision
-        free = [n for n in node_names if not busy(n)]
+        # A decision not yet bound is a bind about to queue on its node's lock.
+        reserved = self.cache.reserved_nodes()
+        if decision.node not in reserved and not busy(decision.node):
+            return decision
+        free = [n for n in node_names if n not in reserved and not busy(n)]
         if not free:
             return decision
         other = self.decide(ref.uid, *asked, free, ref.namespace)

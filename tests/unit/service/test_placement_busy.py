@@ -49,3 +49,18 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
     assert outcome.node_names == [chosen]
     reservation = cache.reservation("new")
     assert reservation is not None and reservation.node == chosen
+
+
+def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node("n"), node("m")])
+    cache.replace_pods([pod("held", "GPU-0")])
+    placement = Placement(cache)
+    placement.busy = lambda name: False
+    assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["n"]
+    # a's bind has not shown in the watch: b goes to the node nobody is binding to.
+    assert placement.filter(gpu_pod("b"), ["m", "n"]).node_names == ["m"]
+    # Both nodes now await a bind: binpack's choice stands.
+    assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
+    # The pod placed again is not in its own way.
+    assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
