@@ -23,6 +23,8 @@ Obj = dict[str, Any]
 # (verb, resource, outcome, seconds) of every write: the outcome is the HTTP status, or
 # "unanswered" when none came (a timeout, a broken connection, a caller that gave up).
 WriteObserver = Callable[[str, str, str, float], None]
+# Raises when a write must no longer be sent (hami.kube.leader.Term.check).
+Fence = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +75,17 @@ class ApiCalls:
         *args: Any,
         request_timeout: float | None = None,
         write: Write | None = None,
+        fence: Fence | None = None,
         **kwargs: Any,
     ) -> Obj:
+        """`fence` is called the moment a write may be sent, after any wait for a slot: it
+        raises to keep a write decided under a leadership term that has since ended from
+        reaching the API server."""
         if write is None:
             return await self._request(what, method, args, request_timeout, kwargs)
         async with self.writes.slot(write.priority):
+            if fence is not None:
+                fence()
             started = time.monotonic()
             outcome = "unanswered"
             try:

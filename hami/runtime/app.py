@@ -17,6 +17,7 @@ from typing import Any
 from certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
 from certs.material import BootstrapError
 from certs.tls import ReloadingServerContext
+from hami.cache.freshness import Freshness, limits
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
@@ -25,7 +26,7 @@ from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.events import EventRecorder
-from hami.kube.informer import Informer
+from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
@@ -72,6 +73,7 @@ class Runtime:
     admission: AdmissionService
     metrics: Metrics
     tls: ReloadingServerContext
+    freshness: Freshness
     # Set when the process makes and rotates its own certificate (--cert-bootstrap-secret).
     certs: CertBootstrap | None = None
     closing: bool = False
@@ -85,6 +87,12 @@ class Runtime:
         """Every informer has listed once: the cache reflects the API server."""
         return all(i.synced.is_set() for i in self.informers)
 
+    def unready(self) -> str | None:
+        """Why the cache cannot be decided on (/readyz fails, filter and bind refuse)."""
+        if not self.synced():
+            return "the scheduler's cache has not synced with the API server yet"
+        return self.freshness.blind()
+
     async def not_serving(self) -> str | None:
         """Why filter and bind must not be answered now, or None. A replica that has just
         become the leader holds the call until the previous leader's last writes have landed
@@ -92,19 +100,12 @@ class Runtime:
         into its back-off."""
         if self.closing:
             return "this replica is shutting down; kube-scheduler will retry"
-        if not self.synced():
-            return "the scheduler's cache has not synced with the API server yet"
+        unready = self.unready()
+        if unready is not None:
+            return unready
         if await self.leadership.serving(self.settings.bind_write_timeout_seconds) is None:
             return "this replica is not the leader; only the leader serves filter and bind"
         return None
-
-
-def _staleness(informers: tuple[Informer, ...]) -> float:
-    """Seconds since the stalest informer last heard from the API server."""
-    seen = [i.last_event_monotonic for i in informers]
-    if any(s is None for s in seen):
-        return float("inf")
-    return time.monotonic() - min(s for s in seen if s is not None)
 
 
 def _log_distrust(namespace: str, name: str, why: str) -> None:
@@ -172,7 +173,7 @@ async def build(settings: Settings) -> Runtime:
     )
     metrics = Metrics(
         cache,
-        lambda: _staleness(informers),
+        lambda: freshness.staleness(),
         lambda: events.dropped,
         settings.legacy_metrics,
         settings.metrics_pod_labels,
@@ -204,6 +205,11 @@ async def build(settings: Settings) -> Runtime:
             both(pod_sink.upsert, facts.upsert),
             both(both(pod_sink.delete, facts.delete), preempter.gone),
         )
+    def node_gone(node: dict[str, Any]) -> None:
+        if cache.delete_node(node):  # not an older Node of a name made again
+            locks.gone(node)
+
+    watch = settings.watch_timeout_seconds
     informers = (
         Informer(
             kube,
@@ -211,11 +217,25 @@ async def build(settings: Settings) -> Runtime:
             _Sink(
                 lambda nodes: cache.replace_nodes(locks.tap(nodes)),
                 both(cache.upsert_node, locks.seen),
-                both(cache.delete_node, locks.gone),
+                node_gone,
             ),
+            watch_timeout=watch,
         ),
-        Informer(kube, "pods", pod_sink),
-        Informer(kube, "resourcequotas", cache.quotas),
+        Informer(
+            kube,
+            "pods",
+            pod_sink,
+            watch_timeout=watch,
+            relisting=cache.relisting,
+            relisted=cache.relisted,
+        ),
+        Informer(kube, "resourcequotas", cache.quotas, watch_timeout=watch),
+    )
+    freshness = Freshness(
+        [(i.resource, lambda i=i: i.last_event_monotonic) for i in informers],  # type: ignore[misc]
+        cache.unconfirmed_since,
+        limits(watch, RECONNECT_CAP, settings.watch_lag_limit_seconds),
+        time.monotonic,
     )
     runtime = Runtime(
         settings=settings,
@@ -255,11 +275,14 @@ async def build(settings: Settings) -> Runtime:
         ),
         metrics=metrics,
         tls=ReloadingServerContext(cert_file, key_file),
+        freshness=freshness,
         certs=certs,
     )
     metrics.add_probes(
         Probes(
-            ready=runtime.synced,
+            ready=lambda: runtime.unready() is None,
+            blind=lambda: runtime.synced() and freshness.blind() is not None,
+            watch_lag=freshness.lag,
             leader=lambda: leadership.is_leader,
             requeues=lambda: requeuer.touches,
             unschedulable=requeuer.waiting,

@@ -33,8 +33,9 @@ def _health(rt: Runtime) -> list[web.RouteDef]:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if not rt.synced():
-            return web.Response(status=503, text="cache not synced")
+        unready = rt.unready()
+        if unready is not None:
+            return web.Response(status=503, text=unready)
         return web.Response(text="ok")
 
     return [web.get("/healthz", healthz), web.get("/readyz", readyz)]

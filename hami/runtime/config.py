@@ -51,6 +51,8 @@ class Settings:
     node_lock_expiry_seconds: float = 300.0
     node_lock_wait_seconds: float = 20.0
     reservation_ttl_seconds: float = 120.0
+    watch_timeout_seconds: int = 60
+    watch_lag_limit_seconds: float = 10.0
     requeue_rate: float = 100.0
     preemption: bool = False
     preemption_hold_seconds: float = 60.0
@@ -116,6 +118,16 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "watch_timeout_seconds": (
+        "how long one watch of pods, nodes or quotas runs before it is renewed; the API server "
+        "sends a bookmark just before it ends, so each watch is in touch at least this often, "
+        "and one silent for 1.5 times as long (plus the 5 s reconnect cap) makes filter and "
+        "bind refuse and /readyz fail"
+    ),
+    "watch_lag_limit_seconds": (
+        "filter and bind refuse, and /readyz fails, while a pod this process bound has waited "
+        "longer than this for the pods watch to show it (the watch is stalled or far behind)"
+    ),
     "events_per_second": (
         "Kubernetes Events posted a second at most (FilteringFailed, BindingFailed, ...); "
         "the rest are dropped and counted in hami_events_dropped (0: post none)"
@@ -312,6 +324,8 @@ def validate(s: Settings) -> None:
         "keepalive_timeout_seconds",
         "kube_timeout_seconds",
         "bind_write_timeout_seconds",
+        "watch_timeout_seconds",
+        "watch_lag_limit_seconds",
     ):
         if getattr(s, name) <= 0:
             raise ConfigError(f"{_flag(name)} must be positive")

@@ -213,6 +213,52 @@ async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> 
     assert informer.synced.is_set()
 
 
+async def test_each_complete_list_is_announced_before_and_after_and_a_watch_accepted_is_contact(
+    serve: Serve,
+) -> None:
+    """The cache settles the Bindings it wrote against each complete relist (relisting before
+    its first request, relisted once what vanished is deleted); an accepted watch that stays
+    silent still counts as hearing from the API server."""
+    lists = [([pod("a", "10")], "10"), ([pod("b", "20")], "20")]
+    watched_from: list[str] = []
+    sink = Recorder()
+    order: list[str] = []
+    ticks = iter(range(1000))
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch", "").lower() != "true":
+            items, rv = lists.pop(0)
+            order.append(f"list {rv}")
+            return web.json_response({"items": items, "metadata": {"resourceVersion": rv}})
+        watched_from.append(request.query["resourceVersion"])
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if len(watched_from) == 1:
+            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+            await resp.write(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
+            return resp
+        await asyncio.sleep(5)
+        return resp
+
+    kube = await serve({"/api/v1/pods": pods})
+    informer = Informer(
+        kube,
+        "pods",
+        sink,
+        inactivity=10,
+        clock=lambda: float(next(ticks)),
+        relisting=lambda: order.append("relisting"),
+        relisted=lambda: order.append(f"relisted, deleted {len(sink.deleted)}"),
+    )
+    await run_until(informer, lambda: len(watched_from) == 2)
+    assert order == [
+        "relisting", "list 10", "relisted, deleted 0",
+        "relisting", "list 20", "relisted, deleted 1",
+    ]  # fmt: skip
+    # Ticks: list 10, its watch accepted, its ERROR event, list 20, the silent watch accepted.
+    assert informer.last_event_monotonic == 4.0
+
+
 async def test_the_list_is_read_in_pages_and_watched_from_its_resource_version(
     serve: Serve,
 ) -> None:
