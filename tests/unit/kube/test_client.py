@@ -28,6 +28,8 @@ from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Unavailable
 from hami.kube.informer import Informer
+from hami.kube.leader import NotLeading, Term
+from hami.kube.limiter import WriteLimiter
 from hami.kube.listwatch import LIST_PAGE
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -517,3 +519,48 @@ async def test_connect_honours_a_proxy_the_kubeconfig_names(
         server.close()
     assert tunnels == [url.removeprefix("https://")]
     assert [r.client for r in seen] == ["hami-test"]
+
+
+async def test_a_write_is_fenced_when_its_slot_comes_not_when_it_queued(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    """A write that waited for a limiter slot while the leadership term ended is never sent;
+    the one holding the slot was sent before and is unaffected."""
+    sent: list[str] = []
+    arrived = asyncio.Event()
+    release = asyncio.Event()
+
+    async def patch(request: web.Request) -> web.Response:
+        sent.append(request.match_info["name"])
+        arrived.set()
+        await release.wait()
+        return web.json_response({"metadata": {"name": request.match_info["name"]}})
+
+    app = web.Application()
+    app.router.add_patch("/api/v1/nodes/{name}", patch)
+    server = await aiohttp_server(app)
+    kube = Kube(
+        ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))),
+        timeout=5,
+        writes=WriteLimiter(1),
+    )
+    term = Term(1)
+    try:
+        first = asyncio.create_task(
+            kube.patch_node_annotations("a", {"k": "v"}, "1", fence=term.check)
+        )
+        await arrived.wait()
+        queued = asyncio.create_task(
+            kube.patch_node_annotations("b", {"k": "v"}, "1", fence=term.check)
+        )
+        await asyncio.sleep(0.05)
+        assert kube.writes.queued == 1
+        term.end()
+        release.set()
+        await first
+        with pytest.raises(NotLeading):
+            await queued
+        assert sent == ["a"]
+        assert kube.writes.in_flight == 0
+    finally:
+        await kube.close()

@@ -1,8 +1,8 @@
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
