@@ -18,6 +18,7 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
+from hami.runtime.pairprobe import check_url
 from hami.service.bindrules import Budget, go_duration
 
 
@@ -52,6 +53,7 @@ class Settings:
     node_lock_wait_seconds: float = 20.0
     reservation_ttl_seconds: float = 120.0
     watch_timeout_seconds: int = 60
+    pair_healthz_url: str = ""
     watch_lag_limit_seconds: float = 10.0
     requeue_rate: float = 100.0
     preemption: bool = False
@@ -118,6 +120,13 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "pair_healthz_url": (
+        "the /healthz of the kube-scheduler beside this process (the chart sets "
+        "https://127.0.0.1:10259/healthz): /healthz/pair answers ok only while it does, and is "
+        "that kube-scheduler's liveness probe, so a hung hami serve also restarts the "
+        "kube-scheduler holding the Lease and the other replica takes over (empty: this "
+        "process alone)"
+    ),
     "watch_timeout_seconds": (
         "how long one watch of pods, nodes or quotas runs before it is renewed; the API server "
         "sends a bookmark just before it ends, so each watch is in touch at least this often, "
@@ -313,6 +322,10 @@ def validate(s: Settings) -> None:
             f"--extender-bind-address must be a loopback address, got {s.extender_bind_address}: "
             "/filter and /bind are for the kube-scheduler beside this process only"
         )
+    try:
+        check_url(s.pair_healthz_url)
+    except ValueError as e:
+        raise ConfigError(f"--pair-healthz-url: {e}") from None
     if s.events_per_second < 0:
         raise ConfigError("--events-per-second must not be negative")
     if s.requeue_rate < 0:

@@ -503,6 +503,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--node-lock-expiry-seconds=300",
         "--node-lock-wait-seconds=20",
         "--extender-http-timeout=30s",
+        "--pair-healthz-url=https://127.0.0.1:10259/healthz",
         "--legacy-metrics=false",
         "--preemption=false",
         "--preemption-hold-seconds=60",
@@ -546,6 +547,13 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     kube_scheduler = container(docs, "kube-scheduler")
     assert kube_scheduler["command"] == ["kube-scheduler"]
     assert kube_scheduler["args"] == ["--config=/config/config.yaml", "--v=2"]
+    # A hung extender fails kube-scheduler's liveness too, so the Lease goes to the other replica.
+    for probe in ("startupProbe", "livenessProbe"):
+        assert kube_scheduler[probe]["httpGet"] == {
+            "path": "/healthz/pair",
+            "port": 9443,
+            "scheme": "HTTPS",
+        }, probe
 
     service = find(docs, "Service")
     assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [
