@@ -14,7 +14,13 @@ from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
+from kubernetes_asyncio.client import (
+    AdmissionregistrationV1Api,
+    ApiClient,
+    CoordinationV1Api,
+    CoreV1Api,
+    PolicyV1Api,
+)
 
 from hami.kube.errors import KubeError, Unavailable, from_response
 from hami.kube.limiter import Priority, WriteLimiter
@@ -57,6 +63,7 @@ class ApiCalls:
         self.core = CoreV1Api(api)
         self.coordination = CoordinationV1Api(api)
         self.policy = PolicyV1Api(api)
+        self.admission = AdmissionregistrationV1Api(api)
         self.timeout = timeout
         # A page of a list is read from etcd and can be hundreds of objects: far slower than
         # a point read on a busy server.

@@ -30,6 +30,17 @@ class Kube(ListWatch, CertificateCalls):
         except NotFound:
             return None
 
+    async def get_admission_policy_binding(self, name: str) -> Obj | None:
+        """The ValidatingAdmissionPolicyBinding `name`; None when there is none."""
+        try:
+            return await self._call(
+                f"get validatingadmissionpolicybinding {name}",
+                self.admission.read_validating_admission_policy_binding,
+                name,
+            )
+        except NotFound:
+            return None
+
     async def get_lease(self, namespace: str, name: str) -> Obj | None:
         try:
             return await self._call(

@@ -33,6 +33,7 @@ from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
 from hami.runtime.config import Settings, bind_budget, injection_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
+from hami.runtime.preflight import require_admission_policy
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.labels import LabelMender
@@ -137,6 +138,13 @@ async def build(settings: Settings) -> Runtime:
         timeout=settings.kube_timeout_seconds,
         writes=WriteLimiter(settings.api_write_limit),
     )
+    try:
+        await require_admission_policy(
+            kube, settings.admission_policy_binding, settings.allow_without_admission_policy
+        )
+    except OSError:
+        await kube.close()
+        raise
     certs, cert_file, key_file = await _certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity, rate=settings.events_per_second)
     leadership: Leadership = (

@@ -54,6 +54,8 @@ class Settings:
     reservation_ttl_seconds: float = 120.0
     watch_timeout_seconds: int = 60
     pair_healthz_url: str = ""
+    admission_policy_binding: str = "hami-scheduling-state"
+    allow_without_admission_policy: bool = False
     watch_lag_limit_seconds: float = 10.0
     requeue_rate: float = 100.0
     preemption: bool = False
@@ -120,6 +122,15 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "admission_policy_binding": (
+        "the chart's ValidatingAdmissionPolicyBinding that lets only the scheduler and the "
+        "device plugin write scheduling state; hami serve will not start without it"
+    ),
+    "allow_without_admission_policy": (
+        "start even though that binding is missing (Kubernetes before 1.30, or the chart's "
+        "admissionPolicy.enabled=false): a tenant who edits a running pod's allocation "
+        "annotations then gets its cards handed out again after the next restart"
+    ),
     "pair_healthz_url": (
         "the /healthz of the kube-scheduler beside this process (the chart sets "
         "https://127.0.0.1:10259/healthz): /healthz/pair answers ok only while it does, and is "

@@ -111,7 +111,8 @@ class Proxy:
     def __init__(self, upstream: str, rules: Rules, client_ssl: ssl.SSLContext) -> None:
         self.upstream = upstream.rstrip("/")
         self.rules = rules
-        self.streams: set[web.Request] = set()  # requests whose answer is being streamed
+        # Requests whose answer is being streamed, by id (a Request is not hashable).
+        self.streams: dict[int, web.Request] = {}
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=client_ssl, limit=256),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -148,22 +149,22 @@ class Proxy:
                 )
             response = web.StreamResponse(status=upstream.status, headers=_answer_headers(upstream))
             await response.prepare(request)
-            self.streams.add(request)
+            self.streams[id(request)] = request
             try:
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
             finally:
-                self.streams.discard(request)
+                self.streams.pop(id(request), None)
             await response.write_eof()
             return response
 
     async def cut(self) -> None:
         """Cut the streamed answers a refuse rule matches, whenever the rules say so."""
         while True:
-            for request in list(self.streams):
+            for key, request in list(self.streams.items()):
                 if self.rules.refuses(request.method, request.path):
                     log.info("fault: cut %s %s", request.method, request.path)
-                    self.streams.discard(request)
+                    self.streams.pop(key, None)
                     if request.transport is not None:
                         request.transport.abort()
             await asyncio.sleep(0.2)

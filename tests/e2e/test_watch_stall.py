@@ -132,10 +132,8 @@ def test_watch_cuts_with_compaction_under_churn_never_over_commit(
         cut_and_churn(control_plane, kube, namespace, faulty, names)
         assert invariant.overcommitted(kube) == [], f"round {round_}"
         compact(control_plane)
-        relists = lists_of(control_plane, "pods")
-        faulty.set()
-        wait_for(lambda: lists_of(control_plane, "pods") > relists, 60, what="the pods relist")  # noqa: B023
-        wait_for(lambda: readyz(control_plane)[0] == 200, 60, what="/readyz after the relist")
+        faulty.set()  # the watch resumes where it was cut, or relists if that is compacted away
+        wait_for(lambda: readyz(control_plane)[0] == 200, 60, what="/readyz after the cut")
         assert invariant.overcommitted(kube) == [], f"round {round_}"
         # Pods refused earlier may be placed meanwhile: the views agree once binds settle.
         eventually(lambda: consistent(kube, control_plane), 60)
