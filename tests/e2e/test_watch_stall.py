@@ -42,6 +42,19 @@ PODS = r"^/api/v1/pods$"  # the cluster-wide LIST and WATCH of the pods informer
 NODES = r"^/api/v1/nodes$"
 
 
+def faults_on(faulty: FaultyApi, path: str) -> int:
+    """How many of our requests to `path` the proxy has cut or refused so far."""
+    return sum(1 for line in faulty.acted() if line.endswith(f"GET {path}"))
+
+
+def cut_off(faulty: FaultyApi, pattern: str, path: str) -> None:
+    """Refuse our LIST and WATCH of `path` and cut the one under way; return once our process
+    has met the fault (its watch cut, or a new one refused)."""
+    before = faults_on(faulty, path)
+    faulty.set({"method": "GET", "path": pattern, "action": "refuse", "status": 503})
+    wait_for(lambda: faults_on(faulty, path) > before, 30, what=f"our watch of {path} cut")
+
+
 def readyz(control_plane: ControlPlane) -> tuple[int, str]:
     context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
     try:
@@ -72,8 +85,7 @@ def test_a_refused_pod_watch_never_puts_two_whole_card_pods_on_one_card(
     faulty: FaultyApi,
 ) -> None:
     nodesim(t4_node("stall-a"), t4_node("stall-b"))  # 8 cards
-    faulty.set({"method": "GET", "path": PODS, "action": "refuse", "status": 503})
-    wait_for(lambda: faulty.acted("cut"), 30, what="the proxy to cut our pods watch")
+    cut_off(faulty, PODS, "/api/v1/pods")
     for i in range(16):
         kube.apply(WHOLE_CARD.format(name=f"whole-{i}"), namespace)
 
@@ -144,9 +156,7 @@ def cut_and_churn(
 ) -> None:
     """Cut the pods watch, create `names` and delete a running pod; return once kube-scheduler
     has tried every new pod."""
-    cuts = len(faulty.acted("cut"))
-    faulty.set({"method": "GET", "path": PODS, "action": "refuse", "status": 503})
-    wait_for(lambda: len(faulty.acted("cut")) > cuts, 30, what="the pods watch cut")
+    cut_off(faulty, PODS, "/api/v1/pods")
     running = bound(kube, namespace)
     for name in names:
         kube.apply(WHOLE_CARD.format(name=name), namespace)
@@ -175,8 +185,7 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     node = t4_node("remade")
     nodesim(node)
     wait_for(lambda: node.cards[0].uuid in invariant.served(control_plane), 30)
-    faulty.set({"method": "GET", "path": NODES, "action": "refuse", "status": 503})
-    wait_for(lambda: faulty.acted("cut"), 30, what="the proxy to cut our nodes watch")
+    cut_off(faulty, NODES, "/api/v1/nodes")
     obj = kube.get("node", node.name)
     old_uid = obj["metadata"]["uid"]
     kube("delete", "node", node.name, "--wait=true")
