@@ -47,11 +47,11 @@ def faults_on(faulty: FaultyApi, path: str) -> int:
     return sum(1 for line in faulty.acted() if line.endswith(f"GET {path}"))
 
 
-def cut_off(faulty: FaultyApi, pattern: str, path: str) -> None:
-    """Refuse our LIST and WATCH of `path` and cut the one under way; return once our process
-    has met the fault (its watch cut, or a new one refused)."""
+def cut_off(faulty: FaultyApi, pattern: str, path: str, status: int = 503) -> None:
+    """Refuse our LIST and WATCH of `path` with `status` and cut the one under way; return once
+    our process has met the fault (its watch cut, or a new one refused)."""
     before = faults_on(faulty, path)
-    faulty.set({"method": "GET", "path": pattern, "action": "refuse", "status": 503})
+    faulty.set({"method": "GET", "path": pattern, "action": "refuse", "status": status})
     wait_for(lambda: faults_on(faulty, path) > before, 30, what=f"our watch of {path} cut")
 
 
@@ -185,7 +185,8 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     node = t4_node("remade")
     nodesim(node)
     wait_for(lambda: node.cards[0].uuid in invariant.served(control_plane), 30)
-    cut_off(faulty, NODES, "/api/v1/nodes")
+    # 410: the watch cannot resume where it was cut, as after etcd compacted past it.
+    cut_off(faulty, NODES, "/api/v1/nodes", status=410)
     obj = kube.get("node", node.name)
     old_uid = obj["metadata"]["uid"]
     kube("delete", "node", node.name, "--wait=true")
@@ -200,6 +201,9 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     }
     # As HAMi's device plugin registers a node: its identity may write the registration.
     kube("create", *AS_PLUGIN, "-f", "-", stdin=json.dumps(fresh))
+    # What the kubelet reports (the simulator's allocatable nvidia.com/gpu), as a real one would.
+    status = json.dumps({"status": {"allocatable": obj["status"]["allocatable"]}})
+    kube("patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)
     assert kube.get("node", node.name)["metadata"]["uid"] != old_uid
     relists = lists_of(control_plane, "nodes")
     faulty.set()
