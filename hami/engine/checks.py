@@ -5,8 +5,11 @@ interleaves other steps between them: the NUMA node after the early checks,
 the namespace quota after the slot checks, MIG placement after the room checks.
 """
 
+from collections.abc import Sequence
+
 from hami.engine import reasons as r
-from hami.engine.model import Card, ContainerRequest, DeviceInfo, Usage
+from hami.engine.mig import clash
+from hami.engine.model import Card, ContainerRequest, DeviceInfo, MigInstance, Usage
 from hami.engine.policy import PodOptions
 
 
@@ -75,4 +78,21 @@ def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
         return r.EXCLUSIVE_CONFLICT
     if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
         return r.CARD_COMPUTE_UNITS_EXHAUSTED
+    return None
+
+
+def no_room(card: Card, own: Sequence[MigInstance]) -> str | None:
+    """Why `card`, its counted use including one pod's share (`own`: that pod's MIG instances
+    on it), has no room for that share after all, or None: the rule /filter placed the share
+    by, asked again at /bind. A MIG card has room while the pod's instances overlap no other
+    (hami.engine.mig.clash); any other card while memory, cores and slots stay within it."""
+    if card.info.mig:
+        return clash(card, own)
+    info, u = card.info, card.usage
+    if u.usedmem > info.devmem:
+        return f"{u.usedmem} MiB counted of {info.devmem}"
+    if u.usedcores > info.devcore:
+        return f"{u.usedcores} % of the cores counted of {info.devcore}"
+    if u.used > info.count:
+        return f"{u.used} tasks counted of {info.count}"
     return None

@@ -38,11 +38,17 @@ def _placements(profiles: Sequence[MigProfile], name: str) -> tuple[MigPlacement
     return next(p.placements for p in profiles if p.name == name)
 
 
+def overlapped(placement: MigPlacement, occupied: Iterable[MigPlacement]) -> MigPlacement | None:
+    """The first of `occupied` that `placement` overlaps: what decides whether a MIG card has
+    room, at /filter for a candidate and at /bind's re-check for the chosen instance."""
+    return next((o for o in occupied if placement.overlaps(o)), None)
+
+
 def free_placement(
     profiles: Sequence[MigProfile], occupied: Sequence[MigPlacement], name: str
 ) -> MigPlacement | None:
     for candidate in placement_order(name, _placements(profiles, name)):
-        if not any(candidate.overlaps(o) for o in occupied):
+        if overlapped(candidate, occupied) is None:
             return candidate
     return None
 
@@ -85,6 +91,19 @@ def label(instance: MigInstance) -> str:
     """`3g.20gb@4-7`: the profile and the memory slices its placement spans."""
     first, last = instance.placement.start, instance.placement.start + instance.placement.size - 1
     return f"{instance.profile}@{first}" + (f"-{last}" if last != first else "")
+
+
+def clash(card: Card, own: Sequence[MigInstance]) -> str | None:
+    """Which of a pod's instances `own` (counted on `card` among the rest) overlaps an
+    instance of someone else's, or None. Only placements decide: profile cores are rounded
+    up (a full A100 counts 102 % or 105 %) and profile memory may exceed the registered."""
+    others = (card.usage - Usage(mig=tuple(own))).mig
+    placements = [o.placement for o in others]
+    for mine in own:
+        hit = overlapped(mine.placement, placements)
+        if hit is not None:
+            return f"its MIG instance {label(mine)} overlaps {label(others[placements.index(hit)])}"
+    return None
 
 
 def blocked(card: Card, memory: int, cores: int) -> list[str]:

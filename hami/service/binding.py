@@ -264,12 +264,13 @@ class Binder:
     def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
         """Refuse a plan that an allocation arrived since filter now overlaps (a previous
         leader's last bind landing after the hand-over): it would over-commit the card."""
-        over = self.cache.overcommitted(job.node, {d.uuid for c in devices for d in c})
+        over = self.cache.overcommitted(job.node, devices)
         if over:
             self.cache.forget(job.uid)
             raise BindError(
-                f"pod {job}: card {', '.join(over)} of node {job.node} filled up since filter "
-                "(a bind of another scheduler replica landed); kube-scheduler will retry",
+                f"pod {job}: card {', '.join(over)} of node {job.node} has no room for it any "
+                "more: what the card holds changed since filter (an allocation, a pod bound "
+                "outside the scheduler, or the node's registration); kube-scheduler will retry",
                 "card-taken",
             )
 
