@@ -74,8 +74,8 @@ class Reference(Collector):
                     for d in container:
                         values = (pod.namespace, pod.node, pod.name, str(index), d.uuid)
                         summed[values] = summed.get(values, 0) + s.value(d)
-            for values, value in summed.items():
-                family.add_metric([*values, ZONE], value)
+            for labels, value in summed.items():
+                family.add_metric([*labels, ZONE], value)
             out.append(family)
         return out
 
