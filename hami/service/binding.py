@@ -279,8 +279,11 @@ class Binder:
         and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
+        # Taken whenever any container gets a device, init containers included (HAMi looks at
+        # the app containers only): the plugin's Allocate for a pod whose only GPU is an init
+        # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node)
-        needs_lock = handshake and any(plan.devices[plan.n_init :])
+        needs_lock = handshake and any(plan.devices)
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify
         try:

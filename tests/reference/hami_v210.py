@@ -96,6 +96,19 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "AllocatedCardsInsufficientRequest (or NumaNotFit) if it gave the container anything, "
         "else under the first check it failed."
     ),
+    "no-allocatable": (
+        "A node whose kubelet advertises no nvidia.com/gpu beside HAMi's register annotation: "
+        "HAMi v2.10 registers it when its handshake is not Requesting_ (none, Deleted_, "
+        "Reported) and it never reported cards before, or once it has reported none, and every "
+        "pod placed there fails at the kubelet; hami-py reports it unregistered, saying why "
+        "(tests/reference/hami_v210_register.py)."
+    ),
+    "init-gpu-lock": (
+        "A pod whose only GPU is an init container's: HAMi binds it without the node lock (it "
+        "looks at app containers only), so its device plugin's Allocate can find the next pod "
+        "bound to the node through that pod's lock and hand the init container the wrong card; "
+        "hami-py takes the lock whenever any container gets a device."
+    ),
     "mig-quota": (
         "A namespace GPU quota on a MIG card: HAMi checks the request's memory and cores against "
         "the quota but counts the profile's once placed (more: 19,968 MiB for a 15,000 MiB ask), "
