@@ -5,10 +5,10 @@ A node counts as registered when HAMi's device plugin has published its cards
 whatever `hami.io/node-handshake` says: HAMi v2.10 rewrites a handshake that is not
 `Requesting_…` (the `Deleted_…` schedulers up to v2.7 left behind included) and
 registers the node, and keeps a node whose kubelet advertises cards however old its
-`Requesting_…` is (tests/reference/hami_v210_register.py). With GFD registration switched on (`gfd_split` > 0), a node without
-HAMi's annotation is registered from its GPU Feature Discovery labels instead
-(hami.engine.gfd); no device plugin takes part in its binds. The rest of a
-Node or Pod object is not kept.
+`Requesting_…` is (tests/reference/hami_v210_register.py). With GFD registration
+switched on (`gfd_split` > 0), a node without HAMi's annotation is registered from
+its GPU Feature Discovery labels instead (hami.engine.gfd); no device plugin takes
+part in its binds. The rest of a Node or Pod object is not kept.
 """
 
 import sys
