@@ -15,11 +15,11 @@ from hami.engine.policy import PodOptions
 
 def type_ok(card: Card, opts: PodOptions) -> bool:
     t = card.info.type.lower()
-    if opts.use_types and not any(u in t for u in opts.use_types):
+    if opts.use_types is not None and not any(u in t for u in opts.use_types):
         return False
     if any(n in t for n in opts.nouse_types):
         return False
-    return not opts.vgpu_mode or card.info.mode in opts.vgpu_mode
+    return opts.vgpu_mode is None or card.info.mode in opts.vgpu_mode
 
 
 def _uuid_ok(card: Card, opts: PodOptions) -> bool:

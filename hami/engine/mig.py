@@ -126,7 +126,7 @@ def blocked(card: Card, memory: int, cores: int) -> list[str]:
 def mig_request(cards: Sequence[Card], opts: PodOptions) -> bool:
     """HAMi's isMIGRequest: a container may take more instances than the node has cards when
     a card is in MIG mode and the pod's `nvidia.com/vgpu-mode`, if set, allows `mig`."""
-    if opts.vgpu_mode and "mig" not in opts.vgpu_mode:
+    if opts.vgpu_mode is not None and "mig" not in opts.vgpu_mode:
         return False
     return any(c.info.mig for c in cards)
 

@@ -357,7 +357,7 @@ MIG_ASK = st.sampled_from(
     )
 )
 
-MIG_POD = pods(MIG_ASK, (None, None, None, "mig", "hami-core", "hami-core,mig"))
+MIG_POD = pods(MIG_ASK, (None, None, None, "mig", "hami-core", "hami-core,mig", ""))
 FOREIGN = st.builds(
     Foreign, st.integers(0, 2), st.integers(0, 2), st.sampled_from(("bare", "stray", "on-core"))
 )
