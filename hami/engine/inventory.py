@@ -87,7 +87,9 @@ def node_inventory(
         if gfd_split > 0:
             return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
         return Unregistered(
-            name, f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running?)"
+            name,
+            f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
+            "identity in the chart's admissionPolicy.devicePluginUsers?)",
         )
     try:
         devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
