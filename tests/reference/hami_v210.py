@@ -96,6 +96,16 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "AllocatedCardsInsufficientRequest (or NumaNotFit) if it gave the container anything, "
         "else under the first check it failed."
     ),
+    "percentage-refusal": (
+        "nvidia.com/gpumem-percentage outside 0..100: both refuse the pod at creation with the "
+        "same message; HAMi's webhook answers it as its own error (500), hami-py as a denial "
+        "(403 Forbidden), since the pod is wrong, not the webhook."
+    ),
+    "several-quotas": (
+        "Several ResourceQuotas with GPU limits in one namespace: HAMi applies whichever it saw "
+        "last (deleting that one lifts the limit); hami-py applies all, the tightest winning, "
+        "as Kubernetes does."
+    ),
     "no-allocatable": (
         "A node whose kubelet advertises no nvidia.com/gpu beside HAMi's register annotation: "
         "HAMi v2.10 registers it when its handshake is not Requesting_ (none, Deleted_, "
