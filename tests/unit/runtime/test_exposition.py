@@ -213,8 +213,11 @@ def test_promtool_finds_every_shape_s_exposition_valid() -> None:
     result = subprocess.run(
         [str(promtool), "check", "metrics"], input=text, capture_output=True, timeout=120
     )
-    out = (result.stdout + result.stderr).decode()
-    assert "not unique" not in out and result.returncode == 0, out
+    problems = set((result.stdout + result.stderr).decode().splitlines())
+    # The one lint HAMi's own names give (kept for its dashboards); anything else, a repeated
+    # series ("metric not unique") above all, is ours.
+    hamis = 'hami_gpu_shared_count non-histogram and non-summary metrics should not have "_count" suffix'
+    assert problems <= {hamis} and result.returncode in (0, 3), problems
 
 
 @pytest.mark.parametrize("legacy", [False, True])
