@@ -13,8 +13,8 @@ topology, quotas, or cards in mps mode.
 
 Where HAMi is not deterministic, or where hami-py differs on purpose, the model
 does what hami-py does and names the entry of DELIBERATE_DIFFERENCES it
-follows; that table is the one list of deliberate differences (the README's
-"Migrating from HAMi" section repeats it for users).
+follows; that table is the one list of deliberate differences (docs/migrate-from-hami.md
+repeats it for users).
 """
 
 from collections.abc import Callable, Mapping, Sequence
