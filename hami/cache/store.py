@@ -17,6 +17,7 @@ from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.engine.checks import no_room
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -25,6 +26,7 @@ from hami.engine.inventory import (
     is_terminal,
     node_inventory,
 )
+from hami.engine.mig import pod_instances
 from hami.engine.model import NodeState, PodDevices, Usage
 from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
@@ -413,18 +415,16 @@ class ClusterCache:
     def usage(self) -> Mapping[str, Mapping[str, Usage]]:
         return self._usage
 
-    def overcommitted(self, node: str, uuids: Iterable[str]) -> list[str]:
-        """Those of the node's cards `uuids` whose counted use (allocations and reservations)
-        exceeds their memory, cores or split count."""
+    def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
+        """`<uuid> (<why>)` for each of the node's cards that, with what is counted on it now
+        (this pod's share among it), has no room for the pod's `devices` after all, by the
+        rule /filter places by (hami.engine.checks.no_room)."""
         state = self._states.get(node)
-        wanted = set(uuids)
-        return [
-            c.info.id
-            for c in (state.cards if state is not None else ())
-            if c.info.id in wanted
-            and (
-                c.usage.usedmem > c.info.devmem
-                or c.usage.usedcores > c.info.devcore
-                or c.usage.used > c.info.count
-            )
-        ]
+        own = pod_instances(devices)
+        wanted = {d.uuid for c in devices for d in c}
+        out = []
+        for c in state.cards if state is not None else ():
+            why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
+            if why is not None:
+                out.append(f"{c.info.id} ({why})")
+        return out

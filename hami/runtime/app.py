@@ -40,6 +40,7 @@ from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import Placement
+from hami.service.pluginrefusal import PluginRefusals
 from hami.service.preempting import Preempter, PreemptingPlacement
 from hami.service.preemption import PodFacts
 from hami.service.requeue import Requeuer
@@ -189,9 +190,10 @@ async def build(settings: Settings) -> Runtime:
     )
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
+    refusals = PluginRefusals(events, lambda: leadership.current() is not None)
     pod_sink = _Sink(
         cache.replace_pods,
-        both(both(cache.upsert_pod, requeuer.seen), labels.seen),
+        both(both(both(cache.upsert_pod, requeuer.seen), labels.seen), refusals.seen),
         both(both(cache.delete_pod, requeuer.gone), labels.gone),
     )
     placement = Placement(cache, policies, resources)

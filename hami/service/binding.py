@@ -274,12 +274,13 @@ class Binder:
     def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
         """Refuse a plan that an allocation arrived since filter now overlaps (a previous
         leader's last bind landing after the hand-over): it would over-commit the card."""
-        over = self.cache.overcommitted(job.node, {d.uuid for c in devices for d in c})
+        over = self.cache.overcommitted(job.node, devices)
         if over:
             self.cache.forget(job.uid)
             raise BindError(
-                f"pod {job}: card {', '.join(over)} of node {job.node} filled up since filter "
-                "(a bind of another scheduler replica landed); kube-scheduler will retry",
+                f"pod {job}: card {', '.join(over)} of node {job.node} has no room for it any "
+                "more: what the card holds changed since filter (an allocation, a pod bound "
+                "outside the scheduler, or the node's registration); kube-scheduler will retry",
                 "card-taken",
             )
 
@@ -288,8 +289,11 @@ class Binder:
         and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
+        # Taken whenever any container gets a device, init containers included (HAMi looks at
+        # the app containers only): the plugin's Allocate for a pod whose only GPU is an init
+        # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node)
-        needs_lock = handshake and any(plan.devices[plan.n_init :])
+        needs_lock = handshake and any(plan.devices)
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify
         try:

@@ -38,8 +38,9 @@ def scrape(m: Metrics) -> str:
 
 def test_current_names() -> None:
     text = metrics(legacy=False)
+    # HAMi v2.10 puts the card's cores in device_cores, not those allocated (30 here).
     assert (
-        'hami_gpu_memory_allocated_bytes{device_cores="30",device_index="0",device_type="NVIDIA-Tesla T4",'
+        'hami_gpu_memory_allocated_bytes{device_cores="100",device_index="0",device_type="NVIDIA-Tesla T4",'
         'device_uuid="GPU-a",node="n",zone="vGPU"} 1.048576e+09'
     ) in text
     assert (
