@@ -384,6 +384,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                 "extender": f"{s.extender_bind_address}:{s.extender_port}",
                 "metrics": f"{s.metrics_bind_address}:{s.metrics_port}",
                 "identity": s.identity,
+                "max_connections": cap,
             },
         )
         await stop.wait()
