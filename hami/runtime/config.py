@@ -109,7 +109,7 @@ _HELP = {
     "max_connections": (
         "open connections per listener at most (lowered to what the open-file limit holds); "
         "over it a new connection replaces the oldest that has sent no request, else the "
-        'longest idle one. About 45 KiB each over TLS (README, "Bounded work")'
+        'longest idle one. About 44 KiB each over TLS (docs/trust-boundary.md, "Bounded work")'
     ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
