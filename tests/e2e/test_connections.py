@@ -138,6 +138,9 @@ spec:
         assert peak < MEMORY_LIMIT_MIB, f"peak RSS {peak:.0f} MiB over the chart's limit"
         assert "Traceback" not in grown and "out of system resource" not in grown
         assert grown.count("\n") < 50, grown[-3000:]
+        assert grown.count("connection cap reached") == 1, "one line for the episode"
+        if hard_limit == "high":
+            assert '"open-file limit raised" from=1024' in log.read_text()
     finally:
         for conn in held:
             conn.close()
