@@ -1,4 +1,6 @@
-"""Slow clients are cut off: half a header, half a body, a TLS handshake that never ends."""
+"""Slow clients are cut off (half a header, half a body, a TLS handshake that never ends, a
+connection that never sends a request), a listener holds a capped number of connections, and
+running out of file descriptors pauses accepting with one log line."""
 
 import asyncio
 import contextlib
@@ -130,6 +132,7 @@ async def serve(
     *,
     tls: ssl.SSLContext | None = None,
     read_timeout: float = DEADLINE,
+    keepalive_timeout: float = IDLE,
     cap: int = CAP,
 ) -> Listener:
     return await listen(
@@ -138,7 +141,7 @@ async def serve(
         0,
         tls=tls,
         read_timeout=read_timeout,
-        keepalive_timeout=IDLE,
+        keepalive_timeout=keepalive_timeout,
         shutdown_timeout=1,
         max_connections=cap,
     )
@@ -197,7 +200,8 @@ async def ask(
 async def test_over_the_cap_a_new_connection_replaces_the_oldest_that_sent_nothing() -> None:
     app = web.Application()
     app.add_routes([web.post("/", echo)])
-    listener = await serve(app, read_timeout=30)  # nothing here is closed for being slow
+    # Nothing here is closed for being slow or idle: only for the cap.
+    listener = await serve(app, read_timeout=30, keepalive_timeout=30)
     try:
         used = await asyncio.open_connection("127.0.0.1", listener.port)
         assert (await ask(*used)).startswith(b"HTTP/1.1 200")  # now idle between requests
@@ -228,7 +232,7 @@ async def test_a_connection_in_a_request_keeps_its_place() -> None:
 
     app = web.Application()
     app.add_routes([web.post("/", slow)])
-    listener = await serve(app, read_timeout=30, cap=2)
+    listener = await serve(app, read_timeout=30, keepalive_timeout=30, cap=2)
     try:
         busy = [await asyncio.open_connection("127.0.0.1", listener.port) for _ in range(2)]
         for _, writer in busy:
