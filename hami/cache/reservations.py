@@ -15,6 +15,7 @@ the confirmation, never the counting: that is what keeps two binds off one
 card while the watch is out of touch.
 """
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -66,9 +67,9 @@ class Reservations:
     def uids(self) -> list[str]:
         return list(self._by_uid)
 
-    def nodes(self) -> set[str]:
-        """The nodes the reservations are on."""
-        return {r.node for r in self._by_uid.values()}
+    def nodes(self) -> Counter[str]:
+        """How many reservations each node holds."""
+        return Counter(r.node for r in self._by_uid.values())
 
     def __contains__(self, uid: object) -> bool:
         return uid in self._by_uid

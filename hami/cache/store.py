@@ -9,6 +9,7 @@ what it bound over what is written later, is hami.engine.trust; pods bound
 without an allocation of ours are counted as whole cards (hami.engine.outside).
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -383,8 +384,8 @@ class ClusterCache:
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
 
-    def reserved_nodes(self) -> set[str]:
-        """The nodes of the decisions whose bind the watch has not shown yet."""
+    def reserved_nodes(self) -> Counter[str]:
+        """How many decisions whose bind the watch has not shown yet each node has."""
         return self._reservations.nodes()
 
     def forget(self, uid: str) -> None:

@@ -57,10 +57,11 @@ class NodeLocker:
         # node -> binds of ours waiting for or taking its lock.
         self._waiting: dict[str, int] = {}
 
-    def busy(self, node: str) -> bool:
-        """Whether a bind to `node` would wait now: binds of ours wait for or take its lock,
-        or the lock is held (a device plugin allocating for the last pod bound there)."""
-        return node in self._waiting or self.locks.value(node) is not None
+    def busy(self, node: str) -> int:
+        """How many binds a bind to `node` would wait for now: binds of ours waiting for or
+        taking its lock, and the lock's holder (a device plugin allocating for the last pod
+        bound there)."""
+        return self._waiting.get(node, 0) + (self.locks.value(node) is not None)
 
     def _written(self, node: Mapping[str, Any]) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""

@@ -58,9 +58,9 @@ class Placement:
         self.cache = cache
         self.policies = policies
         self.resources = resources
-        # Whether a bind to a node would wait for its lock now (hami.service.locking); None:
+        # How many binds a bind to a node would wait for now (hami.service.locking); None:
         # every node is taken as free, as HAMi takes them.
-        self.busy: Callable[[str], bool] | None = None
+        self.busy: Callable[[str], int] | None = None
 
     def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
         """What the pod asks for and under which policies; None for a pod without GPUs.
@@ -95,25 +95,28 @@ class Placement:
         node_names: Sequence[str],
         decision: Decision,
     ) -> Decision:
-        """The decision among the nodes a bind would not wait on, when the one chosen is busy:
-        binds of ours wait for its lock, its lock is held, or a decision for it awaits its bind.
+        """The decision among the nodes with the fewest binds ahead, when the one chosen has
+        some: binds of ours waiting for its lock, its lock held, decisions awaiting their bind.
 
         Under binpack every pod of a burst goes to the node being filled, and its binds queue
-        on that node's lock one Allocate at a time. A node free now takes the pod instead; once
-        the burst has passed, the fullest node is free again and binpack packs it as before.
-        A deliberate difference from HAMi, which knows nothing of binds under way.
+        on that node's lock one Allocate at a time. The least busy nodes take the pod instead
+        (a free one, while there is one); once the burst has passed, the fullest node is free
+        again and binpack packs it as before. A deliberate difference from HAMi, which knows
+        nothing of binds under way.
         """
         busy = self.busy
         if busy is None or decision.node is None:
             return decision
         # A decision not yet bound is a bind about to queue on its node's lock.
         reserved = self.cache.reserved_nodes()
-        if decision.node not in reserved and not busy(decision.node):
+        if not reserved[decision.node] and not busy(decision.node):
             return decision
-        free = [n for n in node_names if n not in reserved and not busy(n)]
-        if not free:
+        ahead = {n: reserved[n] + busy(n) for n in node_names}
+        fewest = min(ahead.values())
+        if fewest >= ahead.get(decision.node, 0):
             return decision
-        other = self.decide(ref.uid, *asked, free, ref.namespace)
+        least = [n for n in node_names if ahead[n] == fewest]
+        other = self.decide(ref.uid, *asked, least, ref.namespace)
         return other if other.node is not None else decision
 
     def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:

@@ -44,7 +44,7 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
     cache.replace_nodes([node("n"), node("m")])
     cache.replace_pods([pod("held", "GPU-0")])  # on node n
     placement = Placement(cache)
-    placement.busy = busy.__contains__
+    placement.busy = lambda name: int(name in busy)
     outcome = placement.filter(gpu_pod("new"), ["m", "n"])
     assert outcome.node_names == [chosen]
     reservation = cache.reservation("new")
@@ -56,7 +56,7 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
     cache.replace_nodes([node("n"), node("m")])
     cache.replace_pods([pod("held", "GPU-0")])
     placement = Placement(cache)
-    placement.busy = lambda name: False
+    placement.busy = lambda name: 0
     assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["n"]
     # a's bind has not shown in the watch: b goes to the node nobody is binding to.
     assert placement.filter(gpu_pod("b"), ["m", "n"]).node_names == ["m"]
@@ -64,3 +64,13 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
     assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
     # The pod placed again is not in its own way.
     assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
+
+
+def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([node("n"), node("m")])
+    cache.replace_pods([pod("held", "GPU-0")])
+    placement = Placement(cache)
+    ahead = {"n": 3, "m": 1}
+    placement.busy = ahead.__getitem__
+    assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["m"]
