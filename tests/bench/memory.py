@@ -268,7 +268,8 @@ class Scraper(threading.Thread):
 
 def measure(plane: ControlPlane, pods: int, settle: float, interval: float) -> Sample:
     started = time.monotonic()
-    plane.start_app(["--log-level", "warning"])
+    # No admission policy on this bare plane: nothing but the cache is measured.
+    plane.start_app(["--log-level", "warning", "--allow-without-admission-policy=true"])
     ready_s = time.monotonic() - started
     app = plane.app
     assert app is not None
