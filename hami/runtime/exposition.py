@@ -260,10 +260,13 @@ class ClusterExposition:
             "total_cores": str(i.devcore),
             "total_mem": str(i.devmem),
         }
-        texts = tuple(
-            _labels(zip(names, (known[k] for k in keys), strict=True))
-            for names, keys in self._card_keys
-        )
+        # Most card series carry the same labels: one text each, shared (at 5,000 nodes the
+        # texts kept are tens of MB). A series' label names follow from its keys.
+        made: dict[tuple[str, ...], str] = {}
+        for names, keys in self._card_keys:
+            if keys not in made:
+                made[keys] = _labels(zip(names, (known[k] for k in keys), strict=True))
+        texts = tuple(made[keys] for _, keys in self._card_keys)
         if len(self._card_labels) > 1_000_000:
             self._card_labels.clear()
         self._card_labels[key] = texts
