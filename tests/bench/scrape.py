@@ -108,10 +108,15 @@ def quantile(after: Buckets, before: Buckets, q: float) -> float:
     return next((le for le, n in delta if total and n >= q * total), float("nan"))
 
 
-def sample(plane: ControlPlane, ours_url: str, scheduler_port: int) -> Sample:
-    """Everything at once. Our /metrics is read once: at 1,000 nodes it is tens of MiB."""
-    out = Sample(cpu=cpu_seconds(plane))
+def sample(
+    plane: ControlPlane, ours_url: str, scheduler_port: int, *, cpu_first: bool = True
+) -> Sample:
+    """Everything at once. Our /metrics is read once: at 5,000 nodes it is tens of MB of text,
+    and writing it costs us up to seconds of CPU. So the CPU is read before it (`cpu_first`,
+    the end of a run) or after it (its start): the bench's own scrapes are not a run's cost."""
+    cpu = cpu_seconds(plane) if cpu_first else {}
     ours = list(text_string_to_metric_families(fetch(ours_url)))
+    out = Sample(cpu=cpu or cpu_seconds(plane))
     for family in ours:
         for s in family.samples:
             if s.name == "hami_filter_duration_seconds_count":

@@ -224,7 +224,7 @@ async def run_once(
                     print(f"{label}: create {name} failed: {e.status} {e.reason}", file=sys.stderr)
 
         scheduler = kube_scheduler_pid(plane)
-        before = sample(plane, plane.metrics_url, plane.scheduler_port)
+        before = sample(plane, plane.metrics_url, plane.scheduler_port, cpu_first=False)
         if backlog:
             os.killpg(scheduler, signal.SIGSTOP)
         started = time.monotonic()
