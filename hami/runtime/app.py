@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 
 # The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
 EDIT_IGNORED = "AllocationEditIgnored"
+# Binds that may wait for node locks, per GPU node, before filter holds new decisions: with
+# binds spread by how many are ahead (hami.service.placement), two each keep every device
+# plugin busy, and more only wait past --node-lock-wait-seconds on a cluster that is slow.
+LOCK_QUEUE_PER_NODE = 2
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,14 @@ class Runtime:
     closing: bool = False
 
     async def paced(self) -> None:
-        """Hold a filter while the API server is behind with our writes (WriteLimiter.room),
-        at most a third of a bind's budget: the decision is then made anyway."""
-        await self.kube.writes.room(self.binder.budget.total / 3)
+        """Hold a filter while the API server is behind with our writes (WriteLimiter.room) or
+        binds queue on node locks beyond what the nodes take in turn (NodeLocker.room), at most
+        a third of a bind's budget in all: the decision is then made anyway."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.binder.budget.total / 3
+        await self.kube.writes.room(until - loop.time())
+        nodes = max(1, len(self.cache.view))
+        await self.binder.locker.room(LOCK_QUEUE_PER_NODE * nodes, until - loop.time())
 
     def synced(self) -> bool:
         """Every informer has listed once: the cache reflects the API server."""

@@ -54,8 +54,22 @@ class NodeLocker:
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # node -> (lock value, loop time) of the locks this process wrote lately.
         self._own: dict[str, tuple[str, float]] = {}
-        # node -> binds of ours waiting for or taking its lock.
+        # node -> binds of ours waiting for or taking its lock; and how many in all.
         self._waiting: dict[str, int] = {}
+        self._queued = 0
+        self._fewer = asyncio.Event()
+
+    async def room(self, limit: int, within: float) -> None:
+        """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
+
+        kube-scheduler decides faster than a busy cluster's device plugins allocate; every bind
+        beyond what the nodes take in turn would wait past its lock wait, fail and go back to
+        kube-scheduler's queue. Held here, the filter slows the decisions down instead."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, within)):
+                while self._queued >= limit:
+                    self._fewer.clear()
+                    await self._fewer.wait()
 
     def busy(self, node: str) -> int:
         """How many binds a bind to `node` would wait for now: binds of ours waiting for or
@@ -85,9 +99,12 @@ class NodeLocker:
         """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
         raises NodeLockContention when it did not, NotLeading when `term` ends first."""
         self._waiting[node] = self._waiting.get(node, 0) + 1
+        self._queued += 1
         try:
             await self._take(node, namespace, name, term, wait)
         finally:
+            self._queued -= 1
+            self._fewer.set()
             left = self._waiting.pop(node) - 1
             if left:
                 self._waiting[node] = left
