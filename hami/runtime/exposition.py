@@ -11,9 +11,7 @@ scrapers and tests see no difference.
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, cast
-
-from prometheus_client import utils
+from typing import Any
 
 from hami.cache.quota import QuotaLine
 from hami.cache.store import ClusterCache
@@ -21,24 +19,9 @@ from hami.engine.inventory import PodAllocation
 from hami.engine.model import Card, ContainerDevice, MigInstance, NodeState
 from hami.engine.outside import OutsideClaim
 from hami.runtime.cardblocks import CardBlocks, gzip_member
-
-# Go's float formatting, as prometheus_client writes every sample (the library is untyped).
-_go_format = cast(Callable[[float], str], utils.floatToGoString)
-_go_seen: dict[float, str] = {}
-
-
-def _go(value: float) -> str:
-    # Most samples repeat a few values (card sizes, common shares): formatted once each.
-    text = _go_seen.get(value)
-    if text is None:
-        if len(_go_seen) > 100_000:
-            _go_seen.clear()
-        text = _go_seen[value] = _go_format(value)
-    return text
-
+from hami.runtime.promtext import chunks, go_float, header, label_text
 
 MIB = 2**20
-ZONE = "vGPU"
 
 # Label names by meaning: (HAMi v2.9+ name, legacy name before v2.9).
 LABELS = {
@@ -162,33 +145,6 @@ CONTAINER_SERIES = (
 )
 
 
-def _escape(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    return value
-
-
-def _labels(pairs: Iterable[tuple[str, str]]) -> str:
-    """`{a="1",b="2",zone="vGPU"}` with the names sorted, as prometheus_client writes them."""
-    body = ",".join(f'{n}="{_escape(v)}"' for n, v in sorted([*pairs, ("zone", ZONE)]))
-    return "{" + body + "}"
-
-
-def _chunks(lines: Iterable[str], per_chunk: int = 2000) -> Iterator[bytes]:
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) == per_chunk:
-            yield "".join(batch).encode()
-            batch.clear()
-    if batch:
-        yield "".join(batch).encode()
-
-
-def _header(name: str, help_text: str) -> str:
-    return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n"
-
-
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """What one scrape writes, taken on the event loop; every record in it is immutable."""
@@ -265,7 +221,7 @@ class ClusterExposition:
         made: dict[tuple[str, ...], str] = {}
         for names, keys in self._card_keys:
             if keys not in made:
-                made[keys] = _labels(zip(names, (known[k] for k in keys), strict=True))
+                made[keys] = label_text(zip(names, (known[k] for k in keys), strict=True))
         texts = tuple(made[keys] for _, keys in self._card_keys)
         if len(self._card_labels) > 1_000_000:
             self._card_labels.clear()
@@ -278,12 +234,12 @@ class ClusterExposition:
         because joining and encoding 20 MiB at once are single calls that hold the interpreter
         lock (and so the event loop) for tens of milliseconds."""
         if not gzip:
-            return list(_chunks(self._lines(snap)))
+            return list(chunks(self._lines(snap)))
         out = []
         for series, members in zip(CARD_SERIES, self._blocks.zipped(snap.nodes), strict=True):
-            out.append(gzip_member(_header(self._name(series), series.help).encode()))
+            out.append(gzip_member(header(self._name(series), series.help).encode()))
             out.extend(members)
-        out.extend(gzip_member(chunk) for chunk in _chunks(self._rest(snap)))
+        out.extend(gzip_member(chunk) for chunk in chunks(self._rest(snap)))
         return out
 
     def _node_lines(self, node: NodeState) -> list[str]:
@@ -291,7 +247,7 @@ class ClusterExposition:
         labels = [self._card_label_text(node.name, card) for card in node.cards]
         return [
             "".join(
-                f"{name}{text[index]} {_go(series.value(card))}\n"
+                f"{name}{text[index]} {go_float(series.value(card))}\n"
                 for card, text in zip(node.cards, labels, strict=True)
             )
             for index, series in enumerate(CARD_SERIES)
@@ -303,10 +259,10 @@ class ClusterExposition:
         labels = [self._card_label_text(node, card) for node, card in cards]
         for index, series in enumerate(CARD_SERIES):
             name = self._name(series)
-            yield _header(name, series.help)
+            yield header(name, series.help)
             value = series.value
             for (_, card), text in zip(cards, labels, strict=True):
-                yield f"{name}{text[index]} {_go(value(card))}\n"
+                yield f"{name}{text[index]} {go_float(value(card))}\n"
         yield from self._rest(snap)
 
     def _rest(self, snap: Snapshot) -> Iterator[str]:
@@ -328,22 +284,22 @@ class ClusterExposition:
         for claim, n in counted:
             held[claim.node] = held.get(claim.node, 0) + n
         name = "hami_node_gpu_outside_scheduler_cards"
-        yield _header(name, OUTSIDE_HELP)
+        yield header(name, OUTSIDE_HELP)
         for node in snap.nodes:
-            yield f"{name}{_labels([('node', node.name)])} {_go(held.get(node.name, 0))}\n"
+            yield f"{name}{label_text([('node', node.name)])} {go_float(held.get(node.name, 0))}\n"
         if not snap.pod_series:
             return
         name = "hami_gpu_pod_outside_scheduler_cards"
-        yield _header(name, OUTSIDE_POD_HELP)
+        yield header(name, OUTSIDE_POD_HELP)
         for c, n in counted:
-            text = _labels([("namespace", c.namespace), ("node", c.node), ("pod", c.name)])
-            yield f"{name}{text} {_go(n)}\n"
+            text = label_text([("namespace", c.namespace), ("node", c.node), ("pod", c.name)])
+            yield f"{name}{text} {go_float(n)}\n"
 
     def _mig_instances(self, nodes: tuple[NodeState, ...]) -> Iterable[str]:
         """HAMi's hami_node_gpu_mig_instance_info: 1 per MIG instance its device plugin has
         created (the runtime identity recorded on the pod), with the scheduler's placement."""
         name = "nodeGPUMigInstance" if self.legacy else "hami_node_gpu_mig_instance_info"
-        yield _header(name, "MIG instance on a card: its identity and placement")
+        yield header(name, "MIG instance on a card: its identity and placement")
         for node in nodes:
             for card in node.cards:
                 if not card.info.mig:
@@ -355,7 +311,7 @@ class ClusterExposition:
     def _mig_labels(self, node: str, card: Card, i: MigInstance) -> str:
         if self.legacy:
             migname = f"{i.profile}-{i.gpu_instance}"
-            return _labels(
+            return label_text(
                 [
                     ("nodeid", node),
                     ("deviceuuid", card.info.id),
@@ -363,7 +319,7 @@ class ClusterExposition:
                     ("migname", migname),
                 ]
             )
-        return _labels(
+        return label_text(
             [
                 ("node", node),
                 ("device_uuid", card.info.id),
@@ -391,7 +347,7 @@ class ClusterExposition:
                 "device": uuid,
             }
             pairs = zip(self._container_names, (known[k] for k in CONTAINER), strict=True)
-            found = self._container_labels[key] = _labels(pairs)
+            found = self._container_labels[key] = label_text(pairs)
         return found
 
     def _containers(self, pods: tuple[PodAllocation, ...]) -> Iterable[str]:
@@ -410,25 +366,25 @@ class ClusterExposition:
                     rows[text] = d
         for series in CONTAINER_SERIES:
             name = self._name(series)
-            yield _header(name, series.help)
+            yield header(name, series.help)
             for text, d in rows.items():
-                yield f"{name}{text} {_go(series.value(d))}\n"
+                yield f"{name}{text} {go_float(series.value(d))}\n"
 
     def _quotas(self, lines: tuple[QuotaLine, ...]) -> Iterable[str]:
         """HAMi's quota series: per namespace and resource (`quota_name`), what its pods hold
         (memory in MiB) and, where a ResourceQuota sets one, the limit as written."""
         if not self.legacy:
-            yield _header("hami_resource_quota_limit", "GPU ResourceQuota limit of the namespace")
+            yield header("hami_resource_quota_limit", "GPU ResourceQuota limit of the namespace")
             for q in lines:
                 if q.limit is not None:
-                    text = _labels([("namespace", q.namespace), ("quota_name", q.resource)])
-                    yield f"hami_resource_quota_limit{text} {_go(q.limit)}\n"
+                    text = label_text([("namespace", q.namespace), ("quota_name", q.resource)])
+                    yield f"hami_resource_quota_limit{text} {go_float(q.limit)}\n"
         name = "QuotaUsed" if self.legacy else "hami_resource_quota_used"
         names = ("quotanamespace", "quotaName") if self.legacy else ("namespace", "quota_name")
-        yield _header(name, QUOTA_USED_HELP)
+        yield header(name, QUOTA_USED_HELP)
         for q in lines:
             # HAMi writes 0 in the limit label where no ResourceQuota limits the resource.
-            text = _labels(
+            text = label_text(
                 [(names[0], q.namespace), (names[1], q.resource), ("limit", str(q.limit or 0))]
             )
-            yield f"{name}{text} {_go(q.used)}\n"
+            yield f"{name}{text} {go_float(q.used)}\n"

@@ -27,10 +27,9 @@ from hami.runtime.exposition import (
     LABELS,
     OUTSIDE_HELP,
     OUTSIDE_POD_HELP,
-    ZONE,
-    _go,
 )
 from hami.runtime.metrics import Metrics
+from hami.runtime.promtext import ZONE, go_float
 from tests.e2e.cluster import built_tool
 from tests.unit import mig_cluster as mc
 
@@ -202,7 +201,7 @@ def test_one_series_per_container_and_card_holding_the_sum(legacy: bool) -> None
     assert unique_samples(written) == []
     name = "vGPUMemoryAllocated" if legacy else "hami_vgpu_memory_allocated_bytes"
     lines = [x for x in written.splitlines() if x.startswith(name) and "two-instances" in x]
-    assert len(lines) == 1 and lines[0].endswith(f" {_go(2 * 4864 * 2**20)}"), lines
+    assert len(lines) == 1 and lines[0].endswith(f" {go_float(2 * 4864 * 2**20)}"), lines
 
 
 def test_promtool_finds_every_shape_s_exposition_valid() -> None:
