@@ -318,7 +318,7 @@ def test_ephemeral_containers_are_pinned_and_the_service_patches_them() -> None:
 
 # --- every way a pod becomes a GPU pod -----------------------------------------------------
 
-ESCAPES = {
+ESCAPES: dict[str, tuple[dict[str, Any], str]] = {
     "privileged": ({"securityContext": {"privileged": True}}, "is privileged"),
     "visible-all": (
         {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]},
