@@ -100,7 +100,7 @@ CASES = {
     ),
     "driver-capabilities-all": (
         gpu_container(gpu_pod("p"), env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]),
-        "use compute, utility and compat32 only",
+        "list compute, utility and compat32 only",
     ),
     "init-container-visible-devices": (
         changed(
