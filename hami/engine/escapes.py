@@ -60,10 +60,11 @@ CACHE_ENV = {"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metad
 DEFAULT_FOLDERS = HostFolders()
 # Problems listed in one denial; a pod with more is refused with a count of the rest.
 SHOWN = 5
+EXEMPT = "have an administrator exempt its namespace (label hami.io/webhook=ignore)"
 ENV_FROM_FIX = (
     "list the variables the application needs under env instead, each with "
-    "valueFrom.configMapKeyRef or secretKeyRef (charts take these as extra env entries), or "
-    "have an administrator exempt the namespace (label hami.io/webhook=ignore)"
+    f"valueFrom.configMapKeyRef or secretKeyRef (charts take these as extra env entries), or "
+    f"{EXEMPT}"
 )
 
 
@@ -101,7 +102,8 @@ def pod_escapes(
                 problems.append(
                     f"annotation {key} asks {who} for devices ({str(value).strip()}), past the "
                     "device plugin and the scheduler's count; remove it (the GPU resource gives "
-                    "the pod its cards)"
+                    f"the pod its cards), or {EXEMPT} for a node-wide daemon that must see every "
+                    "card"
                 )
     volumes = {v.get("name"): v for v in spec.get("volumes") or () if v.get("hostPath")}
     for field in ("initContainers", "containers", "ephemeralContainers"):
@@ -201,8 +203,9 @@ def container_escapes(
         problems.append(
             f"container {name} is privileged ({where}.securityContext.privileged): it gets "
             "every device node of the node, every card's among them, and every capability; "
-            "remove privileged: true (the GPU resource gives it its cards; a daemon that needs "
-            "more can add the one capability it needs, e.g. NET_ADMIN)"
+            f"remove privileged: true (the GPU resource gives it its cards; a daemon can add the "
+            f"one capability it needs, e.g. NET_ADMIN), or {EXEMPT} for a node-wide daemon that "
+            "must see every card"
         )
     for c in (security.get("capabilities") or {}).get("add") or ():
         reach = CAPABILITIES.get(str(c).strip().upper().removeprefix("CAP_"))

@@ -281,7 +281,7 @@ def test_env_from_that_no_pin_covers_is_refused_with_a_fix_that_works(
     message = refused(pod, cfg)
     assert says in message, message
     assert "each with valueFrom.configMapKeyRef or secretKeyRef" in message
-    assert "exempt the namespace (label hami.io/webhook=ignore)" in message
+    assert "exempt its namespace (label hami.io/webhook=ignore)" in message
 
 
 def test_a_foreign_gpu_pods_env_from_is_judged_against_its_own_entries() -> None:
