@@ -306,7 +306,7 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
 
 
 def test_helm_overwrite_env_reaches_hami_serve_and_the_device_config() -> None:
-    """On by default (README, "Trust boundary"); one value for both, as in HAMi's chart."""
+    """On by default (docs/trust-boundary.md); one value for both, as in HAMi's chart."""
     for value, flag in ((None, "true"), ("false", "false")):
         docs = render(
             "devicePlugin.enabled=true", *([f"webhook.overwriteEnv={value}"] if value else [])
