@@ -130,6 +130,10 @@ def test_what_reaches_no_card_is_admitted_and_every_gpu_pod_leaves_pinned(
     out = stored(kube, gpu_pod(proxy), namespace)
     cuda, sidecar = out["spec"]["containers"]
     assert SLICE in cuda["env"] and sidecar["env"] == [VISIBLE_NONE]
+    # Another scheduler's GPU pod gets the same cards from the same device plugin: pinned too.
+    foreign = stored(kube, gpu_pod(proxy, schedulerName="volcano"), namespace)
+    assert foreign["spec"]["schedulerName"] == "volcano"
+    assert foreign["spec"]["containers"][1]["env"] == [VISIBLE_NONE]
 
 
 def test_without_overwrite_env_a_sidecar_keeps_its_image_and_its_env_from_is_refused(
