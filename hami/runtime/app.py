@@ -34,6 +34,7 @@ from hami.runtime.config import Settings, bind_budget, injection_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.preflight import require_admission_policy
+from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.labels import LabelMender
@@ -381,6 +382,12 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
         )
     ]
     listening: list[Listener] = []
+    cap = connections_within_fds(s.max_connections, listeners=3)
+    if cap < s.max_connections:
+        log.warning(
+            "the open-file limit holds fewer connections than --max-connections",
+            extra={"max_connections": s.max_connections, "per_listener": cap},
+        )
     try:
         for app, host, port, tls in (
             (webhook_app(rt), s.bind_address, s.port, rt.tls.context),
@@ -401,6 +408,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                     read_timeout=s.read_timeout_seconds,
                     keepalive_timeout=s.keepalive_timeout_seconds,
                     shutdown_timeout=s.shutdown_grace_seconds,
+                    max_connections=cap,
                 )
             )
         log.info(
@@ -410,6 +418,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                 "extender": f"{s.extender_bind_address}:{s.extender_port}",
                 "metrics": f"{s.metrics_bind_address}:{s.metrics_port}",
                 "identity": s.identity,
+                "max_connections": cap,
             },
         )
         await stop.wait()

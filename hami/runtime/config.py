@@ -41,6 +41,7 @@ class Settings:
     metrics_pod_labels: bool = True
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
+    max_connections: int = 1024
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -102,12 +103,20 @@ _HELP = {
     "metrics_pod_labels": (
         "publish the per-container series, which name every GPU pod's namespace and pod"
     ),
-    "read_timeout_seconds": "deadline for a client's TLS handshake and request body",
+    "read_timeout_seconds": (
+        "deadline for a new connection's TLS handshake and first request headers (from the "
+        "accept), a later request's headers (from their first byte) and every body"
+    ),
     "keepalive_timeout_seconds": (
-        "how long an idle connection is kept open (and the request headers of a new one waited "
-        "for); longer than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's "
-        "webhook client, kube-scheduler's extender client), so that they close them, not us: a "
+        "how long a connection that has sent a request is kept open idle for the next; longer "
+        "than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's webhook "
+        "client, kube-scheduler's extender client), so that they close them, not us: a "
         "POST sent on a connection the server is closing fails without a retry"
+    ),
+    "max_connections": (
+        "open connections per listener at most (lowered to what the open-file limit holds); "
+        "over it a new connection replaces the oldest that has sent no request, else the "
+        'longest idle one. About 44 KiB each over TLS (docs/trust-boundary.md, "Bounded work")'
     ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
@@ -358,6 +367,8 @@ def validate(s: Settings) -> None:
     ):
         if getattr(s, name) <= 0:
             raise ConfigError(f"{_flag(name)} must be positive")
+    if s.max_connections < 1:
+        raise ConfigError("--max-connections must be at least 1")
     if s.api_write_limit < 1:
         raise ConfigError("--api-write-limit must be at least 1")
     try:

@@ -523,6 +523,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--extender-port=9444",
         "--metrics-bind-address=$(POD_IP)",
         "--metrics-port=9395",
+        "--max-connections=1024",
         "--metrics-tls=false",
         "--metrics-pod-labels=true",
         "--scheduler-name=hami-scheduler",
