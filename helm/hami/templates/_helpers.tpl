@@ -153,3 +153,8 @@ Certificates and the webhook
 {{- $r := "['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores']" -}}
 has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k in {{ $r }})) || (has(c.resources.requests) && c.resources.requests.exists(k, k in {{ $r }})))
 {{- end }}
+
+{{/* Namespaces never sent to the webhook (a JSON list): the webhook's selector and NOTES. */}}
+{{- define "hami.webhook.excludedNamespaces" -}}
+{{- toJson (uniq (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces)) -}}
+{{- end }}
