@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
-from certs.material import BootstrapError
-from certs.tls import ReloadingServerContext
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
+from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
+from hami.certs.material import BootstrapError
+from hami.certs.tls import ReloadingServerContext
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults

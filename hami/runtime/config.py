@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from certs.tls import ReloadingServerContext
+from hami.certs.tls import ReloadingServerContext
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.files import UnreadableFileError, read_text

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from certs.selfsigned import write_dev_bundle
+from hami.certs.selfsigned import write_dev_bundle
 from hami.cli import main
 from hami.runtime.config import DEV_PAIR_COMMAND, Settings, serving_context
 
