@@ -4,8 +4,6 @@ runs it, as the chart's default reference, with `--help` after its `hami serve` 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from .nodetier.cluster import NodeCluster
@@ -15,27 +13,11 @@ pytestmark = pytest.mark.node
 
 def test_the_built_image_runs_hami_serve(node_tier: NodeCluster) -> None:
     kube = node_tier.plane.kube
-    kube.apply(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "image-help", "namespace": "default"},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "hami",
-                            "image": "hami-py:0.1.0",  # the chart's default image.repository:tag
-                            "imagePullPolicy": "Never",
-                            "args": ["--help"],  # ENTRYPOINT ["hami", "serve"]
-                            "securityContext": {"readOnlyRootFilesystem": True},
-                        }
-                    ],
-                },
-            }
-        )
-    )
+    # Arguments after `--` go after the image's ENTRYPOINT ["hami", "serve"].
+    kube(
+        "run", "image-help", "--image=hami-py:0.1.0",  # the chart's default repository:tag
+        "--image-pull-policy=Never", "--restart=Never", "--", "--help",
+    )  # fmt: skip
     kube(
         "wait",
         "--for=jsonpath={.status.phase}=Succeeded",
