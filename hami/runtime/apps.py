@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 import hami.extender.routes
 import hami.webhook.routes
+from hami.runtime.pairprobe import pair_route
 from hami.runtime.reporting import FilterReporter
 
 if TYPE_CHECKING:
@@ -33,11 +34,16 @@ def _health(rt: Runtime) -> list[web.RouteDef]:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if not rt.synced():
-            return web.Response(status=503, text="cache not synced")
+        unready = rt.unready()
+        if unready is not None:
+            return web.Response(status=503, text=unready)
         return web.Response(text="ok")
 
-    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+    return [
+        web.get("/healthz", healthz),
+        web.get("/readyz", readyz),
+        pair_route(rt.settings.pair_healthz_url),
+    ]
 
 
 def webhook_app(rt: Runtime) -> web.Application:

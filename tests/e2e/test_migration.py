@@ -26,10 +26,8 @@ pod, so "HAMi's scheduler leads" means ours answers as a non-leader; the Lease h
 written by the test. HAMi's MutatingWebhookConfiguration is not stood in for: the harness's
 own is named `hami-webhook` too.
 
-The node with the `Deleted_...` handshake: main counts it as unregistered (no new pod goes
-there; its running pod keeps its card). Issue 28 makes the scheduler register it again, as
-HAMi v2.10 does; the checks here hold either way (no card over capacity, HAMi's pod keeps its
-card).
+The node with the `Deleted_...` handshake is registered as HAMi v2.10 registers it: its
+running pod keeps its card and a new pod goes to one of its free cards.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ import yaml
 
 from hami.engine.codec import decode_pod_devices
 from hami.engine.model import ContainerDevice
-from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_HANDSHAKE, NODE_LOCK
+from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
 from tests.unit.test_helm_render import CHART, EXTENDER, Obj, container, helm
@@ -65,6 +63,9 @@ from .test_helm import (
 )
 
 pytestmark = pytest.mark.e2e
+
+# HAMi's device plugin's handshake annotation, which schedulers up to v2.7 set to `Deleted_...`.
+HANDSHAKE = "hami.io/node-handshake"
 
 HAMI_POD = "hami-scheduler-87f65f795-84l6d"  # HAMi's scheduler pod, as Lab 14 shows it
 MIB = 12000  # each HAMi pod: a card of 15360 MiB cannot take a second one of these
@@ -318,7 +319,7 @@ def migrate(
         placed[pod] = hami.place(pod, node, card)[DEVICES_ALLOCATED]
         kube.wait_ready(namespace, [pod], timeout=60)
     # HAMi <= v2.7 gave up node b's handshake.
-    kube("annotate", *AS_PLUGIN, "--overwrite", "node", b, f"{NODE_HANDSHAKE}=Deleted_2025-08-18")
+    kube("annotate", *AS_PLUGIN, "--overwrite", "node", b, f"{HANDSHAKE}=Deleted_2025-08-18")
     # HAMi's last bind: allocation, lock and Binding written; the device plugin not done.
     kube.apply(gpu_pod("hami-inflight", MIB, a), namespace)
     placed["hami-inflight"] = hami.place("hami-inflight", a, f"GPU-{a}-2")[DEVICES_ALLOCATED]
@@ -342,20 +343,12 @@ def migrate(
     # new-0's bind waited for the lock of HAMi's bind in flight; it never took it over.
     log = control_plane.app_log.read_text(errors="replace")
     assert [r for r in applog.about(log, node=a) if r["msg"] == "node lock taken over"] == []
-    # new-1 fits no card of node a; on main node b is unregistered (issue 28 registers it).
-    new1 = kube.pod(namespace, "new-1")
-    if new1["spec"].get("nodeName"):
-        kube.wait_ready(namespace, ["new-1"], timeout=60)
-        assert new1["spec"]["nodeName"] == b and f"GPU-{b}-0," not in allocation(
-            kube, namespace, "new-1"
-        )
-        placed["new-1"] = ""
-    else:
-        wait_for(
-            lambda: "node unregistered" in (kube.pod_scheduled_message(namespace, "new-1") or ""),
-            timeout=60,
-            what="new-1 pending, node b unregistered",
-        )
+    # new-1 fits no card of node a: it goes to a free card of node b, whose handshake says
+    # `Deleted_...`, not to the one HAMi's pod holds.
+    kube.wait_ready(namespace, ["new-1"], timeout=60)
+    assert kube.pod(namespace, "new-1")["spec"]["nodeName"] == b
+    assert not allocation(kube, namespace, "new-1").startswith(f"GPU-{b}-0,")
+    placed["new-1"] = ""
     assert overcommitted(kube) == []
     assert misplaced(kube, namespace) == []
     assert wait_for(lambda: not locks_left(kube, [a, b]), timeout=60, what="no lock left")

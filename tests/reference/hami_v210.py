@@ -13,8 +13,8 @@ topology, quotas, or cards in mps mode.
 
 Where HAMi is not deterministic, or where hami-py differs on purpose, the model
 does what hami-py does and names the entry of DELIBERATE_DIFFERENCES it
-follows; that table is the one list of deliberate differences (the README's
-"Migrating from HAMi" section repeats it for users).
+follows; that table is the one list of deliberate differences (docs/migrate-from-hami.md
+repeats it for users).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -62,6 +62,17 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "that (a foreign schedulerName or the pod's ignore label skip it all); hami-py refuses "
         "it for every GPU pod at creation (hami.engine.escapes)."
     ),
+    "overwrite-env": (
+        "overwriteEnv: HAMi's is off by default and, on, writes NVIDIA_VISIBLE_DEVICES=none into "
+        "every pod reaching its webhook; hami-py's is on by default and writes it into GPU pods "
+        "only, with NVIDIA_DRIVER_CAPABILITIES=compute,utility in every GPU container "
+        "(hami.engine.pins)."
+    ),
+    "gpu-pod-channels": (
+        "A GPU pod with a writable host path of the driver or HAMi-core folders, hostPID, "
+        "SYS_RAWIO, or a nvidia.cdi.k8s.io/ or devices.gke.io/ annotation: HAMi admits it; "
+        "hami-py refuses it at creation (hami.engine.escapes, hami.engine.hostpaths)."
+    ),
     "pods-outside-the-scheduler": (
         "A bound pod holding nvidia.com/gpu without an allocation of the scheduler's: HAMi counts "
         "nothing on its cards; hami-py counts that many whole cards (hami.engine.outside)."
@@ -95,6 +106,29 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "(`5/2 AllocatedCardsInsufficientRequest`); hami-py counts each card once: under "
         "AllocatedCardsInsufficientRequest (or NumaNotFit) if it gave the container anything, "
         "else under the first check it failed."
+    ),
+    "percentage-refusal": (
+        "nvidia.com/gpumem-percentage outside 0..100: both refuse the pod at creation with the "
+        "same message; HAMi's webhook answers it as its own error (500), hami-py as a denial "
+        "(403 Forbidden), since the pod is wrong, not the webhook."
+    ),
+    "several-quotas": (
+        "Several ResourceQuotas with GPU limits in one namespace: HAMi applies whichever it saw "
+        "last (deleting that one lifts the limit); hami-py applies all, the tightest winning, "
+        "as Kubernetes does."
+    ),
+    "no-allocatable": (
+        "A node whose kubelet advertises no nvidia.com/gpu beside HAMi's register annotation: "
+        "HAMi v2.10 registers it when its handshake is not Requesting_ (none, Deleted_, "
+        "Reported) and it never reported cards before, or once it has reported none, and every "
+        "pod placed there fails at the kubelet; hami-py reports it unregistered, saying why "
+        "(tests/reference/hami_v210_register.py)."
+    ),
+    "init-gpu-lock": (
+        "A pod whose only GPU is an init container's: HAMi binds it without the node lock (it "
+        "looks at app containers only), so its device plugin's Allocate can find the next pod "
+        "bound to the node through that pod's lock and hand the init container the wrong card; "
+        "hami-py takes the lock whenever any container gets a device."
     ),
     "mig-quota": (
         "A namespace GPU quota on a MIG card: HAMi checks the request's memory and cores against "

@@ -1,5 +1,6 @@
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -320,6 +321,7 @@ class _FakeKube:
         annotations: dict[str, str | None],
         resource_version: str,
         request_timeout: float | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.annotations = {k: v for k, v in annotations.items() if v is not None}
 
