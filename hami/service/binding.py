@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import advertised, names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
+from hami.service.advertised import node_shortfall
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.binderrors import (
     BindError,
@@ -234,6 +235,10 @@ class Binder:
                 "BindingSucceed",
                 f"Successfully binding node [{job.node}] to {job}",
             )
+        short = node_shortfall(self.cache, job.node)
+        if short is not None:
+            log.warning("node advertises too few GPUs", extra={**job.context, "why": short})
+            self.events.record(ref, "Warning", advertised.REASON, short)
 
     async def _plan(self, job: _Job) -> _Plan | None:
         """What to bind, or None when the pod is already bound to the node (a retried bind)."""

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient
 
-import webhook.routes
+import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
@@ -97,7 +97,7 @@ def observed() -> list[tuple[str, float]]:
 async def client(aiohttp_client: AiohttpClient, observed: list[tuple[str, float]]) -> Client:
     app = web.Application(client_max_size=MAX_BODY)
     service = AdmissionService(AdmissionConfig())
-    app.add_routes(webhook.routes.routes(service, lambda r, s: observed.append((r, s))))
+    app.add_routes(hami.webhook.routes.routes(service, lambda r, s: observed.append((r, s))))
     return await aiohttp_client(app)
 
 
@@ -364,7 +364,7 @@ STANDALONE = AdmissionConfig(
 async def standalone(aiohttp_client: AiohttpClient) -> Client:
     """Standalone injection writes the most: volumes, mounts, env and annotations."""
     app = web.Application(client_max_size=MAX_BODY)
-    app.add_routes(webhook.routes.routes(AdmissionService(STANDALONE), lambda r, s: None))
+    app.add_routes(hami.webhook.routes.routes(AdmissionService(STANDALONE), lambda r, s: None))
     return await aiohttp_client(app)
 
 
@@ -376,7 +376,10 @@ def full_pod() -> Obj:
         "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
         "securityContext": {"privileged": False},
         "env": [{"name": "A", "value": "a"}, {"name": "B", "valueFrom": {"fieldRef": {}}}],
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data", "readOnly": False, "subPath": "d"},
+            {"name": "data", "mountPath": "/more", "subPathExpr": "$(A)"},
+        ],
     }
     return {
         "metadata": {
@@ -392,6 +395,7 @@ def full_pod() -> Obj:
             "schedulerName": "default-scheduler",
             "nodeName": "",
             "runtimeClassName": "nvidia",
+            "hostPID": False,
         },
     }
 
@@ -429,6 +433,9 @@ FIELDS: list[tuple[tuple[str | int, ...], str, bool]] = [
     ((*C0, "volumeMounts"), "list", True),
     ((*C0, "volumeMounts", 0), "object", False),
     ((*C0, "volumeMounts", 0, "mountPath"), "string", False),
+    ((*C0, "volumeMounts", 0, "readOnly"), "boolean", True),
+    ((*C0, "volumeMounts", 0, "subPath"), "string", True),
+    ((*C0, "volumeMounts", 1, "subPathExpr"), "string", True),
     (("object", "spec", "initContainers"), "list", True),
     (("object", "spec", "initContainers", 0), "object", False),
     (("object", "spec", "initContainers", 0, "name"), "string", False),
@@ -438,6 +445,7 @@ FIELDS: list[tuple[tuple[str | int, ...], str, bool]] = [
     (("object", "spec", "schedulerName"), "string", True),
     (("object", "spec", "nodeName"), "string", True),
     (("object", "spec", "runtimeClassName"), "string", True),
+    (("object", "spec", "hostPID"), "boolean", True),
 ]
 SAMPLES: dict[str, Any] = {"string": "x", "number": 7, "float": 1.5, "boolean": True, "list": []}
 SAMPLES |= {"object": {}, "null": None}
