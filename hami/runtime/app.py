@@ -361,11 +361,19 @@ async def _freeze_heap(rt: Runtime) -> None:
     holds the loop for tens of milliseconds or more. Frozen objects are still freed by
     reference counting when the cache drops them; only what is built afterwards is scanned.
     The one full collection before the freeze happens right after the first sync, once.
+
+    Until then the cyclic collector is off: the first list builds the cache's objects by the
+    hundred thousand, none of them in a cycle, and the collector would scan the growing heap
+    again and again (half of the list's CPU at 20,000 pods).
     """
-    await asyncio.gather(*(i.synced.wait() for i in rt.informers))
-    rt.cache.settle()  # every node built once, by the list, not by the first filter
-    gc.collect()
-    gc.freeze()
+    gc.disable()
+    try:
+        await asyncio.gather(*(i.synced.wait() for i in rt.informers))
+        rt.cache.settle()  # every node built once, by the list, not by the first filter
+        gc.collect()
+        gc.freeze()
+    finally:
+        gc.enable()
     log.info("start-up heap frozen", extra={"objects": gc.get_freeze_count()})
 
 
