@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from hami.kube.api import KubeAPI
 from hami.kube.calls import Obj
-from hami.kube.client import Kube
 from hami.kube.errors import NotFound
 from hami.kube.lifecycle import run_until
 
@@ -66,7 +66,7 @@ def _truncate(message: str) -> str:
 class EventRecorder:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         *,
         instance: str = "",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
 from hami.engine.names import NODE_LOCK
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.lockrules import Action, Decision, Reason, decide_lock, holder_state
 
@@ -114,7 +114,7 @@ async def _retrying(
 
 
 async def lock_node(
-    kube: Kube,
+    kube: KubeAPI,
     node: str,
     namespace: str,
     pod: str,
@@ -211,7 +211,7 @@ def _contention_message(node: str, value: str, expiry: timedelta, decision: Deci
 
 
 async def release_node(
-    kube: Kube,
+    kube: KubeAPI,
     node: str,
     namespace: str,
     pod: str,

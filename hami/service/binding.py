@@ -27,7 +27,7 @@ from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
@@ -88,7 +88,7 @@ class _Job:
 class Binder:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         cache: ClusterCache,
         events: EventRecorder,
         *,

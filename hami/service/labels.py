@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hami.engine import names
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def missing_label(pod: Mapping[str, Any]) -> str | None:
 
 class LabelMender:
     def __init__(
-        self, kube: Kube, leading: Callable[[], bool], *, rate: float = 50.0, limit: int = 10_000
+        self, kube: KubeAPI, leading: Callable[[], bool], *, rate: float = 50.0, limit: int = 10_000
     ) -> None:
         self.kube = kube
         self.leading = leading

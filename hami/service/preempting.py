@@ -26,7 +26,7 @@ from hami.engine.model import PodDevices, PodRequest
 from hami.engine.pdb import Budget, parse_budget
 from hami.engine.policy import PodOptions
 from hami.engine.preempt import Preemption, Preemptor, Victim, choose
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError, NotFound
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, Placement, PodRef
@@ -52,7 +52,7 @@ class Hold:
 class Preempter:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         cache: ClusterCache,
         facts: PodFacts,
         events: EventRecorder,
