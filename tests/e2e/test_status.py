@@ -110,8 +110,14 @@ def test_watch_redraws_the_cards_in_place(
     assert terminal.everything().count("hami status, every") == 1
 
     terminal("send-keys", "-t", SESSION, "C-c")
-    wait_for(lambda: terminal.pane("pane_dead") == "1", timeout=30, what="hami status to exit")
-    assert terminal.pane("pane_dead_status") == "0"
+
+    # tmux marks the pane dead when the pty closes, and knows how the process ended only once it
+    # has reaped it (SIGCHLD), moments later: under load, pane_dead alone comes too early.
+    def ended() -> str:
+        return terminal.pane("pane_dead_status") + terminal.pane("pane_dead_signal")
+
+    wait_for(lambda: ended() != "", timeout=30, what="hami status to exit")
+    assert (terminal.pane("pane_dead_status"), terminal.pane("pane_dead_signal")) == ("0", "")
 
 
 def test_watch_json_is_one_document_per_read(
