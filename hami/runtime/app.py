@@ -24,7 +24,7 @@ from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
@@ -45,7 +45,6 @@ from hami.service.requeue import Requeuer
 log = logging.getLogger(__name__)
 
 # The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
-EDIT_IGNORED = "AllocationEditIgnored"
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def _edit_ignored(
         )
         if leading():
             ref = {"namespace": namespace, "name": name, "uid": uid}
-            events.record(ref, "Warning", EDIT_IGNORED, what)
+            events.record(ref, "Warning", EventReason.ALLOCATION_EDIT_IGNORED, what)
 
     return told
 

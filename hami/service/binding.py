@@ -29,11 +29,12 @@ from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.binderrors import (
     BindError,
+    BindFailure,
     as_bind_error,
     bound_elsewhere,
     describe,
@@ -147,13 +148,13 @@ class Binder:
                 raise BindError(
                     f"bind {namespace}/{name} to {node}: an earlier bind of this pod is still "
                     "under way; kube-scheduler will retry",
-                    "deadline",
+                    BindFailure.DEADLINE,
                 ) from None
         term = self.leadership.current()
         if term is None:
             raise BindError(
                 "this replica is not the leader; only the leader serves filter and bind",
-                "not-leader",
+                BindFailure.NOT_LEADER,
             )
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         job = _Job(namespace, name, uid, node, term, deadline, answer)
@@ -201,7 +202,7 @@ class Binder:
         except BindError as e:
             job.fail(e)
             log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
-            self.events.record(ref, "Warning", "BindingFailed", str(e))
+            self.events.record(ref, "Warning", EventReason.BINDING_FAILED, str(e))
             if self.on_failure is not None:
                 self.on_failure(e.reason)
             if e.release_lock and job.term.active:
@@ -222,7 +223,7 @@ class Binder:
             self.events.record(
                 ref,
                 "Normal",
-                "BindingSucceed",
+                EventReason.BINDING_SUCCEED,
                 f"Successfully binding node [{job.node}] to {job}",
             )
 
@@ -248,7 +249,7 @@ class Binder:
             raise bound_elsewhere(job.namespace, job.name, job.node, state.node)
         if state.found is not Found.UNBOUND or pod is None:
             self.cache.forget(job.uid)
-            raise BindError(f"pod {job} not found or being deleted", "pod-gone")
+            raise BindError(f"pod {job} not found or being deleted", BindFailure.POD_GONE)
         if self.cache.asks_for_no_gpu(pod):
             # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
             # HAMi binds it with no lock and no allocation, so does this; the device plugin is
@@ -258,7 +259,7 @@ class Binder:
         raise BindError(
             f"pod {job} has no placement on node {job.node} (filter chose {chose}); "
             "the decision expired or came from another scheduler replica, kube-scheduler will retry",
-            "no-placement",
+            BindFailure.NO_PLACEMENT,
         )
 
     def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
@@ -270,7 +271,7 @@ class Binder:
             raise BindError(
                 f"pod {job}: card {', '.join(over)} of node {job.node} filled up since filter "
                 "(a bind of another scheduler replica landed); kube-scheduler will retry",
-                "card-taken",
+                BindFailure.CARD_TAKEN,
             )
 
     async def _bind_plan(self, job: _Job, plan: _Plan) -> bool:
@@ -300,7 +301,7 @@ class Binder:
             )
             # A lock write of ours may have landed. It is left to the device plugin when the pod
             # may be bound here after all (the outcome is unknown).
-            failure.release_lock = needs_lock and failure.reason != "unknown-outcome"
+            failure.release_lock = needs_lock and failure.reason != BindFailure.UNKNOWN_OUTCOME
             raise failure from e
 
     async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:
@@ -327,7 +328,7 @@ class Binder:
                 )
                 return True
             except NotFound:
-                raise BindError(f"pod {job} not found", "pod-gone") from None
+                raise BindError(f"pod {job} not found", BindFailure.POD_GONE) from None
             except (Conflict, Unavailable) as e:
                 error: KubeError = e
             state = read_back(await self._read(job), job.uid, job.node)
@@ -353,5 +354,5 @@ class Binder:
             raise BindError(
                 f"bind {job}: cannot tell whether the pod was bound: reading it back "
                 f"failed ({describe(e)}); kube-scheduler will retry",
-                "unknown-outcome",
+                BindFailure.UNKNOWN_OUTCOME,
             ) from e

@@ -28,7 +28,7 @@ from hami.engine.policy import PodOptions
 from hami.engine.preempt import Preemption, Preemptor, Victim, choose
 from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError, NotFound
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.service.placement import FilterOutcome, Placement, PodRef
 from hami.service.preemption import PodFacts, field, preemptor_of
 
@@ -233,7 +233,7 @@ class Preempter:
         self.events.record(
             _obj(ref),
             "Normal",
-            "Preempting",
+            EventReason.PREEMPTING,
             f"Preempting {len(chosen.victims)} lower-priority GPU pod(s) on node {chosen.node}: "
             f"{names}",
         )
@@ -271,7 +271,7 @@ class Preempter:
         self.events.record(
             _obj_of(victim),
             "Normal",
-            "Preempted",
+            EventReason.PREEMPTED,
             f"Preempted by pod {ref.uid} on node {node}",
         )
         condition = {
@@ -299,7 +299,7 @@ class Preempter:
         self.events.record(
             _obj(ref),
             "Warning",
-            "FailedPreemption",
+            EventReason.FAILED_PREEMPTION,
             f"Preemption on node {node or '-'} abandoned: {why}; the pod stays pending and "
             f"preemption is tried again in {RETRY_SECONDS:g}s",
         )

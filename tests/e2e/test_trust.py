@@ -117,9 +117,15 @@ def test_a_bound_pods_card_stays_held_whatever_is_written_on_it_later(
     assert card_of(kube, namespace, "second") != held, "the tenant's card was handed out again"
     create(kube, pod("third"), namespace)
     waits_for_a_card(kube, namespace, "third")
-    reasons = {e["reason"]: e["message"] for e in kube.pod_events(namespace, "tenant")}
-    assert "AllocationEditIgnored" in reasons, reasons
-    assert f"keeps counting what it was bound with: {held}" in reasons["AllocationEditIgnored"]
+    # Events are posted in the background: wait for it, as a user would look again.
+    message = wait_for(
+        lambda: {e["reason"]: e["message"] for e in kube.pod_events(namespace, "tenant")}.get(
+            "AllocationEditIgnored"
+        ),
+        timeout=30,
+        what="the AllocationEditIgnored Event on the tenant",
+    )
+    assert f"keeps counting what it was bound with: {held}" in str(message)
 
 
 def test_an_unbound_allocation_that_no_bind_holds_fences_nothing(
