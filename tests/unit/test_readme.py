@@ -1,4 +1,4 @@
-"""The README's commands do what the README says they do."""
+"""The commands of the README and of docs/ do what the pages say they do."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import ast
 import re
 import shlex
 import sys
+import textwrap
 import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
@@ -24,22 +25,39 @@ from tests.unit.test_helm_render import (
 )
 
 README = (REPO_ROOT / "README.md").read_text()
+DOCS = REPO_ROOT / "docs"
+PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted(DOCS.glob("*.md"))}
+ALL = "\n".join(PAGES.values())
 
 
-def sh_blocks() -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+def sh_blocks(text: str = ALL) -> list[str]:
+    # Indented blocks (inside a numbered step) count too, without their indentation.
+    return [
+        textwrap.dedent(body)
+        for body in re.findall(r"^ *```sh\n(.*?)^ *```", text, flags=re.S | re.M)
+    ]
+
+
+def command_lines(text: str = ALL) -> list[str]:
+    """Every command of the pages' sh blocks, continuation lines joined."""
+    return [
+        line.replace("\\\n", " ")
+        for block in sh_blocks(text)
+        for line in re.split(r"(?<!\\)\n", block)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def command(starting: str) -> list[str]:
-    """The README's one command that starts with ``starting``, as the shell splits it."""
-    found = [
-        shlex.split(line.replace("\\\n", " "), comments=True)
-        for block in sh_blocks()
-        for line in re.split(r"(?<!\\)\n", block)
+    """The pages' one command that starts with ``starting`` (it may be shown on several pages,
+    always the same), as the shell splits it."""
+    found = {
+        tuple(shlex.split(line, comments=True))
+        for line in command_lines()
         if line.startswith(starting)
-    ]
+    }
     assert len(found) == 1, (starting, found)
-    return found[0]
+    return list(found.pop())
 
 
 def test_hamis_install_line_is_lab14s_but_for_the_chart_folder_and_its_version() -> None:
@@ -48,7 +66,9 @@ def test_hamis_install_line_is_lab14s_but_for_the_chart_folder_and_its_version()
     # Helm ignores --version for a chart folder: the README leaves it out and says why.
     i = lab.index("--version")
     assert ours == [*lab[:3], "./helm/hami", *lab[4:i], *lab[i + 2 :]]
-    assert "Helm ignores `--version` for a chart folder" in README.replace("\n", " ")
+    assert "Helm ignores `--version` for a chart folder" in PAGES["docs/install.md"].replace(
+        "\n", " "
+    )
 
 
 @pytest.mark.e2e  # renders with helm, which the e2e tier builds
@@ -86,7 +106,7 @@ def test_what_the_tests_import_is_in_the_dev_extras_the_readme_names() -> None:
         if not {d.lower().replace("_", "-") for d in dists.get(m, [])} & declared
     }
     assert missing == {}, "imported by the tests but in no extra of pyproject.toml"
-    assert "pip install -e '.[dev]'" in README
+    assert "pip install -e '.[dev]'" in PAGES["docs/development.md"]
 
 
 def _commands(text: str) -> list[str]:
@@ -99,10 +119,11 @@ def _commands(text: str) -> list[str]:
     ]
 
 
-def test_the_readmes_lab12_commands_are_the_ones_the_node_tier_replays() -> None:
-    """Every command of the README's Lab 12 section (bar creating the cluster) runs in
+def test_the_lab12_commands_are_the_ones_the_node_tier_replays() -> None:
+    """Every command of docs/labs.md's Lab 12 section (bar creating the cluster) runs in
     tests/e2e/labs/lab12.yaml's replay, with the lab's paths for examples/lab12/."""
-    section = README[README.index("### Nodes without HAMi's device plugin (Lab 12)") :]
+    labs = PAGES["docs/labs.md"]
+    section = labs[labs.index("## Nodes without HAMi's device plugin (Lab 12)") :]
     section = section[: section.index("* **Registration**")]
     readme = [
         c
@@ -120,3 +141,67 @@ def test_the_readmes_lab12_commands_are_the_ones_the_node_tier_replays() -> None
         lab_path = "tutorials/labs/examples/12-kai-scheduler-hami-gke/"
         replayed.update(_commands(text.replace(lab_path, "examples/lab12/")))
     assert readme and [c for c in readme if c not in replayed] == []
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    prose = re.sub(r"^ *```.*?^ *```", "", text, flags=re.S | re.M)
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", prose, flags=re.M)}
+
+
+def test_every_link_between_the_pages_leads_to_a_file_and_heading_that_exist() -> None:
+    broken = []
+    for name, text in PAGES.items():
+        here = (REPO_ROOT / name).parent
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (here / path).resolve() if path else REPO_ROOT / name
+            if not file.exists() or (anchor and anchor not in _anchors(file.read_text())):
+                broken.append((name, target))
+    assert broken == []
+
+
+def test_the_readme_stays_short_and_links_every_page() -> None:
+    assert len(README.splitlines()) <= 200
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", README))
+    assert linked == {p.name for p in DOCS.glob("*.md")}
+
+
+def test_every_namespace_and_object_name_is_the_install_pages() -> None:
+    """The pages install release hami-py into hami-system; every command that names a namespace
+    or one of the release's objects says the same, bar Lab 14's own install line (release
+    `hami` in kube-system, compared with the lab's above)."""
+    lab14 = "helm install hami ./helm/hami -n kube-system"
+    wrong = []
+    for line in command_lines():
+        if line.startswith(lab14):
+            continue
+        # -n or --namespace of a kubectl or helm call (tail -n of a pipe is not one).
+        for ns in re.findall(r"\b(?:kubectl|helm) [^|;]*?(?:-n|--namespace)[ =]([\w-]+)", line):
+            if ns != "hami-system":
+                wrong.append(line)
+        for name in re.findall(r"\b(?:deploy|ds|secret)/([\w-]+)", line):
+            if not name.startswith("hami-py-"):
+                wrong.append(line)
+    assert lab14 in ALL.replace("\\\n", " ")
+    assert wrong == []
+
+
+def test_every_hami_command_shown_is_one_the_cli_takes() -> None:
+    from hami.cli import parser
+
+    shown = [line for line in command_lines() if line.startswith("hami ") and "[" not in line]
+    assert len(shown) >= 8
+    for line in shown:
+        argv = [a for a in shlex.split(line, comments=True)[1:] if a != "..."]
+        args = parser().parse_args(argv)
+        scenario = getattr(args, "scenario", "")
+        if scenario and scenario.endswith(".yaml") and "/" in scenario:
+            assert (REPO_ROOT / scenario).is_file(), line
