@@ -17,7 +17,6 @@ on what came before.
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from hami.engine import reasons as r
 from hami.engine.checks import early_verdict, slot_verdict, verdict
@@ -32,12 +31,9 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import CardKey, GpuPolicy, PodOptions
+from hami.engine.quota import NamespaceQuota
 from hami.engine.score import card_scores, make_card
 from hami.engine.walk import ContainerFit, QuotaGate, SortKey, by_topology, share, walk
-
-if TYPE_CHECKING:  # quota -> state -> capacity imports this module
-    from hami.engine.quota import NamespaceQuota
-
 
 # Each chain key's part of the ascending sort key of a card and its score.
 _CHAIN_KEYS: dict[CardKey, Callable[[Card, float], float]] = {
@@ -183,7 +179,7 @@ def fit_pod(
     request: PodRequest,
     opts: PodOptions,
     key: int | None = None,
-    quota: "NamespaceQuota | None" = None,
+    quota: NamespaceQuota | None = None,
 ) -> NodeFit:
     """fit_pod_uncached, remembered on the node state for the pod's (request, options, quota).
 
@@ -203,7 +199,7 @@ def fit_pod(
 
 
 def fit_pod_uncached(
-    node: NodeState, request: PodRequest, opts: PodOptions, quota: "NamespaceQuota | None" = None
+    node: NodeState, request: PodRequest, opts: PodOptions, quota: NamespaceQuota | None = None
 ) -> NodeFit:
     """Fit every container of the pod onto the node, or say why not.
 

@@ -60,17 +60,6 @@ def go_duration(d: timedelta) -> str:
     return secs
 
 
-def lock_owner(node: Mapping[str, Any]) -> tuple[datetime, str | None, str | None] | None:
-    """(since, namespace, name) of the node's lock; None when unlocked or unreadable."""
-    value = (node.get("metadata", {}).get("annotations") or {}).get(NODE_LOCK)
-    if not value:
-        return None
-    try:
-        return decode_node_lock(value)
-    except CodecError:
-        return None
-
-
 def _owns(value: str, namespace: str, name: str) -> bool:
     try:
         _, holder_ns, holder_name = decode_node_lock(value)

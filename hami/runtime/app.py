@@ -44,8 +44,6 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
-# The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
-
 
 @dataclass(frozen=True)
 class _Sink:

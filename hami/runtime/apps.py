@@ -4,17 +4,41 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 import scheduler.routes
 import webhook.routes
+from hami.kube.events import EventRecorder
+from hami.runtime.config import Settings
+from hami.runtime.metrics import Metrics
 from hami.runtime.reporting import FilterReporter
+from hami.service.admission import AdmissionService
+from hami.service.binding import Binder
+from hami.service.placement import Placement
+from hami.service.requeue import Requeuer
 
-if TYPE_CHECKING:
-    from hami.runtime.app import Runtime
+
+class Runtime(Protocol):
+    """What the listeners serve from: hami.runtime.app.Runtime (declared here, so that the
+    wiring imports this module and not the other way round)."""
+
+    settings: Settings
+    events: EventRecorder
+    requeuer: Requeuer
+    placement: Placement
+    binder: Binder
+    admission: AdmissionService
+    metrics: Metrics
+
+    def synced(self) -> bool: ...
+
+    async def paced(self) -> None: ...
+
+    async def not_serving(self) -> str | None: ...
+
 
 T = TypeVar("T")
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare

@@ -44,7 +44,6 @@ class LabelMender:
         self.limit = limit
         self._due: OrderedDict[tuple[str, str], str] = OrderedDict()  # (namespace, name) -> node
         self._wake = asyncio.Event()
-        self.mended = 0
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         metadata = pod.get("metadata") or {}
@@ -85,5 +84,3 @@ class LabelMender:
                 "could not add the node label",
                 extra={"namespace": namespace, "pod": name, "node": node, "error": str(e)},
             )
-            return
-        self.mended += 1

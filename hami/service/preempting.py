@@ -189,7 +189,7 @@ class Preempter:
     async def _plan(
         self, pod: Preemptor, uid: str, candidates: Sequence[str], budgets: Sequence[Budget]
     ) -> Preemption | None:
-        """hami.service.preemption.plan, handing the loop back every few nodes: a dry run costs
+        """The plan of hami.service.preemption.field's dry runs, handing the loop back every few nodes: a dry run costs
         about a millisecond a node, and filters must not wait for a hundred of them."""
         f = field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed())
         if f is None:

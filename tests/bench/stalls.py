@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import io
+import logging
 from collections.abc import AsyncIterator
 from typing import cast
 
@@ -95,6 +96,7 @@ async def scrape_stalls() -> tuple[int, list[float]]:
 
 
 def main() -> int:
+    logging.basicConfig(level=logging.ERROR)  # the webhook's warnings about the worst bodies
     # hami serve freezes its start-up heap after its first sync (hami.runtime.app); without
     # that, a full collection would scan everything the bench holds.
     gc.freeze()

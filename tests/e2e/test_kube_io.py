@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
+from hami.engine.codec import decode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.calls import Obj
 from hami.kube.client import Kube
@@ -22,7 +23,7 @@ from hami.kube.errors import Conflict, NotFound
 from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import LeaseLeadership
-from hami.kube.nodelock import NodeLockContention, lock_node, lock_owner, release_node
+from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 
 from .cluster import ControlPlane
 
@@ -339,10 +340,9 @@ async def test_lock_take_hold_contend_release(
     value = await lock_value(client, node)
     assert value is not None
     assert value.endswith(f",{namespace},first")
-    owner = lock_owner(await client.get_node(node) or {})
-    assert owner is not None
-    assert owner[1:] == (namespace, "first")
-    assert abs(owner[0] - utcnow()) < timedelta(seconds=30)
+    since, *holder = decode_node_lock(value)
+    assert holder == [namespace, "first"]
+    assert abs(since - utcnow()) < timedelta(seconds=30)
 
     await lock_node(client, node, namespace, "first", now=utcnow)  # already ours
     assert await lock_value(client, node) == value

@@ -14,7 +14,6 @@ from hami.kube.nodelock import (
     _retrying,
     go_duration,
     lock_node,
-    lock_owner,
 )
 from tests.fakes.kubeapi import FakeKube
 
@@ -340,28 +339,6 @@ async def test_expired_lock_of_a_pod_awaiting_allocate_is_kept_and_says_why() ->
     assert "held by pod default/other" in message
     assert "past its 5m0s expiry too" in message
     assert lock_of(api) == OTHERS_EXPIRED
-
-
-@pytest.mark.parametrize(
-    ("annotations", "owner"),
-    [
-        ({}, None),
-        ({"hami.io/mutex.lock": ""}, None),
-        ({"hami.io/mutex.lock": "nonsense"}, None),
-        (
-            {"hami.io/mutex.lock": "2026-08-21T10:00:00Z,default,gpu-pod"},
-            (NOW, "default", "gpu-pod"),
-        ),
-        ({"hami.io/mutex.lock": "2026-08-21T10:00:00Z"}, (NOW, None, None)),
-    ],
-)
-def test_lock_owner(annotations: dict[str, str], owner: object) -> None:
-    assert lock_owner({"metadata": {"annotations": annotations}}) == owner
-
-
-def test_lock_owner_without_annotations() -> None:
-    assert lock_owner({"metadata": {}}) is None
-    assert lock_owner({"metadata": {"annotations": None}}) is None
 
 
 @pytest.mark.parametrize(
