@@ -113,8 +113,8 @@ def world(
     api.add("pods", gpu_pod())
     cache.reserve(UID, NS, POD, HERE, ONE_CARD, 0)
     leader = AlwaysLeader()
-    w = World(api, cache, leader, None)  # type: ignore[arg-type]
-    w.binder = Binder(
+    failures: list[str] = []
+    bind = Binder(
         api,
         cache,
         EventRecorder(api, rate=0),
@@ -122,11 +122,11 @@ def world(
         locks=LockWatch(recheck=0.05),
         leadership=leader,
         budget=budget,
-        on_failure=w.failures.append,
+        on_failure=failures.append,
         before_binding=before_binding(api) if before_binding else None,
         **binder,
     )
-    return w
+    return World(api, cache, leader, bind, failures)
 
 
 # --- the read-back matrix -------------------------------------------------------------------------
