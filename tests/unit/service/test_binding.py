@@ -18,9 +18,9 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.codec import encode_node_devices, encode_node_lock
+from hami.engine.codec import encode_node_lock
 from hami.engine.injection import CONFIG_ANNOTATION
-from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import ContainerDevice, PodDevices
 from hami.kube.errors import NotFound
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -29,6 +29,7 @@ from hami.service.binding import BeforeBinding, Binder
 from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
 from hami.service.lockwatch import LockWatch
+from tests.builders import gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import (
     FakeKube,
     Fault,
@@ -41,35 +42,10 @@ from tests.fakes.kubeapi import (
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 NS, POD, UID = "ns", "p", "uid-p"
 HERE, THERE = "node-a", "node-b"
-CARDS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
 ONE_CARD: PodDevices = ((ContainerDevice("GPU-0", 1000, 30),),)
 # Short enough that a timeout costs little; the budget is what bounds every bind.
 WRITE = 0.2
 BUDGET = Budget(total=3.0, verify=WRITE, binding=WRITE, write=WRITE)
-
-
-def gpu_node(name: str, **annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "annotations": {names.NODE_REGISTER: encode_node_devices(CARDS), **annotations},
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": "20"}},
-    }
-
-
-def gpu_pod(name: str = POD, mem: int = 1000, **annotations: str) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "uid": f"uid-{name}",
-            "annotations": annotations,
-        },
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Pending"},
-    }
 
 
 @dataclass
@@ -109,8 +85,8 @@ def world(
     api = FakeKube()
     cache = ClusterCache(clock=lambda: 0.0)
     for name in (HERE, THERE):
-        cache.upsert_node(api.add("nodes", gpu_node(name)))
-    api.add("pods", gpu_pod())
+        cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
+    api.add("pods", gpu_pod(POD, NS))
     cache.reserve(UID, NS, POD, HERE, ONE_CARD, 0)
     leader = AlwaysLeader()
     failures: list[str] = []
@@ -306,7 +282,7 @@ async def test_a_reservation_on_another_node_is_no_placement() -> None:
 
 async def test_a_pod_asking_for_no_card_is_bound_without_lock_or_allocation() -> None:
     w = world()
-    w.api.add("pods", gpu_pod("zero"))
+    w.api.add("pods", gpu_pod("zero", NS))
     w.api.edit(
         "pods",
         "zero",
@@ -322,7 +298,7 @@ async def test_a_pod_asking_for_no_card_is_bound_without_lock_or_allocation() ->
 
 async def test_a_card_filled_since_filter_is_refused_and_the_reservation_dropped() -> None:
     w = world()
-    other = gpu_pod("other", mem=15000)
+    other = gpu_pod("other", NS, mem=15000)
     other["metadata"]["annotations"] = {
         names.ASSIGNED_NODE: HERE,
         names.DEVICES_ALLOCATED: "GPU-0,NVIDIA,15000,0:;",
@@ -452,7 +428,7 @@ def other_lock(api: FakeKube, holder: dict[str, Any], node: str = HERE) -> None:
 
 async def test_a_lock_held_for_a_pod_awaiting_allocate_is_contention() -> None:
     w = world(lock_wait=0.2)
-    holder = gpu_pod("holder")
+    holder = gpu_pod("holder", NS)
     holder["spec"]["nodeName"] = HERE
     other_lock(w.api, holder)
     refused = await w.refused()
@@ -463,7 +439,7 @@ async def test_a_lock_held_for_a_pod_awaiting_allocate_is_contention() -> None:
 
 async def test_a_bind_waits_for_the_holder_to_let_go() -> None:
     w = world(lock_wait=2.0)
-    holder = gpu_pod("holder")
+    holder = gpu_pod("holder", NS)
     holder["spec"]["nodeName"] = HERE
     other_lock(w.api, holder)
     locks = w.binder.locks
@@ -483,7 +459,7 @@ async def test_a_bind_waits_for_the_holder_to_let_go() -> None:
 async def test_an_orphaned_lock_is_taken_over_after_its_grace() -> None:
     w = world(lock_wait=0.1)
     # A scheduler killed between its lock write and its Binding: no bind of the holder is under way.
-    other_lock(w.api, gpu_pod("orphan"))
+    other_lock(w.api, gpu_pod("orphan", NS))
     w.binder.now = w.binder.locker.now = lambda: NOW + timedelta(seconds=5)
     assert (await w.refused()).reason == "lock-contention"  # within the grace: it may be posting
     later = NOW + timedelta(seconds=30)
@@ -495,7 +471,7 @@ async def test_an_orphaned_lock_is_taken_over_after_its_grace() -> None:
 async def test_binds_to_one_node_take_its_lock_in_turn() -> None:
     w = world(lock_wait=2.0)
     for name in ("q1", "q2"):
-        w.api.add("pods", gpu_pod(name))
+        w.api.add("pods", gpu_pod(name, NS))
         w.cache.reserve(f"uid-{name}", NS, name, HERE, ((ContainerDevice("GPU-1", 100, 0),),), 0)
     first = asyncio.ensure_future(w.bind(name="q1"))
     await asyncio.sleep(0.02)
