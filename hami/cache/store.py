@@ -3,20 +3,21 @@
 Usage per card is kept incrementally: every pod event adds or removes that
 one pod's share, so a filter never rescans all pods (HAMi rebuilds the whole
 view on every filter). Reservations made at filter time count like
-allocations until the pod's own annotations arrive through the watch, and
-expire if no bind follows. What a pod is counted as, and why the cache trusts
+allocations until the pod's own annotations arrive through the watch; only a
+decision no bind has taken up expires (hami.cache.reservations). What a pod is counted as, and why the cache trusts
 what it bound over what is written later, is hami.engine.trust; pods bound
 without an allocation of ours are counted as whole cards (hami.engine.outside).
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
+from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.engine.checks import no_room
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -25,6 +26,7 @@ from hami.engine.inventory import (
     is_terminal,
     node_inventory,
 )
+from hami.engine.mig import pod_instances
 from hami.engine.model import NodeState, PodDevices, Usage
 from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
@@ -35,17 +37,6 @@ from hami.engine.trust import Counted, asks_for_no_card, count, observe
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    uid: str
-    namespace: str
-    name: str
-    node: str
-    devices: PodDevices
-    n_init: int
-    expires: float
 
 
 class ClusterCache:
@@ -82,12 +73,13 @@ class ClusterCache:
         self._inventory: dict[str, NodeInventory] = {}
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
         self._node_keys: dict[str, tuple[Any, ...]] = {}
+        self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
         self._locks = NodeLocks()
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
         self._outside = OutsideBook()  # counted as the kubelet's whole cards
-        self._reservations: dict[str, Reservation] = {}
+        self._reservations = Reservations()
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         self._states: dict[str, NodeState] = {}
         self.view: Mapping[str, NodeState] = MappingProxyType(self._states)
@@ -107,6 +99,7 @@ class ClusterCache:
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
         meta = node.get("metadata") or {}
+        self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
         self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
         key = inventory_key(node, self._gpu_resource, self._gfd_split)
         name = str(key[0] or "")
@@ -145,11 +138,19 @@ class ClusterCache:
         inv = self._inventory.get(node)
         return inv is None or inv.handshake
 
-    def delete_node(self, node: Mapping[str, Any]) -> None:
-        name = str((node.get("metadata") or {}).get("name", ""))
+    def delete_node(self, node: Mapping[str, Any]) -> bool:
+        """Forget the node, unless it is an older object of that name (a Node deleted and made
+        again while the watch was out of touch: the relist shows the new one, then deletes
+        the old uid); whether it was forgotten."""
+        meta = node.get("metadata") or {}
+        name, uid = str(meta.get("name", "")), str(meta.get("uid") or "")
+        if uid and self._node_uids.get(name, uid) != uid:
+            return False
+        self._node_uids.pop(name, None)
         self._lock_seen(name, None)
         self._drop_node(name)
         self._recount_node(name)
+        return True
 
     def _drop_node(self, name: str) -> None:
         self._outside.forget_node(name)
@@ -192,7 +193,7 @@ class ClusterCache:
         for uid in [u for u in self._records.uids() if u not in seen]:
             self._records.put(uid, None)
             self._released(self._uncount(uid))
-        for uid in [u for u in self._reservations if u not in seen]:
+        for uid in [u for u in self._reservations.uids() if u not in seen]:
             self.forget(uid)
         self._known &= seen
 
@@ -253,7 +254,7 @@ class ClusterCache:
             and (res.node, res.namespace) == (alloc.node, alloc.namespace)
             and pod_usage(res.devices, res.n_init) == usage
         ):
-            del self._reservations[uid]
+            self._reservations.pop(uid)
             return
         self._drop_reservation(uid)
         self._account(alloc.node, alloc.namespace, usage, +1)
@@ -280,12 +281,8 @@ class ClusterCache:
         if uid in self._known:
             return
         self._known.add(uid)
-        res = self._reservations.get(uid)
-        if res is not None:
-            # The pod is real after all: its decision may wait for its bind the full TTL.
-            self._reservations[uid] = replace(
-                res, expires=max(res.expires, self._clock() + self._ttl)
-            )
+        # The pod is real after all: its decision may wait for its bind the full TTL.
+        self._reservations.extend(uid, self._clock() + self._ttl)
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
@@ -340,13 +337,14 @@ class ClusterCache:
         n_init: int,
         until: float | None = None,
     ) -> Reservation:
-        """Count the devices as the pod's until its allocation arrives, its TTL runs out, or
-        `until` (a preemption's hold of freed cards) passes."""
+        """Count the devices as the pod's until its allocation arrives or, while no bind has
+        taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
+        cards) passes."""
         self._drop_reservation(uid)
         ttl = self._ttl if uid in self._known else self._unknown_ttl
         expires = self._clock() + ttl if until is None else until
         res = Reservation(uid, namespace, name, node, devices, n_init, expires)
-        self._reservations[uid] = res
+        self._reservations.put(res)
         self._account(node, namespace, pod_usage(devices, n_init), +1)
         return res
 
@@ -358,7 +356,7 @@ class ClusterCache:
         self._released(self._drop_reservation(uid))
 
     def _drop_reservation(self, uid: str) -> str | None:
-        res = self._reservations.pop(uid, None)
+        res = self._reservations.pop(uid)
         if res is None:
             return None
         self._account(res.node, res.namespace, pod_usage(res.devices, res.n_init), -1)
@@ -378,28 +376,55 @@ class ClusterCache:
             self._uncount(uid)
 
     def expire(self) -> list[Reservation]:
-        """Drop reservations whose bind never came; returns them for logging."""
-        now = self._clock()
-        stale = [r for r in self._reservations.values() if r.expires <= now]
+        """Drop decisions whose bind never came; returns them for logging."""
+        stale = self._reservations.due(self._clock())
         for r in stale:
             self.forget(r.uid)
         return stale
 
+    def bind_started(self, uid: str) -> None:
+        """A bind took the pod's decision up: its cards stay counted until it ends."""
+        self._reservations.move(uid, Stage.BINDING, self._clock(), float("inf"))
+
+    def bind_landed(self, uid: str) -> None:
+        """The pod's Binding landed, or may have (its outcome is unknown): its cards stay
+        counted until the watch shows the pod bound or gone, however long that takes."""
+        self._reservations.move(uid, Stage.LANDED, self._clock(), float("inf"))
+
+    def bind_failed(self, uid: str) -> None:
+        """The bind did not land: the decision waits for kube-scheduler's next try as any does."""
+        now = self._clock()
+        ttl = self._ttl if uid in self._known else self._unknown_ttl
+        self._reservations.move(uid, Stage.DECIDED, now, now + ttl)
+
+    def relisting(self) -> None:
+        """A complete list of the pods starts (hami.kube.informer calls it)."""
+        self._reservations.relisting()
+
+    def relisted(self) -> None:
+        """The list that started at relisting() is complete. A Binding that landed before it
+        started and is still unconfirmed did not land after all (the pod is unbound) or its
+        pod is gone (created, bound and deleted while the watch was out of touch)."""
+        for res in self._reservations.landed_before_relist():
+            self.forget(res.uid)
+
+    def unconfirmed_since(self) -> float | None:
+        """When (clock) the longest-waiting Binding the watch has not yet shown landed."""
+        return self._reservations.oldest_unconfirmed()
+
     def usage(self) -> Mapping[str, Mapping[str, Usage]]:
         return self._usage
 
-    def overcommitted(self, node: str, uuids: Iterable[str]) -> list[str]:
-        """Those of the node's cards `uuids` whose counted use (allocations and reservations)
-        exceeds their memory, cores or split count."""
+    def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
+        """`<uuid> (<why>)` for each of the node's cards that, with what is counted on it now
+        (this pod's share among it), has no room for the pod's `devices` after all, by the
+        rule /filter places by (hami.engine.checks.no_room)."""
         state = self._states.get(node)
-        wanted = set(uuids)
-        return [
-            c.info.id
-            for c in (state.cards if state is not None else ())
-            if c.info.id in wanted
-            and (
-                c.usage.usedmem > c.info.devmem
-                or c.usage.usedcores > c.info.devcore
-                or c.usage.used > c.info.count
-            )
-        ]
+        own = pod_instances(devices)
+        wanted = {d.uuid for c in devices for d in c}
+        out = []
+        for c in state.cards if state is not None else ():
+            why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
+            if why is not None:
+                out.append(f"{c.info.id} ({why})")
+        return out

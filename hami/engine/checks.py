@@ -5,18 +5,21 @@ interleaves other steps between them: the NUMA node after the early checks,
 the namespace quota after the slot checks, MIG placement after the room checks.
 """
 
+from collections.abc import Sequence
+
 from hami.engine import reasons as r
-from hami.engine.model import Card, ContainerRequest, DeviceInfo, Usage
+from hami.engine.mig import clash
+from hami.engine.model import Card, ContainerRequest, DeviceInfo, MigInstance, Usage
 from hami.engine.policy import PodOptions
 
 
 def type_ok(card: Card, opts: PodOptions) -> bool:
     t = card.info.type.lower()
-    if opts.use_types and not any(u in t for u in opts.use_types):
+    if opts.use_types is not None and not any(u in t for u in opts.use_types):
         return False
     if any(n in t for n in opts.nouse_types):
         return False
-    return not opts.vgpu_mode or card.info.mode in opts.vgpu_mode
+    return opts.vgpu_mode is None or card.info.mode in opts.vgpu_mode
 
 
 def _uuid_ok(card: Card, opts: PodOptions) -> bool:
@@ -75,4 +78,21 @@ def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
         return r.EXCLUSIVE_CONFLICT
     if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
         return r.CARD_COMPUTE_UNITS_EXHAUSTED
+    return None
+
+
+def no_room(card: Card, own: Sequence[MigInstance]) -> str | None:
+    """Why `card`, its counted use including one pod's share (`own`: that pod's MIG instances
+    on it), has no room for that share after all, or None: the rule /filter placed the share
+    by, asked again at /bind. A MIG card has room while the pod's instances overlap no other
+    (hami.engine.mig.clash); any other card while memory, cores and slots stay within it."""
+    if card.info.mig:
+        return clash(card, own)
+    info, u = card.info, card.usage
+    if u.usedmem > info.devmem:
+        return f"{u.usedmem} MiB counted of {info.devmem}"
+    if u.usedcores > info.devcore:
+        return f"{u.usedcores} % of the cores counted of {info.devcore}"
+    if u.used > info.count:
+        return f"{u.used} tasks counted of {info.count}"
     return None

@@ -1,12 +1,14 @@
 """Reading the cluster's objects into what the engine needs: registered cards, pod allocations.
 
 A node counts as registered when HAMi's device plugin has published its cards
-(`hami.io/node-nvidia-register`) and the kubelet advertises `nvidia.com/gpu`;
-a node whose v2.7-era handshake says `Deleted` has been given up by an older
-scheduler. With GFD registration switched on (`gfd_split` > 0), a node without
-HAMi's annotation is registered from its GPU Feature Discovery labels instead
-(hami.engine.gfd); no device plugin takes part in its binds. The rest of a
-Node or Pod object is not kept.
+(`hami.io/node-nvidia-register`) and the kubelet advertises `nvidia.com/gpu`,
+whatever `hami.io/node-handshake` says: HAMi v2.10 rewrites a handshake that is not
+`Requesting_…` (the `Deleted_…` schedulers up to v2.7 left behind included) and
+registers the node, and keeps a node whose kubelet advertises cards however old its
+`Requesting_…` is (tests/reference/hami_v210_register.py). With GFD registration
+switched on (`gfd_split` > 0), a node without HAMi's annotation is registered from
+its GPU Feature Discovery labels instead (hami.engine.gfd); no device plugin takes
+part in its binds. The rest of a Node or Pod object is not kept.
 """
 
 import sys
@@ -67,7 +69,6 @@ def inventory_key(
     return (
         meta.get("name"),
         registered,
-        annotations.get(names.NODE_HANDSHAKE),
         annotations.get(names.NODE_LINK_SCORES),
         annotations.get(names.DEVICE_CORDON),
         ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
@@ -86,10 +87,10 @@ def node_inventory(
         if gfd_split > 0:
             return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
         return Unregistered(
-            name, f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running?)"
+            name,
+            f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
+            "identity in the chart's admissionPolicy.devicePluginUsers?)",
         )
-    if str(annotations.get(names.NODE_HANDSHAKE, "")).startswith("Deleted"):
-        return Unregistered(name, "the device plugin's handshake was given up")
     try:
         devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
     except CodecError as e:

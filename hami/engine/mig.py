@@ -38,11 +38,17 @@ def _placements(profiles: Sequence[MigProfile], name: str) -> tuple[MigPlacement
     return next(p.placements for p in profiles if p.name == name)
 
 
+def overlapped(placement: MigPlacement, occupied: Iterable[MigPlacement]) -> MigPlacement | None:
+    """The first of `occupied` that `placement` overlaps: what decides whether a MIG card has
+    room, at /filter for a candidate and at /bind's re-check for the chosen instance."""
+    return next((o for o in occupied if placement.overlaps(o)), None)
+
+
 def free_placement(
     profiles: Sequence[MigProfile], occupied: Sequence[MigPlacement], name: str
 ) -> MigPlacement | None:
     for candidate in placement_order(name, _placements(profiles, name)):
-        if not any(candidate.overlaps(o) for o in occupied):
+        if overlapped(candidate, occupied) is None:
             return candidate
     return None
 
@@ -87,6 +93,19 @@ def label(instance: MigInstance) -> str:
     return f"{instance.profile}@{first}" + (f"-{last}" if last != first else "")
 
 
+def clash(card: Card, own: Sequence[MigInstance]) -> str | None:
+    """Which of a pod's instances `own` (counted on `card` among the rest) overlaps an
+    instance of someone else's, or None. Only placements decide: profile cores are rounded
+    up (a full A100 counts 102 % or 105 %) and profile memory may exceed the registered."""
+    others = (card.usage - Usage(mig=tuple(own))).mig
+    placements = [o.placement for o in others]
+    for mine in own:
+        hit = overlapped(mine.placement, placements)
+        if hit is not None:
+            return f"its MIG instance {label(mine)} overlaps {label(others[placements.index(hit)])}"
+    return None
+
+
 def blocked(card: Card, memory: int, cores: int) -> list[str]:
     """What stands in the way on a MIG card: for each profile that covers the ask, its
     placements in the order they are tried, each with the instances it overlaps."""
@@ -107,7 +126,7 @@ def blocked(card: Card, memory: int, cores: int) -> list[str]:
 def mig_request(cards: Sequence[Card], opts: PodOptions) -> bool:
     """HAMi's isMIGRequest: a container may take more instances than the node has cards when
     a card is in MIG mode and the pod's `nvidia.com/vgpu-mode`, if set, allows `mig`."""
-    if opts.vgpu_mode and "mig" not in opts.vgpu_mode:
+    if opts.vgpu_mode is not None and "mig" not in opts.vgpu_mode:
         return False
     return any(c.info.mig for c in cards)
 

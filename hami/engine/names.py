@@ -32,7 +32,6 @@ VGPU_MODE: Final = "nvidia.com/vgpu-mode"
 
 # Node annotations.
 NODE_REGISTER: Final = "hami.io/node-nvidia-register"
-NODE_HANDSHAKE: Final = "hami.io/node-handshake"
 NODE_LINK_SCORES: Final = "hami.io/node-nvidia-score"
 NODE_LOCK: Final = "hami.io/mutex.lock"
 DEVICE_CORDON: Final = "hami.io/device-cordon"

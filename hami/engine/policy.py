@@ -114,13 +114,10 @@ def parse_weights(text: str) -> Weights:
     return Weights(slot=seen["slot"], core=seen["core"], memory=seen["memory"])
 
 
-def parse_bool(text: str) -> bool:
-    """Go's strconv.ParseBool."""
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    raise PolicyError(f"{text!r} is not a boolean")
+def numa_bind_on(text: str | None) -> bool:
+    """HAMi's reading of `nvidia.com/numa-bind`: true when Go's strconv.ParseBool says true;
+    anything it cannot parse (`yes`) leaves NUMA binding off, and the pod is admitted."""
+    return text in ("1", "t", "T", "TRUE", "true", "True")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,22 +135,24 @@ class PodOptions:
     gpu_policy: GpuPolicy
     node_policy: NodePolicy
     weights: Weights = DEFAULT_WEIGHTS
-    use_types: tuple[str, ...] = ()
+    # None: no `nvidia.com/use-gputype`; () when it names no type (`,`): no card matches.
+    use_types: tuple[str, ...] | None = None
     nouse_types: tuple[str, ...] = ()
     use_uuids: frozenset[str] = frozenset()
     nouse_uuids: frozenset[str] = frozenset()
     numa_bind: bool = False
-    vgpu_mode: str = ""
+    # None: no `nvidia.com/vgpu-mode`; set, even empty, a card's mode must be part of it.
+    vgpu_mode: str | None = None
 
     @property
     def selects_cards(self) -> bool:
         """Whether any type, UUID or mode selector narrows the cards (most pods have none)."""
         return bool(
-            self.use_types
+            self.use_types is not None
             or self.nouse_types
             or self.use_uuids
             or self.nouse_uuids
-            or self.vgpu_mode
+            or self.vgpu_mode is not None
         )
 
 
@@ -162,20 +161,22 @@ def pod_options(annotations: Mapping[str, str], defaults: Defaults = Defaults())
     weights = DEFAULT_WEIGHTS
     if names.SCORING_WEIGHTS in annotations:
         weights = parse_weights(annotations[names.SCORING_WEIGHTS])
-    numa_bind = False
-    if names.NUMA_BIND in annotations:
-        try:
-            numa_bind = parse_bool(annotations[names.NUMA_BIND])
-        except PolicyError as e:
-            raise PolicyError(f"{names.NUMA_BIND}: {e}") from None
     return PodOptions(
         gpu_policy=parse_gpu_policy(annotations.get(names.GPU_POLICY) or defaults.gpu_policy),
         node_policy=parse_node_policy(annotations.get(names.NODE_POLICY) or defaults.node_policy),
         weights=weights,
-        use_types=tuple(t.lower() for t in split_list(annotations.get(names.USE_GPUTYPE))),
+        use_types=_use_types(annotations.get(names.USE_GPUTYPE)),
         nouse_types=tuple(t.lower() for t in split_list(annotations.get(names.NOUSE_GPUTYPE))),
         use_uuids=frozenset(split_list(annotations.get(names.USE_GPUUUID))),
         nouse_uuids=frozenset(split_list(annotations.get(names.NOUSE_GPUUUID))),
-        numa_bind=numa_bind,
-        vgpu_mode=annotations.get(names.VGPU_MODE, ""),
+        numa_bind=numa_bind_on(annotations.get(names.NUMA_BIND)),
+        vgpu_mode=annotations.get(names.VGPU_MODE),
     )
+
+
+def _use_types(value: str | None) -> tuple[str, ...] | None:
+    """As HAMi's CheckType: blank is no constraint; anything else is a list of model names,
+    and one that names none (`,`) matches no card."""
+    if value is None or not value.strip():
+        return None
+    return tuple(t.lower() for t in split_list(value))

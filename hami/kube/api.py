@@ -11,7 +11,7 @@ and nothing else; a read of something absent answers None instead.
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
 
-from hami.kube.calls import Obj
+from hami.kube.calls import Fence, Obj
 from hami.kube.listwatch import Resource
 
 
@@ -41,9 +41,11 @@ class KubeAPI(Protocol):
         annotations: Mapping[str, str],
         labels: Mapping[str, str],
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> None:
         """POST the pod's Binding with its annotations; Conflict when the pod is bound already
-        (to this node or another) or `uid` names another pod."""
+        (to this node or another) or `uid` names another pod. `fence`, called right before
+        the write is sent, raises to keep it from being sent (as for every write below)."""
 
     async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
         """POST an Eviction; Unavailable (429) while a PodDisruptionBudget forbids it."""
@@ -60,6 +62,7 @@ class KubeAPI(Protocol):
         annotations: Mapping[str, str | None],
         resource_version: str,
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> Obj:
         """Merge-patch the node's annotations if it is still at `resource_version` (else
         Conflict); returns the patched Node."""

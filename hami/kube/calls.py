@@ -14,7 +14,13 @@ from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
+from kubernetes_asyncio.client import (
+    AdmissionregistrationV1Api,
+    ApiClient,
+    CoordinationV1Api,
+    CoreV1Api,
+    PolicyV1Api,
+)
 
 from hami.kube.errors import KubeError, Unavailable, from_response
 from hami.kube.limiter import Priority, WriteLimiter
@@ -23,6 +29,8 @@ Obj = dict[str, Any]
 # (verb, resource, outcome, seconds) of every write: the outcome is the HTTP status, or
 # "unanswered" when none came (a timeout, a broken connection, a caller that gave up).
 WriteObserver = Callable[[str, str, str, float], None]
+# Raises when a write must no longer be sent (hami.kube.leader.Term.check).
+Fence = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,7 @@ class ApiCalls:
         self.core = CoreV1Api(api)
         self.coordination = CoordinationV1Api(api)
         self.policy = PolicyV1Api(api)
+        self.admission = AdmissionregistrationV1Api(api)
         self.timeout = timeout
         # A page of a list is read from etcd and can be hundreds of objects: far slower than
         # a point read on a busy server.
@@ -73,11 +82,17 @@ class ApiCalls:
         *args: Any,
         request_timeout: float | None = None,
         write: Write | None = None,
+        fence: Fence | None = None,
         **kwargs: Any,
     ) -> Obj:
+        """`fence` is called the moment a write may be sent, after any wait for a slot: it
+        raises to keep a write decided under a leadership term that has since ended from
+        reaching the API server."""
         if write is None:
             return await self._request(what, method, args, request_timeout, kwargs)
         async with self.writes.slot(write.priority):
+            if fence is not None:
+                fence()
             started = time.monotonic()
             outcome = "unanswered"
             try:

@@ -3,7 +3,7 @@
 import logging
 from collections.abc import Mapping
 
-from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Obj, Write
+from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Fence, Obj, Write
 from hami.kube.certificates import CertificateCalls
 from hami.kube.errors import NotFound
 from hami.kube.limiter import Priority
@@ -27,6 +27,17 @@ class Kube(ListWatch, CertificateCalls):
     async def get_node(self, name: str) -> Obj | None:
         try:
             return await self._call(f"get node {name}", self.core.read_node, name)
+        except NotFound:
+            return None
+
+    async def get_admission_policy_binding(self, name: str) -> Obj | None:
+        """The ValidatingAdmissionPolicyBinding `name`; None when there is none."""
+        try:
+            return await self._call(
+                f"get validatingadmissionpolicybinding {name}",
+                self.admission.read_validating_admission_policy_binding,
+                name,
+            )
         except NotFound:
             return None
 
@@ -110,11 +121,13 @@ class Kube(ListWatch, CertificateCalls):
         annotations: Mapping[str, str | None],
         resource_version: str,
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> Obj:
         """Merge-patch node annotations only if the node is still at `resource_version`; returns
         the patched Node.
 
-        Raises Conflict when someone else changed the node since it was read.
+        Raises Conflict when someone else changed the node since it was read, and whatever
+        `fence` raises when it is called right before sending.
         """
         return await self._call(
             f"patch node {name}",
@@ -123,6 +136,7 @@ class Kube(ListWatch, CertificateCalls):
             {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
             request_timeout=request_timeout,
             write=Write("patch", "nodes", Priority.BIND_STEP),
+            fence=fence,
             _content_type=MERGE_PATCH,
         )
 
@@ -135,6 +149,7 @@ class Kube(ListWatch, CertificateCalls):
         annotations: Mapping[str, str],
         labels: Mapping[str, str],
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> None:
         """POST the pod's Binding, carrying the annotations and labels that go with it.
 
@@ -143,7 +158,8 @@ class Kube(ListWatch, CertificateCalls):
         annotations or not at all. `uid` (when not empty) makes the server refuse a different
         pod that reuses the name. Labels are copied by API servers with the
         PodTopologyLabelsAdmission feature (beta, on by default, from 1.35); older ones drop
-        them. Raises Conflict when the pod is already bound, to this node or another.
+        them. Raises Conflict when the pod is already bound, to this node or another, and
+        whatever `fence` raises when it is called right before sending.
         """
         metadata: Obj = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
         if uid:
@@ -163,6 +179,7 @@ class Kube(ListWatch, CertificateCalls):
             },
             request_timeout=request_timeout,
             write=Write("create", "pods/binding", Priority.BINDING),
+            fence=fence,
         )
 
     async def create_event(self, namespace: str, event: Obj) -> Obj:

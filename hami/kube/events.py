@@ -45,6 +45,7 @@ class EventReason(StrEnum):
     PREEMPTED = "Preempted"
     FAILED_PREEMPTION = "FailedPreemption"
     ALLOCATION_EDIT_IGNORED = "AllocationEditIgnored"
+    DEVICE_PLUGIN_REFUSED = "DevicePluginRefused"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ informer never holds more of the cluster than a page and what the sink keeps.
 A relist reconciles in place, upserting what it finds and then deleting what
 it no longer finds, so the sink never drops an object that still exists.
 The loop survives everything but cancellation: a 410 relists, any other
-failure resumes the watch from the last resourceVersion after a jittered,
-capped backoff.
+failure resumes the watch from the last resourceVersion after a jittered
+backoff, capped at a few seconds so that being out of touch never outlasts
+its cause by much (hami.cache.freshness bounds how long the cache may be).
 """
 
 import asyncio
@@ -142,7 +143,11 @@ def interpret(event: Mapping[str, Any], delivered: Mapping[str, Delivered]) -> S
     return Ignore(f"unknown event type {kind!r}")
 
 
-def backoff_delay(failures: int, *, base: float = 0.5, cap: float = 30.0) -> float:
+# The longest pause between two attempts to list or watch again.
+RECONNECT_CAP = 5.0
+
+
+def backoff_delay(failures: int, *, base: float = 0.5, cap: float = RECONNECT_CAP) -> float:
     """Exponential in consecutive failures, capped, with half of it jittered."""
     ceiling = min(cap, base * (1 << min(max(0, failures - 1), 16)))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
@@ -158,12 +163,19 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
-        watch_timeout: int = 300,
+        watch_timeout: int = 60,
         inactivity: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        relisting: Callable[[], None] | None = None,
+        relisted: Callable[[], None] | None = None,
     ) -> None:
         """`inactivity` bounds the silence on an open watch; the server sends a
-        bookmark about once a minute, so longer silence means a stalled connection."""
+        bookmark about once a minute and just before it ends a watch (after
+        `watch_timeout`), so longer silence means a stalled connection.
+
+        `relisting` is called before every complete list and `relisted` after it (the
+        objects not listed deleted): what a sink learnt of by other means than this
+        informer before the list started is settled by the list."""
         self.kube = kube
         self.resource = resource
         self.sink = sink
@@ -173,8 +185,11 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.inactivity = inactivity
         self.clock = clock
+        self.relisting = relisting
+        self.relisted = relisted
         self.synced = asyncio.Event()
-        # When the last list or event arrived; None until the first list.
+        # When the API server was last heard from (a list, a watch accepted, an event or a
+        # bookmark); None until the first list.
         self.last_event_monotonic: float | None = None
         self.resource_version = ""
         self._delivered: dict[str, Delivered] = {}
@@ -214,6 +229,8 @@ class Informer:
 
     async def _list(self) -> None:
         """Deliver the current set page by page, then delete what it no longer holds."""
+        if self.relisting is not None:
+            self.relisting()
         pages = self.kube.list_pages(
             self.resource,
             label_selector=self.label_selector,
@@ -228,6 +245,8 @@ class Informer:
                 rv = page_rv
         for uid in [u for u in self._delivered if u not in listed]:
             self._apply(self.sink.delete, self._tombstone(uid))
+        if self.relisted is not None:
+            self.relisted()
         self.resource_version = rv
         self.last_event_monotonic = self.clock()
         self._progressed = True
@@ -283,11 +302,12 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             namespace=self.namespace,
+            connected=self._in_touch,
         )
         # aclosing: leaving early (a relist) must close the HTTP response now, not at GC.
         async with contextlib.aclosing(events):
             async for event in events:
-                self.last_event_monotonic = self.clock()
+                self._in_touch()
                 self._progressed = True
                 step = interpret(event, self._delivered)
                 match step:
@@ -309,6 +329,9 @@ class Informer:
                         log.debug(
                             "watch event ignored", extra={"resource": self.resource, "why": reason}
                         )
+
+    def _in_touch(self) -> None:
+        self.last_event_monotonic = self.clock()
 
     def _apply(self, handler: Callable[[Obj], None], obj: Obj) -> None:
         # A cache bug on one object must not stall the stream for every other one.

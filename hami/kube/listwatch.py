@@ -79,8 +79,10 @@ class ListWatch(ApiCalls):
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
+        connected: Callable[[], None] | None = None,
     ) -> AsyncGenerator[Obj, None]:
-        """Raw watch events as dicts, until the server ends the watch.
+        """Raw watch events as dicts, until the server ends the watch; `connected` is called
+        once the server has accepted it (contact, though no event may come for a while).
 
         Raises Gone when the server refuses `resource_version` at connect,
         Unavailable on network trouble or when nothing, not even a bookmark,
@@ -114,6 +116,8 @@ class ListWatch(ApiCalls):
                 except (aiohttp.ClientError, TimeoutError):
                     body = b""
                 raise from_response(resp.status, body, resp.headers, what)
+            if connected is not None:
+                connected()
             # The raw line stays inside _next_event: a generator suspended at `yield` would
             # otherwise hold it until the next event arrives, minutes on a quiet watch.
             while (event := await _next_event(resp, what)) is not None:

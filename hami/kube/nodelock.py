@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.api import KubeAPI
+from hami.kube.calls import Fence
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.lockrules import Action, Decision, Reason, decide_lock, holder_state
 
@@ -115,8 +116,11 @@ async def lock_node(
     known: Mapping[str, Any] | None = None,
     binding: Callable[[str, str, str], bool] | None = None,
     written: Callable[[Mapping[str, Any]], None] | None = None,
+    fence: Fence | None = None,
 ) -> None:
     """Take the node's lock for namespace/pod, or raise NodeLockContention.
+
+    `fence` is called right before the lock write is sent (hami.kube.calls.ApiCalls._call).
 
     `binding(namespace, name, node)` says whether this process is binding that pod to this
     node now; without it a holder is always assumed to be.
@@ -158,6 +162,7 @@ async def lock_node(
             {NODE_LOCK: encode_node_lock(now(), namespace, pod)},
             metadata["resourceVersion"],
             write_timeout,
+            fence=fence,
         )
         if written is not None:
             written(patched)

@@ -14,6 +14,7 @@ import webhook.routes
 from hami.kube.events import EventRecorder
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
+from hami.runtime.pairprobe import pair_route
 from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
@@ -33,7 +34,7 @@ class Runtime(Protocol):
     admission: AdmissionService
     metrics: Metrics
 
-    def synced(self) -> bool: ...
+    def unready(self) -> str | None: ...
 
     async def paced(self) -> None: ...
 
@@ -57,11 +58,16 @@ def _health(rt: Runtime) -> list[web.RouteDef]:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if not rt.synced():
-            return web.Response(status=503, text="cache not synced")
+        unready = rt.unready()
+        if unready is not None:
+            return web.Response(status=503, text=unready)
         return web.Response(text="ok")
 
-    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+    return [
+        web.get("/healthz", healthz),
+        web.get("/readyz", readyz),
+        pair_route(rt.settings.pair_healthz_url),
+    ]
 
 
 def webhook_app(rt: Runtime) -> web.Application:

@@ -18,6 +18,7 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
+from hami.runtime.pairprobe import check_url
 from hami.service.bindrules import Budget, go_duration
 
 
@@ -40,6 +41,7 @@ class Settings:
     metrics_pod_labels: bool = True
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
+    max_connections: int = 1024
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -51,6 +53,11 @@ class Settings:
     node_lock_expiry_seconds: float = 300.0
     node_lock_wait_seconds: float = 20.0
     reservation_ttl_seconds: float = 120.0
+    watch_timeout_seconds: int = 60
+    pair_healthz_url: str = ""
+    admission_policy_binding: str = "hami-scheduling-state"
+    allow_without_admission_policy: bool = False
+    watch_lag_limit_seconds: float = 10.0
     requeue_rate: float = 100.0
     preemption: bool = False
     preemption_hold_seconds: float = 60.0
@@ -95,12 +102,20 @@ _HELP = {
     "metrics_pod_labels": (
         "publish the per-container series, which name every GPU pod's namespace and pod"
     ),
-    "read_timeout_seconds": "deadline for a client's TLS handshake and request body",
+    "read_timeout_seconds": (
+        "deadline for a new connection's TLS handshake and first request headers (from the "
+        "accept), a later request's headers (from their first byte) and every body"
+    ),
     "keepalive_timeout_seconds": (
-        "how long an idle connection is kept open (and the request headers of a new one waited "
-        "for); longer than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's "
-        "webhook client, kube-scheduler's extender client), so that they close them, not us: a "
+        "how long a connection that has sent a request is kept open idle for the next; longer "
+        "than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's webhook "
+        "client, kube-scheduler's extender client), so that they close them, not us: a "
         "POST sent on a connection the server is closing fails without a retry"
+    ),
+    "max_connections": (
+        "open connections per listener at most (lowered to what the open-file limit holds); "
+        "over it a new connection replaces the oldest that has sent no request, else the "
+        'longest idle one. About 44 KiB each over TLS (docs/trust-boundary.md, "Bounded work")'
     ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
@@ -116,6 +131,32 @@ _HELP = {
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "admission_policy_binding": (
+        "the chart's ValidatingAdmissionPolicyBinding that lets only the scheduler and the "
+        "device plugin write scheduling state; hami serve will not start without it"
+    ),
+    "allow_without_admission_policy": (
+        "start even though that binding is missing (Kubernetes before 1.30, or the chart's "
+        "admissionPolicy.enabled=false): a tenant who edits a running pod's allocation "
+        "annotations then gets its cards handed out again after the next restart"
+    ),
+    "pair_healthz_url": (
+        "the /healthz of the kube-scheduler beside this process (the chart sets "
+        "https://127.0.0.1:10259/healthz): /healthz/pair answers ok only while it does, and is "
+        "that kube-scheduler's liveness probe, so a hung hami serve also restarts the "
+        "kube-scheduler holding the Lease and the other replica takes over (empty: this "
+        "process alone)"
+    ),
+    "watch_timeout_seconds": (
+        "how long one watch of pods, nodes or quotas runs before it is renewed; the API server "
+        "sends a bookmark just before it ends, so each watch is in touch at least this often, "
+        "and one silent for 1.5 times as long (plus the 5 s reconnect cap) makes filter and "
+        "bind refuse and /readyz fail"
+    ),
+    "watch_lag_limit_seconds": (
+        "filter and bind refuse, and /readyz fails, while a pod this process bound has waited "
+        "longer than this for the pods watch to show it (the watch is stalled or far behind)"
+    ),
     "events_per_second": (
         "Kubernetes Events posted a second at most (FilteringFailed, BindingFailed, ...); "
         "the rest are dropped and counted in hami_events_dropped (0: post none)"
@@ -301,6 +342,10 @@ def validate(s: Settings) -> None:
             f"--extender-bind-address must be a loopback address, got {s.extender_bind_address}: "
             "/filter and /bind are for the kube-scheduler beside this process only"
         )
+    try:
+        check_url(s.pair_healthz_url)
+    except ValueError as e:
+        raise ConfigError(f"--pair-healthz-url: {e}") from None
     if s.events_per_second < 0:
         raise ConfigError("--events-per-second must not be negative")
     if s.requeue_rate < 0:
@@ -312,9 +357,13 @@ def validate(s: Settings) -> None:
         "keepalive_timeout_seconds",
         "kube_timeout_seconds",
         "bind_write_timeout_seconds",
+        "watch_timeout_seconds",
+        "watch_lag_limit_seconds",
     ):
         if getattr(s, name) <= 0:
             raise ConfigError(f"{_flag(name)} must be positive")
+    if s.max_connections < 1:
+        raise ConfigError("--max-connections must be at least 1")
     if s.api_write_limit < 1:
         raise ConfigError("--api-write-limit must be at least 1")
     try:

@@ -10,7 +10,7 @@ scrapers and tests see no difference.
 """
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from prometheus_client import utils
@@ -18,7 +18,7 @@ from prometheus_client import utils
 from hami.cache.quota import QuotaLine
 from hami.cache.store import ClusterCache
 from hami.engine.inventory import PodAllocation
-from hami.engine.model import Card, MigInstance, NodeState
+from hami.engine.model import Card, ContainerDevice, MigInstance, NodeState
 from hami.engine.outside import OutsideClaim
 
 # Go's float formatting, as prometheus_client writes every sample (the library is untyped).
@@ -45,7 +45,6 @@ LABELS = {
     "uuid": ("device_uuid", "deviceuuid"),
     "index": ("device_index", "deviceidx"),
     "type": ("device_type", "devicetype"),
-    "used_cores": ("device_cores", "devicecores"),
     "total_cores": ("device_cores", "devicecores"),
     "total_mem": ("device_memory_limit", "devicememorylimit"),
     "namespace": ("namespace", "podnamespace"),
@@ -95,8 +94,9 @@ CARD_SERIES = (
         "hami_gpu_memory_allocated_bytes",
         "GPUDeviceMemoryAllocated",
         "Card memory allocated in bytes",
-        ("node", "uuid", "index", "used_cores", "type"),
-        ("node", "uuid", "index", "used_cores", "type"),
+        # HAMi v2.10 labels it with the card's cores (Totalcore), not those allocated.
+        ("node", "uuid", "index", "total_cores", "type"),
+        ("node", "uuid", "index", "total_cores", "type"),
         lambda c: c.usage.usedmem * MIB,
     ),
     Series(
@@ -212,9 +212,9 @@ class ClusterExposition:
             for keys in (s.legacy_labels if legacy else s.labels for s in CARD_SERIES)
         ]
         self._container_names = self._label_names(CONTAINER)
-        # (node, card info, used cores) -> label text per card series. The cache is bounded by
-        # the cluster's cards times the core levels seen; it starts over past its bound.
-        self._card_labels: dict[tuple[str, object, int], tuple[str, ...]] = {}
+        # (node, card info) -> label text per card series. The cache is bounded by the
+        # cluster's cards; it starts over past its bound.
+        self._card_labels: dict[tuple[str, object], tuple[str, ...]] = {}
         # (pod uid, node, container index, card) -> label text; bounded likewise.
         self._container_labels: dict[tuple[str, str, int, str], str] = {}
 
@@ -237,7 +237,7 @@ class ClusterExposition:
         return [LABELS[k][1 if self.legacy else 0] for k in keys]
 
     def _card_label_text(self, node: str, card: Card) -> tuple[str, ...]:
-        key = (node, card.info, card.usage.usedcores)
+        key = (node, card.info)
         found = self._card_labels.get(key)
         if found is not None:
             return found
@@ -247,7 +247,6 @@ class ClusterExposition:
             "uuid": i.id,
             "index": str(i.index),
             "type": i.type,
-            "used_cores": str(card.usage.usedcores),
             "total_cores": str(i.devcore),
             "total_mem": str(i.devmem),
         }
@@ -358,16 +357,23 @@ class ClusterExposition:
         return found
 
     def _containers(self, pods: tuple[PodAllocation, ...]) -> Iterable[str]:
-        rows = [
-            (self._container_label_text(pod, index, d.uuid), d)
-            for pod in pods
-            for index, container in enumerate(pod.devices)
-            for d in container
-        ]
+        # One series per (pod, container, card): a container holding several MIG instances of
+        # one card gets their sum, as HAMi's exposition does (two samples with the same labels
+        # are not valid, and Prometheus would keep one of them).
+        rows: dict[str, ContainerDevice] = {}
+        for pod in pods:
+            for index, container in enumerate(pod.devices):
+                for d in container:
+                    text = self._container_label_text(pod, index, d.uuid)
+                    seen = rows.get(text)
+                    if seen is not None:
+                        mem, cores = seen.usedmem + d.usedmem, seen.usedcores + d.usedcores
+                        d = replace(d, usedmem=mem, usedcores=cores)
+                    rows[text] = d
         for series in CONTAINER_SERIES:
             name = self._name(series)
             yield _header(name, series.help)
-            for text, d in rows:
+            for text, d in rows.items():
                 yield f"{name}{text} {_go(series.value(d))}\n"
 
     def _quotas(self, lines: tuple[QuotaLine, ...]) -> Iterable[str]:

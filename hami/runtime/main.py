@@ -10,6 +10,7 @@ from hami.kube.errors import BadKubeconfig
 from hami.runtime import logs
 from hami.runtime.app import build, run
 from hami.runtime.config import ConfigError, load_settings
+from hami.runtime.sockets import raise_open_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,9 @@ def serve(args: argparse.Namespace) -> int:
         print(f"hami serve: {logs.one_line(e)}", file=sys.stderr)
         return 2
     logs.setup(settings.log_level, settings.logging_format)
+    before, after = raise_open_file_limit()
+    if after != before:
+        log.info("open-file limit raised", extra={"from": before, "to": after})
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -24,11 +24,13 @@ class Probes:
     """Readings of the running process, taken at scrape time: what the alert rules and the
     dashboard's health panels need (helm/hami/monitoring/)."""
 
-    ready: Callable[[], bool]  # the cache has synced: /readyz answers ok
+    ready: Callable[[], bool]  # the cache has synced and is in touch: /readyz answers ok
     leader: Callable[[], bool]  # this replica answers /filter and /bind
     requeues: Callable[[], int]  # pods asked to retry so far
     unschedulable: Callable[[], tuple[int, float]]  # (GPU pods turned away, oldest seconds)
     certificate_expiry: Callable[[], float]  # the serving certificate's notAfter, Unix seconds
+    blind: Callable[[], bool]  # synced, but out of touch: filter and bind refuse
+    watch_lag: Callable[[], float]  # seconds a landed Binding has waited for the pods watch
 
 
 class _ProbeCollector(Collector):
@@ -39,7 +41,20 @@ class _ProbeCollector(Collector):
         p = self.probes
         pods, oldest = p.unschedulable()
         yield from (
-            GaugeMetricFamily("hami_ready", "1 when the cache has synced (/readyz)", p.ready()),
+            GaugeMetricFamily(
+                "hami_ready", "1 when the cache has synced and is in touch (/readyz)", p.ready()
+            ),
+            GaugeMetricFamily(
+                "hami_cache_blind",
+                "1 while a watch is out of touch past its bound: filter and bind refuse",
+                p.blind(),
+            ),
+            GaugeMetricFamily(
+                "hami_cache_watch_lag_seconds",
+                "Seconds the longest-waiting pod this replica bound has waited for the pods "
+                "watch to show it",
+                p.watch_lag(),
+            ),
             GaugeMetricFamily(
                 "hami_leader", "1 on the replica that answers /filter and /bind", p.leader()
             ),
@@ -108,7 +123,8 @@ class Metrics:
         )
         self.staleness = Gauge(
             "hami_cache_staleness_seconds",
-            "Seconds since the last list or watch event of any informer",
+            "Seconds since the stalest informer last heard from the API server (a list, a "
+            "watch accepted, an event or a bookmark)",
             registry=r,
         )
         self.staleness.set_function(staleness)

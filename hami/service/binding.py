@@ -185,6 +185,8 @@ class Binder:
             await self._bind(job)
         except Exception as e:
             log.exception("bind failed unexpectedly", extra=job.context)
+            # Where it failed is unknown: its cards count until the watch shows the pod.
+            self.cache.bind_landed(job.uid)
             job.fail(BindError(f"bind {job} to {job.node} failed: {describe(e)}"))
         finally:
             # Cancelled (shutdown): the caller is answered all the same.
@@ -201,14 +203,21 @@ class Binder:
             answered = await self._bind_plan(job, plan)
         except BindError as e:
             job.fail(e)
+            if e.reason == "unknown-outcome":
+                # The pod may be bound here: its cards count until the watch or a relist says.
+                self.cache.bind_landed(job.uid)
+            else:
+                self.cache.bind_failed(job.uid)
             log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
             self.events.record(ref, "Warning", EventReason.BINDING_FAILED, str(e))
             if self.on_failure is not None:
                 self.on_failure(e.reason)
-            if e.release_lock and job.term.active:
-                # After the answer: kube-scheduler's clock does not wait for the clean-up.
+            if e.release_lock:
+                # After the answer: kube-scheduler's clock does not wait for the clean-up. The
+                # lock is ours whatever the term: left behind it would block the node.
                 await self.locker.give_back(job.node, job.namespace, job.name)
             return
+        self.cache.bind_landed(job.uid)
         job.answer.set_result(None)
         if job.uid:
             self._recent[job.uid] = job.node
@@ -240,6 +249,7 @@ class Binder:
         res = self.cache.reservation(job.uid)
         if res is not None and res.node == job.node:
             self._check_still_fits(job, res.devices)
+            self.cache.bind_started(job.uid)
             return _Plan(res.devices, res.n_init)
         pod = await self._read(job)
         state = read_back(pod, job.uid, job.node)
@@ -265,12 +275,13 @@ class Binder:
     def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
         """Refuse a plan that an allocation arrived since filter now overlaps (a previous
         leader's last bind landing after the hand-over): it would over-commit the card."""
-        over = self.cache.overcommitted(job.node, {d.uuid for c in devices for d in c})
+        over = self.cache.overcommitted(job.node, devices)
         if over:
             self.cache.forget(job.uid)
             raise BindError(
-                f"pod {job}: card {', '.join(over)} of node {job.node} filled up since filter "
-                "(a bind of another scheduler replica landed); kube-scheduler will retry",
+                f"pod {job}: card {', '.join(over)} of node {job.node} has no room for it any "
+                "more: what the card holds changed since filter (an allocation, a pod bound "
+                "outside the scheduler, or the node's registration); kube-scheduler will retry",
                 BindFailure.CARD_TAKEN,
             )
 
@@ -279,8 +290,11 @@ class Binder:
         and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
         # from GFD labels has none, so nobody would release it and nothing waits for Allocate.
+        # Taken whenever any container gets a device, init containers included (HAMi looks at
+        # the app containers only): the plugin's Allocate for a pod whose only GPU is an init
+        # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node)
-        needs_lock = handshake and any(plan.devices[plan.n_init :])
+        needs_lock = handshake and any(plan.devices)
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify
         try:
@@ -325,6 +339,7 @@ class Binder:
                     annotations,
                     labels,
                     min(left, self.budget.write),
+                    fence=job.term.check,
                 )
                 return True
             except NotFound:

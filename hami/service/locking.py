@@ -118,6 +118,7 @@ class NodeLocker:
                             known=self.locks.node(node) if seen is None else None,
                             binding=self.binding,
                             written=self._written,
+                            fence=term.check,
                         )
                     return
                 except NodeLockContention as e:

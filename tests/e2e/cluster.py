@@ -19,6 +19,7 @@ import datetime as dt
 import functools
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -385,9 +386,13 @@ class ControlPlane:
         return running[-1] if running else None
 
     def start_app(
-        self, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+        self,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        nofile: tuple[int, int] | None = None,
     ) -> None:
-        """Start ``hami serve`` with the contract flags plus ``extra_args``; wait for /readyz."""
+        """Start ``hami serve`` with the contract flags plus ``extra_args``; wait for /readyz.
+        ``nofile`` (soft, hard) is its RLIMIT_NOFILE, for this start only."""
         if self.app is not None:
             raise RuntimeError(f"{self.app.name} is already running")
         self._app_args = tuple(extra_args)
@@ -397,7 +402,9 @@ class ControlPlane:
             self.app_port, self.extender_port, self.metrics_port, self._app_args
         )
         env = self.app_env(self._app_env)
-        process = self.spawn(f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env)
+        process = self.spawn(
+            f"hami-serve.{self._app_starts}", argv, cwd=self.run_dir, env=env, nofile=nofile
+        )
         context = ssl.create_default_context(cafile=str(self.app_tls.ca_file))
         self.wait_http(process, f"{self.app_url}/readyz", context, timeout=60)
 
@@ -446,13 +453,17 @@ class ControlPlane:
             app.stop()
 
     def restart_app(
-        self, extra_args: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+        self,
+        extra_args: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        nofile: tuple[int, int] | None = None,
     ) -> None:
         """Stop and start ``hami serve``; arguments default to those of the previous start."""
         self.stop_app()
         self.start_app(
             self._app_args if extra_args is None else extra_args,
             self._app_env if env is None else env,
+            nofile,
         )
 
     @property
@@ -910,10 +921,15 @@ class ControlPlane:
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
         hostname: str | None = None,
+        nofile: tuple[int, int] | None = None,
     ) -> Process:
         """A component logging to ``<name>.log`` in the run folder, stopped with the plane;
         ``hostname`` runs it in a UTS namespace of its own under that name (root only), as
-        kube-scheduler's Lease identity comes from its hostname."""
+        kube-scheduler's Lease identity comes from its hostname; ``nofile`` sets its
+        RLIMIT_NOFILE (soft, hard)."""
+        preexec = _die_with_parent if hostname is None else _named(hostname)
+        if nofile is not None:
+            preexec = _limited(preexec, nofile)
         log = self.run_dir / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
@@ -924,7 +940,7 @@ class ControlPlane:
                 cwd=cwd or self.run_dir,
                 env=dict(env or self.env),
                 start_new_session=True,
-                preexec_fn=_die_with_parent if hostname is None else _named(hostname),
+                preexec_fn=preexec,
             )
         process = Process(name, popen, log)
         self._processes.append(process)
@@ -1043,6 +1059,16 @@ def _die_with_parent() -> None:
     """Runs in the child before exec: if pytest itself is killed, take the component along."""
     if _libc is not None:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _limited(then: Callable[[], None], nofile: tuple[int, int]) -> Callable[[], None]:
+    """Before exec: `then`, and the open-file limit `nofile` (soft, hard)."""
+
+    def preexec() -> None:
+        then()
+        resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+
+    return preexec
 
 
 _CLONE_NEWUTS = 0x04000000

@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Iterator
 
 import pytest
 
-from .cluster import ControlPlane, NodeSim, ensure_binaries
+from .cluster import ControlPlane, FaultyApi, NodeSim, ensure_binaries
 from .kube import Kube
 from .nodespec import NodeSpec, t4_node
 from .nodetier.cluster import NodeCluster, node_cluster
@@ -133,6 +133,14 @@ def app_args(control_plane: ControlPlane) -> Iterator[Callable[..., None]]:
     yield use
     if changed:
         control_plane.restart_app(extra_args=())
+
+
+@pytest.fixture
+def faulty(control_plane: ControlPlane, app_args: Callable[..., None]) -> FaultyApi:
+    """Our process, talking to kube-apiserver through a fault proxy for this test."""
+    api = control_plane.start_fault_proxy()
+    app_args("--kubeconfig", str(api.kubeconfig))
+    return api
 
 
 @pytest.hookimpl(wrapper=True)

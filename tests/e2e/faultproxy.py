@@ -13,7 +13,9 @@ it was started with), streaming watches through. Requests matching a rule in ``r
 * ``drop-response``: forward the request, let kube-apiserver act on it, then close the client's
   connection without an answer, as a network or a timed-out call loses it;
 * ``delay-response``: forward it and hold the answer back ``seconds``;
-* ``refuse``: answer ``status`` (429, 503, ...) without forwarding.
+* ``refuse``: answer ``status`` (429, 503, ...) without forwarding; a watch or other streamed
+  answer already under way that the rule matches is cut when the rule appears (logged as
+  ``fault: cut``), as a load balancer or a restarting API server cuts it.
 
 A rule is ``{"method": "POST", "path": "<regex on the path>", "action": ..., "seconds": s,
 "status": n, "times": n}``; ``times`` (default unlimited) counts the requests it may still act
@@ -66,6 +68,11 @@ class Rules:
         self._mtime = -1.0
         self._rules: list[Rule] = []
 
+    def refuses(self, method: str, path: str) -> bool:
+        """Whether a refuse rule matches, without using up its count."""
+        self._reload()
+        return any(r.action == "refuse" and r.matches(method, path) for r in self._rules)
+
     def take(self, method: str, path: str) -> Rule | None:
         """The first rule that acts on this request, its count used up by one."""
         self._reload()
@@ -104,6 +111,8 @@ class Proxy:
     def __init__(self, upstream: str, rules: Rules, client_ssl: ssl.SSLContext) -> None:
         self.upstream = upstream.rstrip("/")
         self.rules = rules
+        # Requests whose answer is being streamed, by id (a Request is not hashable).
+        self.streams: dict[int, web.Request] = {}
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=client_ssl, limit=256),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
@@ -140,10 +149,25 @@ class Proxy:
                 )
             response = web.StreamResponse(status=upstream.status, headers=_answer_headers(upstream))
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
+            self.streams[id(request)] = request
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+            finally:
+                self.streams.pop(id(request), None)
             await response.write_eof()
             return response
+
+    async def cut(self) -> None:
+        """Cut the streamed answers a refuse rule matches, whenever the rules say so."""
+        while True:
+            for key, request in list(self.streams.items()):
+                if self.rules.refuses(request.method, request.path):
+                    log.info("fault: cut %s %s", request.method, request.path)
+                    self.streams.pop(key, None)
+                    if request.transport is not None:
+                        request.transport.abort()
+            await asyncio.sleep(0.2)
 
 
 def _answer_headers(upstream: aiohttp.ClientResponse) -> dict[str, str]:
@@ -162,12 +186,14 @@ async def _serve(args: argparse.Namespace) -> None:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, ssl_context=server_ssl)
     await site.start()
+    cutter = asyncio.create_task(proxy.cut())
     log.info(READY_MARKER)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    cutter.cancel()
     await runner.cleanup()
     await proxy.session.close()
 

@@ -426,6 +426,7 @@ class Simulator:
         pending = await self._pending_pod(node_name)
         if pending is None:
             raise AdmissionError(f"no binding pod found on node {node_name}")
+        log.info("%s: Allocate finds %s pending on %s", _key(pod), _key(pending), node_name)
         if pending["metadata"]["uid"] != pod["metadata"]["uid"]:
             # HAMi's plugin would hand the pending pod's devices to this pod's containers.
             raise AdmissionError(f"node {node_name} is allocating {_key(pending)}, not {_key(pod)}")
@@ -491,7 +492,9 @@ class Simulator:
         parts = lock.split(",")
         if len(parts) == 3:
             try:
-                return await self._call(self.core.read_namespaced_pod, parts[2], parts[1])
+                found: Obj = await self._call(self.core.read_namespaced_pod, parts[2], parts[1])
+                log.info("%s: the node lock names %s/%s", node_name, parts[1], parts[2])
+                return found
             except ApiException as e:
                 if e.status != 404:
                     raise

@@ -11,7 +11,7 @@ import pytest
 
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
-from .nodespec import t4_node
+from .nodespec import NodeSpec, t4_node
 
 pytestmark = pytest.mark.e2e
 
@@ -154,3 +154,57 @@ def test_gpu_less_container_keeps_its_empty_entry_and_the_pod_starts(
     allocated = annotations["hami.io/vgpu-devices-allocated"]
     assert allocated.startswith(";GPU-bind-sidecar-") and allocated.endswith(",NVIDIA,1000,0:;")
     assert annotations["hami.io/bind-phase"] == "success"
+
+
+INIT_ONLY = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  initContainers:
+  - name: prepare
+    image: busybox
+    resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 3000}}}}
+  containers:
+  - name: main
+    image: busybox
+"""
+
+
+def test_a_pod_whose_only_gpu_is_an_init_container_s_is_bound_under_the_node_lock(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    # From the stand-in for HAMi's device plugin (tests/e2e/nodesim.py): its Allocate takes 6 s,
+    # long enough for a second pod to be bound to the node before the first one's Allocate; it
+    # finds the pod to allocate as HAMi's does (the pod the node lock names, else a pod in
+    # bind-phase allocating) and logs which one it found. Bound without the lock (HAMi's
+    # rule: app containers only), the first pod's Allocate found the second through its lock.
+    t4 = t4_node("bind-init-lock")
+    sim = nodesim(NodeSpec(t4.name, t4.cards, t4.split, allocate_delay=6.0))
+    kube.apply(INIT_ONLY.format(name="first"), namespace)
+    wait_for(
+        lambda: kube.pod(namespace, "first")["spec"].get("nodeName"), timeout=60, what="a Binding"
+    )
+    kube.apply(POD.format(name="second").replace("gpumem: 1000", "gpumem: 5000"), namespace)
+
+    pair = ("first", "second")
+
+    def settled() -> list[str] | None:
+        phases = [kube.pod(namespace, n).get("status", {}).get("phase") for n in pair]
+        return phases if all(p in ("Running", "Failed") for p in phases) else None
+
+    assert wait_for(settled, timeout=180, what="both pods started or failed") == ["Running"] * 2
+    log = sim.process.log.read_text(errors="replace")
+    for name in pair:
+        assert f"{namespace}/{name}: Allocate finds {namespace}/{name} pending" in log, log
+        assert f"the node lock names {namespace}/{name}" in log, log
+    # What our scheduler wrote: each pod its own card share, the allocation completed.
+    first = kube.pod(namespace, "first")["metadata"]["annotations"]
+    second = kube.pod(namespace, "second")["metadata"]["annotations"]
+    assert first["hami.io/vgpu-devices-allocated"].endswith(",NVIDIA,3000,0:;;")
+    assert second["hami.io/vgpu-devices-allocated"].endswith(",NVIDIA,5000,0:;")
+    assert first["hami.io/bind-phase"] == second["hami.io/bind-phase"] == "success"
+    assert "hami.io/mutex.lock" not in (
+        kube.get("node", t4.name)["metadata"].get("annotations") or {}
+    )

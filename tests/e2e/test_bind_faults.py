@@ -34,14 +34,6 @@ pytestmark = pytest.mark.e2e
 BINDING = r"^/api/v1/namespaces/[^/]+/pods/[^/]+/binding$"
 
 
-@pytest.fixture
-def faulty(control_plane: ControlPlane, app_args: Callable[..., None]) -> FaultyApi:
-    """Our process, talking to kube-apiserver through a fault proxy for this test."""
-    api = control_plane.start_fault_proxy()
-    app_args("--kubeconfig", str(api.kubeconfig))
-    return api
-
-
 def allocation(kube: Kube, namespace: str, name: str) -> tuple[str, set[str]]:
     """(node, cards) of the allocation our bind wrote on the pod."""
     annotations = kube.pod(namespace, name)["metadata"].get("annotations") or {}

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.reference.geometries import A100_40GB
+
 from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import a100_mig_node
@@ -228,3 +230,26 @@ def test_only_the_device_plugin_may_record_instances_in_a_plan(
     removed = kube("annotate", *AS_PLUGIN, "-n", namespace, "pod", "holder", f"{MIG}-", check=False)
     assert removed.returncode != 0 and REFUSED in removed.stderr, removed.stderr
     assert kube.pod_annotation(namespace, "holder", MIG) == written
+
+
+def test_a_card_fills_to_its_last_slice_as_hami_fills_it(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    # Seven 1g.5gb count 7 x 15 = 105 % of the cores (profile cores are rounded up): /filter
+    # placed the seventh and /bind's re-check used to refuse it on every retry (card-taken).
+    nodesim(a100_mig_node(NODE, A100_40GB))
+    names = [f"slice-{i}" for i in range(7)]
+    for name in names:
+        kube.apply(pod(name, 4000), namespace)
+    kube.wait_ready(namespace, names, timeout=180)
+    # Made by the stand-in device plugin from our plans, which it found complete and disjoint.
+    starts = sorted(plan(kube, namespace, n)[0][1] for n in names)
+    assert starts == list(range(7))
+    assert all(plan(kube, namespace, n)[0][0] == "1g.5gb" for n in names)
+    failed = [
+        e.get("message") or ""
+        for n in names
+        for e in kube.pod_events(namespace, n)
+        if e.get("reason") == "BindingFailed"
+    ]
+    assert failed == []

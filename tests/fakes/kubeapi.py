@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from hami.kube.api import KubeAPI
+from hami.kube.calls import Fence
 from hami.kube.errors import Conflict, Gone, KubeError, NotFound, Unavailable
 
 Obj = dict[str, Any]
@@ -182,6 +183,7 @@ class FakeKube:
         annotations: Mapping[str, str],
         labels: Mapping[str, str],
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> None:
         def apply() -> None:
             pod = self._stored("pods", namespace, name)
@@ -201,7 +203,7 @@ class FakeKube:
             self._put("pods", pod, "MODIFIED")
 
         body = {"node": node, "uid": uid, "annotations": dict(annotations), "labels": dict(labels)}
-        await self._serve("bind_pod", namespace, name, body, apply, request_timeout)
+        await self._serve("bind_pod", namespace, name, body, apply, request_timeout, fence)
 
     async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
         def apply() -> None:
@@ -231,6 +233,7 @@ class FakeKube:
         annotations: Mapping[str, str | None],
         resource_version: str,
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> Obj:
         def apply() -> Obj:
             node = self._stored("nodes", "", name)
@@ -242,7 +245,9 @@ class FakeKube:
             return self._put("nodes", node, "MODIFIED")
 
         body = dict(annotations)
-        return await self._serve("patch_node_annotations", "", name, body, apply, request_timeout)
+        return await self._serve(
+            "patch_node_annotations", "", name, body, apply, request_timeout, fence
+        )
 
     async def get_lease(self, namespace: str, name: str) -> Obj | None:
         return await self._serve(
@@ -393,8 +398,11 @@ class FakeKube:
         body: Any,
         apply: Callable[[], T],
         request_timeout: float | None = None,
+        fence: Fence | None = None,
     ) -> T:
         target = f"{namespace}/{name}" if namespace else name
+        if fence is not None:
+            fence()  # the client's last check before sending: nothing reaches the server
         self.calls.append((call, target, copy.deepcopy(body)))
         await asyncio.sleep(0)  # other callers run meanwhile, as over a connection
 

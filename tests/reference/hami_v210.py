@@ -13,8 +13,8 @@ topology, quotas, or cards in mps mode.
 
 Where HAMi is not deterministic, or where hami-py differs on purpose, the model
 does what hami-py does and names the entry of DELIBERATE_DIFFERENCES it
-follows; that table is the one list of deliberate differences (the README's
-"Migrating from HAMi" section repeats it for users).
+follows; that table is the one list of deliberate differences (docs/migrate-from-hami.md
+repeats it for users).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -95,6 +95,29 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "(`5/2 AllocatedCardsInsufficientRequest`); hami-py counts each card once: under "
         "AllocatedCardsInsufficientRequest (or NumaNotFit) if it gave the container anything, "
         "else under the first check it failed."
+    ),
+    "percentage-refusal": (
+        "nvidia.com/gpumem-percentage outside 0..100: both refuse the pod at creation with the "
+        "same message; HAMi's webhook answers it as its own error (500), hami-py as a denial "
+        "(403 Forbidden), since the pod is wrong, not the webhook."
+    ),
+    "several-quotas": (
+        "Several ResourceQuotas with GPU limits in one namespace: HAMi applies whichever it saw "
+        "last (deleting that one lifts the limit); hami-py applies all, the tightest winning, "
+        "as Kubernetes does."
+    ),
+    "no-allocatable": (
+        "A node whose kubelet advertises no nvidia.com/gpu beside HAMi's register annotation: "
+        "HAMi v2.10 registers it when its handshake is not Requesting_ (none, Deleted_, "
+        "Reported) and it never reported cards before, or once it has reported none, and every "
+        "pod placed there fails at the kubelet; hami-py reports it unregistered, saying why "
+        "(tests/reference/hami_v210_register.py)."
+    ),
+    "init-gpu-lock": (
+        "A pod whose only GPU is an init container's: HAMi binds it without the node lock (it "
+        "looks at app containers only), so its device plugin's Allocate can find the next pod "
+        "bound to the node through that pod's lock and hand the init container the wrong card; "
+        "hami-py takes the lock whenever any container gets a device."
     ),
     "mig-quota": (
         "A namespace GPU quota on a MIG card: HAMi checks the request's memory and cores against "

@@ -25,7 +25,12 @@ def scrape(legacy: bool) -> str:
     cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
                            "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip
     m = Metrics(cache, lambda: 0.0, lambda: 0, legacy, writes=WriteLimiter(1))
-    m.add_probes(Probes(lambda: True, lambda: True, lambda: 0, lambda: (0, 0.0), lambda: 0.0))
+    m.add_probes(
+        Probes(
+            lambda: True, lambda: True, lambda: 0, lambda: (0, 0.0), lambda: 0.0, lambda: False,
+            lambda: 0.0,
+        )
+    )
     for histogram in (m.filter_seconds, m.bind_seconds, m.admission_seconds):
         histogram.labels("ok").observe(0.01)
     m.loop_lag.observe(0.001)

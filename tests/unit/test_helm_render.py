@@ -339,6 +339,12 @@ def test_helm_rbac_grants_exactly_what_the_process_uses() -> None:
         ("", "resourcequotas", (), ("list", "watch")),
         (
             "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            ("hami-py-scheduling-state",),
+            ("get",),
+        ),
+        (
+            "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
             ("hami-py-webhook",),
             ("get", "patch"),
@@ -378,6 +384,12 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
         ("", "nodes", (), ("get", "list", "watch", "patch")),
         ("", "events", (), ("create", "patch")),
         ("", "resourcequotas", (), ("list", "watch")),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            ("hami-py-scheduling-state",),
+            ("get",),
+        ),
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
@@ -385,7 +397,7 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
 
 def test_helm_preemption_adds_the_eviction_status_and_budget_rules() -> None:
     docs = render("scheduler.preemption.enabled=true", "scheduler.preemption.holdSeconds=90")
-    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[5:8] == [
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[6:9] == [
         ("", "pods/eviction", (), ("create",)),
         ("", "pods/status", (), ("patch",)),
         ("policy", "poddisruptionbudgets", (), ("list",)),
@@ -455,6 +467,14 @@ def test_helm_two_replicas_without_leader_election_are_refused() -> None:
     assert "scheduler.replicas=2 needs scheduler.leaderElect=true" in result.stderr
 
 
+def test_helm_without_the_admission_policy_the_risk_must_be_accepted() -> None:
+    result = helm(*template_args("admissionPolicy.enabled=false"), check=False)
+    assert result.returncode != 0
+    assert "needs admissionPolicy.allowSchedulerWithout=true" in result.stderr
+    accepted = render("admissionPolicy.enabled=false", "admissionPolicy.allowSchedulerWithout=true")
+    assert "--allow-without-admission-policy=true" in container(accepted, EXTENDER)["args"]
+
+
 @pytest.mark.parametrize(
     ("kube_version", "tag"),
     [("1.35.0", "v1.35.0"), ("v1.35.7-gke.1150000", "v1.35.7"), ("1.31.4-eks-2d5f260", "v1.31.4")],
@@ -494,6 +514,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--extender-port=9444",
         "--metrics-bind-address=$(POD_IP)",
         "--metrics-port=9395",
+        "--max-connections=1024",
         "--metrics-tls=false",
         "--metrics-pod-labels=true",
         "--scheduler-name=hami-scheduler",
@@ -507,6 +528,9 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--node-lock-expiry-seconds=300",
         "--node-lock-wait-seconds=20",
         "--extender-http-timeout=30s",
+        "--pair-healthz-url=https://127.0.0.1:10259/healthz",
+        "--admission-policy-binding=hami-py-scheduling-state",
+        "--allow-without-admission-policy=false",
         "--legacy-metrics=false",
         "--preemption=false",
         "--preemption-hold-seconds=60",
@@ -550,6 +574,13 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     kube_scheduler = container(docs, "kube-scheduler")
     assert kube_scheduler["command"] == ["kube-scheduler"]
     assert kube_scheduler["args"] == ["--config=/config/config.yaml", "--v=2"]
+    # A hung extender fails kube-scheduler's liveness too, so the Lease goes to the other replica.
+    for probe in ("startupProbe", "livenessProbe"):
+        assert kube_scheduler[probe]["httpGet"] == {
+            "path": "/healthz/pair",
+            "port": 9443,
+            "scheme": "HTTPS",
+        }, probe
 
     service = find(docs, "Service")
     assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [
@@ -864,7 +895,12 @@ def test_helm_admission_policy_names_the_writers_of_scheduling_state() -> None:
     }
     binding = find(docs, "ValidatingAdmissionPolicyBinding", "hami-py-scheduling-state")["spec"]
     assert binding == {"policyName": "hami-py-scheduling-state", "validationActions": ["Deny"]}
-    kinds = {d["kind"] for d in render("admissionPolicy.enabled=false")}
+    kinds = {
+        d["kind"]
+        for d in render(
+            "admissionPolicy.enabled=false", "admissionPolicy.allowSchedulerWithout=true"
+        )
+    }
     assert "ValidatingAdmissionPolicy" not in kinds
 
 

@@ -7,7 +7,14 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest, Usage
+from hami.engine.model import (
+    ContainerDevice,
+    ContainerRequest,
+    DeviceInfo,
+    PodDevices,
+    PodRequest,
+    Usage,
+)
 from hami.engine.policy import pod_options
 from hami.engine.state import pod_usage
 from hami.service.annotations import allocation_annotations
@@ -371,13 +378,17 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([node()])
     cache.upsert_pod(pod("a", mem=15000))
-    assert cache.overcommitted("n", ["GPU-0", "GPU-1"]) == []
+
+    def on(*cards: str) -> PodDevices:
+        return (tuple(ContainerDevice(c, 1000, 0) for c in cards),)
+
+    assert cache.overcommitted("n", on("GPU-0", "GPU-1")) == []
     # A reservation made before an allocation arrived that shares its card (a previous leader's
     # bind landing after the hand-over): together they no longer fit.
-    cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
-    assert cache.overcommitted("n", ["GPU-0"]) == ["GPU-0"]
-    assert cache.overcommitted("n", ["GPU-1"]) == []
-    assert cache.overcommitted("no-such-node", ["GPU-0"]) == []
+    cache.reserve("late", "ns", "late", "n", on("GPU-0"), 0)
+    assert cache.overcommitted("n", on("GPU-0")) == ["GPU-0 (16000 MiB counted of 15360)"]
+    assert cache.overcommitted("n", on("GPU-1")) == []
+    assert cache.overcommitted("no-such-node", on("GPU-0")) == []
 
 
 def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:

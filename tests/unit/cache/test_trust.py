@@ -206,7 +206,8 @@ def test_whole_cards_fill_the_node_and_then_over_commit_it_as_it_is() -> None:
     # One free card, then the least used of the rest.
     assert cards(cache)["GPU-3"] == WHOLE
     assert cards(cache)["GPU-2"] == Usage(2, 14000 + 15360, 100)
-    assert cache.overcommitted("n", ["GPU-2", "GPU-3"]) == ["GPU-2"]
+    both = ((ContainerDevice("GPU-2", 0, 0), ContainerDevice("GPU-3", 0, 0)),)
+    assert cache.overcommitted("n", both) == ["GPU-2 (29360 MiB counted of 15360)"]
     # More than the node has: at most every card once.
     cache.upsert_pod(gpu_pod("eight", None, mem=None, gpus=8, scheduler="other"))
     assert sum(u.used for u in cards(cache).values()) == 3 + 2 + 4

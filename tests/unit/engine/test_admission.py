@@ -114,6 +114,12 @@ def test_unknown_policy_is_denied_with_valid_names() -> None:
     )
 
 
+def test_numa_bind_hami_cannot_parse_is_admitted_with_numa_binding_off() -> None:
+    p = pod({"nvidia.com/gpu": 1})
+    p["metadata"]["annotations"] = {"nvidia.com/numa-bind": "yes"}
+    assert admit(p, CFG).allowed  # as HAMi v2.10: strconv.ParseBool fails, binding off
+
+
 @pytest.mark.parametrize(
     "key", ["hami.io/vgpu-devices-allocated", "hami.io/vgpu-node", "hami.io/bind-phase"]
 )

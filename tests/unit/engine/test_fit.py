@@ -61,6 +61,10 @@ A, B, C, D = LAB_UUIDS
         ({}, one(nums=5), {}, r.NODE_INSUFFICIENT_DEVICE),
         ({}, one(), {"nvidia.com/use-gputype": "A100"}, "4/4 CardTypeMismatch"),
         ({}, one(), {"nvidia.com/nouse-gputype": "t4"}, "4/4 CardTypeMismatch"),
+        # HAMi's CheckType: a list that names no type matches no card; so does an empty mode.
+        ({}, one(), {"nvidia.com/use-gputype": ","}, "4/4 CardTypeMismatch"),
+        ({}, one(), {"nvidia.com/use-gputype": " , "}, "4/4 CardTypeMismatch"),
+        ({}, one(), {"nvidia.com/vgpu-mode": ""}, "4/4 CardTypeMismatch"),
         ({}, one(), {"nvidia.com/use-gpuuuid": "GPU-none"}, "4/4 CardUuidMismatch"),
         ({}, one(), {"nvidia.com/nouse-gpuuuid": ",".join(LAB_UUIDS)}, "4/4 CardUuidMismatch"),
         # several reasons: sorted strings joined with ", "

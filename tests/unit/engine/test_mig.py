@@ -10,15 +10,17 @@ import orjson
 import pytest
 
 from hami.engine import names
-from hami.engine.codec import CodecError, decode_node_devices
+from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
 from hami.engine.decide import schedule
+from hami.engine.inventory import with_instances
 from hami.engine.mig import label
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
-from hami.engine.model import MigInstance, MigPlacement, Usage
+from hami.engine.model import ContainerDevice, MigInstance, MigPlacement, Usage
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor, Victim, victims_on
 from hami.engine.requests import ResourceDefaults, pod_request
 from hami.engine.state import build_node
+from tests.reference.geometries import A100_40GB
 from tests.unit.mig_cluster import GPU, Cluster, card, gpu, node, pod
 
 
@@ -311,3 +313,21 @@ def test_topology_aware_chooses_among_instances_then_places_them_in_order() -> N
     decision = schedule({"a100": build_node("a100", info)}, request, opts)
     assert decision.devices is not None
     assert [label(d.mig) for d in decision.devices[0] if d.mig] == ["1g.5gb@6", "1g.5gb@5"]
+
+
+def test_bind_re_check_counts_placements_not_rounded_cores_and_names_a_clash() -> None:
+    # The reproduction: seven 1g.5gb fill an A100-40GB and count 105 % of its cores.
+    c = Cluster(node("a100", card(profiles=A100_40GB)))
+    for i in range(7):
+        written, why = c.place(pod(f"p{i}", gpu(4000)))
+        assert why == "", (i, why)
+        devices = decode_pod_devices(written[names.DEVICES_ALLOCATED])
+        held = with_instances(devices, decode_allocations(written[names.MIG_ALLOCATIONS]))
+        assert c.cache.overcommitted("a100", held) == [], i
+    assert c.cache.view["a100"].cards[0].usage.usedcores == 105
+    # A decision for the slice p0 holds (an older leader's, say) is refused, naming the clash.
+    late = ((ContainerDevice(GPU, 4864, 15, mig=MigInstance("1g.5gb", MigPlacement(6, 1))),),)
+    c.cache.reserve("late", "ns", "late", "a100", late, 0)
+    assert c.cache.overcommitted("a100", late) == [
+        f"{GPU} (its MIG instance 1g.5gb@6 overlaps 1g.5gb@6)"
+    ]

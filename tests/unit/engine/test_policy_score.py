@@ -82,8 +82,15 @@ def test_pod_annotation_replaces_the_default() -> None:
         {"hami.io/gpu-scheduler-policy": "binpack"}, Defaults("mutex,spread", "spread")
     )
     assert opts.gpu_policy.text == "binpack" and opts.node_policy == "spread"
-    with pytest.raises(PolicyError, match="numa-bind"):
-        pod_options({"nvidia.com/numa-bind": "yes"})
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("true", True), ("1", True), ("T", True), ("false", False), ("yes", False), ("", False)],
+)
+def test_numa_bind_reads_as_hami_reads_it(value: str, on: bool) -> None:
+    # HAMi: strconv.ParseBool; what it cannot parse (`yes`) leaves NUMA binding off.
+    assert pod_options({"nvidia.com/numa-bind": value}).numa_bind is on
 
 
 @pytest.mark.parametrize(

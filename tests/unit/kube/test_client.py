@@ -28,6 +28,8 @@ from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Unavailable
 from hami.kube.informer import Informer
+from hami.kube.leader import NotLeading, Term
+from hami.kube.limiter import WriteLimiter
 from hami.kube.listwatch import LIST_PAGE
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -211,6 +213,52 @@ async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> 
     ]
     assert watched_from == ["10", "20"]
     assert informer.synced.is_set()
+
+
+async def test_each_complete_list_is_announced_before_and_after_and_a_watch_accepted_is_contact(
+    serve: Serve,
+) -> None:
+    """The cache settles the Bindings it wrote against each complete relist (relisting before
+    its first request, relisted once what vanished is deleted); an accepted watch that stays
+    silent still counts as hearing from the API server."""
+    lists = [([pod("a", "10")], "10"), ([pod("b", "20")], "20")]
+    watched_from: list[str] = []
+    sink = Recorder()
+    order: list[str] = []
+    ticks = iter(range(1000))
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch", "").lower() != "true":
+            items, rv = lists.pop(0)
+            order.append(f"list {rv}")
+            return web.json_response({"items": items, "metadata": {"resourceVersion": rv}})
+        watched_from.append(request.query["resourceVersion"])
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if len(watched_from) == 1:
+            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+            await resp.write(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
+            return resp
+        await asyncio.sleep(5)
+        return resp
+
+    kube = await serve({"/api/v1/pods": pods})
+    informer = Informer(
+        kube,
+        "pods",
+        sink,
+        inactivity=10,
+        clock=lambda: float(next(ticks)),
+        relisting=lambda: order.append("relisting"),
+        relisted=lambda: order.append(f"relisted, deleted {len(sink.deleted)}"),
+    )
+    await run_until(informer, lambda: len(watched_from) == 2)
+    assert order == [
+        "relisting", "list 10", "relisted, deleted 0",
+        "relisting", "list 20", "relisted, deleted 1",
+    ]  # fmt: skip
+    # Ticks: list 10, its watch accepted, its ERROR event, list 20, the silent watch accepted.
+    assert informer.last_event_monotonic == 4.0
 
 
 async def test_the_list_is_read_in_pages_and_watched_from_its_resource_version(
@@ -471,3 +519,48 @@ async def test_connect_honours_a_proxy_the_kubeconfig_names(
         server.close()
     assert tunnels == [url.removeprefix("https://")]
     assert [r.client for r in seen] == ["hami-test"]
+
+
+async def test_a_write_is_fenced_when_its_slot_comes_not_when_it_queued(
+    aiohttp_server: AiohttpServer,
+) -> None:
+    """A write that waited for a limiter slot while the leadership term ended is never sent;
+    the one holding the slot was sent before and is unaffected."""
+    sent: list[str] = []
+    arrived = asyncio.Event()
+    release = asyncio.Event()
+
+    async def patch(request: web.Request) -> web.Response:
+        sent.append(request.match_info["name"])
+        arrived.set()
+        await release.wait()
+        return web.json_response({"metadata": {"name": request.match_info["name"]}})
+
+    app = web.Application()
+    app.router.add_patch("/api/v1/nodes/{name}", patch)
+    server = await aiohttp_server(app)
+    kube = Kube(
+        ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))),
+        timeout=5,
+        writes=WriteLimiter(1),
+    )
+    term = Term(1)
+    try:
+        first = asyncio.create_task(
+            kube.patch_node_annotations("a", {"k": "v"}, "1", fence=term.check)
+        )
+        await arrived.wait()
+        queued = asyncio.create_task(
+            kube.patch_node_annotations("b", {"k": "v"}, "1", fence=term.check)
+        )
+        await asyncio.sleep(0.05)
+        assert kube.writes.queued == 1
+        term.end()
+        release.set()
+        await first
+        with pytest.raises(NotLeading):
+            await queued
+        assert sent == ["a"]
+        assert kube.writes.in_flight == 0
+    finally:
+        await kube.close()

@@ -4,6 +4,7 @@ from typing import Any
 import pytest
 
 from hami.kube.informer import (
+    RECONNECT_CAP,
     Bookmark,
     Delete,
     Delivered,
@@ -127,6 +128,6 @@ def test_is_older(a: str, b: str, older: bool) -> None:
 def test_backoff_grows_jittered_and_capped() -> None:
     random.seed(7)
     for failures in range(1, 40):
-        ceiling = min(30.0, 0.5 * 2 ** (failures - 1))
+        ceiling = min(RECONNECT_CAP, 0.5 * 2 ** (failures - 1))
         for _ in range(20):
             assert ceiling / 2 <= backoff_delay(failures) <= ceiling

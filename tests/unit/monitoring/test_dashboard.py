@@ -91,7 +91,17 @@ def test_panels_have_unique_titles_and_say_what_they_show() -> None:
 def exposed_names() -> set[str]:
     """Every sample name of a scrape in which each of our series has a value."""
     m: Metrics = metrics_of_one_pod()
-    m.add_probes(Probes(lambda: True, lambda: True, lambda: 0, lambda: (0, 0.0), lambda: 0.0))
+    m.add_probes(
+        Probes(
+            lambda: True,
+            lambda: True,
+            lambda: 0,
+            lambda: (0, 0.0),
+            lambda: 0.0,
+            lambda: False,
+            lambda: 0.0,
+        )
+    )
     for histogram in (m.filter_seconds, m.bind_seconds, m.admission_seconds):
         histogram.labels("ok").observe(0.01)
     m.loop_lag.observe(0.001)

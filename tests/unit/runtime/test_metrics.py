@@ -38,8 +38,9 @@ def scrape(m: Metrics) -> str:
 
 def test_current_names() -> None:
     text = metrics(legacy=False)
+    # HAMi v2.10 puts the card's cores in device_cores, not those allocated (30 here).
     assert (
-        'hami_gpu_memory_allocated_bytes{device_cores="30",device_index="0",device_type="NVIDIA-Tesla T4",'
+        'hami_gpu_memory_allocated_bytes{device_cores="100",device_index="0",device_type="NVIDIA-Tesla T4",'
         'device_uuid="GPU-a",node="n",zone="vGPU"} 1.048576e+09'
     ) in text
     assert (
@@ -122,6 +123,8 @@ def test_process_probes_are_read_at_scrape_time() -> None:
             requeues=lambda: int(state["requeues"]),
             unschedulable=lambda: (3, 42.5),
             certificate_expiry=lambda: 1.8e9,
+            blind=lambda: bool(state["leader"]),
+            watch_lag=lambda: 2.5,
         )
     )
     text = scrape(m)
@@ -133,11 +136,14 @@ def test_process_probes_are_read_at_scrape_time() -> None:
         "hami_gpu_pods_unschedulable 3.0",
         "hami_gpu_pods_unschedulable_oldest_seconds 42.5",
         "hami_certificate_expiry_timestamp_seconds 1.8e+09",
+        "hami_cache_blind 0.0",
+        "hami_cache_watch_lag_seconds 2.5",
     ):
         assert line in text.splitlines(), line
     state.update(leader=True, requeues=7)
     text = scrape(m)
     assert "hami_leader 1.0" in text.splitlines()
+    assert "hami_cache_blind 1.0" in text.splitlines()
     assert "hami_requeues_total 7.0" in text.splitlines()
 
 

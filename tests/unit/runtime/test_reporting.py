@@ -55,6 +55,7 @@ async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events()
     assert messages == [
         "3 nodes node unregistered(cpu-1,cpu-2,ghost)",
         "2 nodes unregistered, no hami.io/node-nvidia-register annotation "
-        "(is HAMi's device plugin running?)(cpu-1,cpu-2)",
+        "(is HAMi's device plugin running, and its identity in the chart's "
+        "admissionPolicy.devicePluginUsers?)(cpu-1,cpu-2)",
         "1 nodes unregistered, the scheduler's cache has no node of that name(ghost)",
     ]

@@ -1,0 +1,105 @@
+"""What a filter decision goes through until the watch shows the pod it placed.
+
+    DECIDED --bind starts--> BINDING --Binding landed--> LANDED --watch shows the pod--> (gone)
+       |  ^                    |   (or its outcome is unknown)
+       |  +---bind failed------+
+       +--TTL runs out--> (gone)
+
+Only a DECIDED reservation has a deadline: kube-scheduler binds right after it
+filters, so a decision left alone that long lost its bind. A reservation whose
+bind is running, or whose Binding landed, holds its cards with no deadline at
+all: the only thing that may end it is the pod itself, seen bound (its own
+allocation then counts instead), deleted, or missing from a complete relist
+that started after the Binding. A lagging or stalled pod watch therefore delays
+the confirmation, never the counting: that is what keeps two binds off one
+card while the watch is out of touch.
+"""
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from hami.engine.model import PodDevices
+
+
+class Stage(Enum):
+    DECIDED = "decided"  # filter chose the cards; no bind has started
+    BINDING = "binding"  # a bind of this decision is under way
+    LANDED = "landed"  # the Binding landed (or may have): the watch has yet to show the pod
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    devices: PodDevices
+    n_init: int
+    expires: float  # only a DECIDED reservation expires
+    stage: Stage = Stage.DECIDED
+    # Set once LANDED: when (clock) and in which relist epoch, to tell a relist that started
+    # before the Binding (it may not show the pod yet) from one that started after it.
+    landed_at: float = 0.0
+    epoch: int = 0
+
+
+class Reservations:
+    """The reservations by pod uid and their stages; the counting is ClusterCache's."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, Reservation] = {}
+        # uid -> when it landed, in landing order: the first is the longest unconfirmed.
+        self._landed: dict[str, float] = {}
+        self._epoch = 0
+
+    def get(self, uid: str) -> Reservation | None:
+        return self._by_uid.get(uid)
+
+    def put(self, res: Reservation) -> None:
+        self._landed.pop(res.uid, None)
+        self._by_uid[res.uid] = res
+
+    def pop(self, uid: str) -> Reservation | None:
+        self._landed.pop(uid, None)
+        return self._by_uid.pop(uid, None)
+
+    def uids(self) -> list[str]:
+        return list(self._by_uid)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._by_uid
+
+    def move(self, uid: str, stage: Stage, now: float, expires: float) -> Reservation | None:
+        """Put the reservation in `stage` (with `expires` for DECIDED); None if there is none."""
+        res = self._by_uid.get(uid)
+        if res is None:
+            return None
+        moved = replace(res, stage=stage, expires=expires, landed_at=now, epoch=self._epoch)
+        self._by_uid[uid] = moved
+        self._landed.pop(uid, None)
+        if stage is Stage.LANDED:
+            self._landed[uid] = now
+        return moved
+
+    def extend(self, uid: str, expires: float) -> None:
+        """A DECIDED reservation's pod turned out real: its bind may take the full TTL."""
+        res = self._by_uid.get(uid)
+        if res is not None and res.stage is Stage.DECIDED and res.expires < expires:
+            self._by_uid[uid] = replace(res, expires=expires)
+
+    def due(self, now: float) -> list[Reservation]:
+        """DECIDED reservations whose bind never came."""
+        return [r for r in self._by_uid.values() if r.stage is Stage.DECIDED and r.expires <= now]
+
+    def relisting(self) -> None:
+        """A complete list of the pods starts: what lands from now on may not be in it."""
+        self._epoch += 1
+
+    def landed_before_relist(self) -> list[Reservation]:
+        """LANDED reservations whose Binding came before the current relist started."""
+        landed = (self._by_uid[uid] for uid in self._landed)
+        return [r for r in landed if r.epoch < self._epoch]
+
+    def oldest_unconfirmed(self) -> float | None:
+        """When the longest-waiting landed Binding landed (clock), or None."""
+        return next(iter(self._landed.values()), None)
