@@ -203,7 +203,7 @@ class Binder:
             answered = await self._bind_plan(job, plan)
         except BindError as e:
             job.fail(e)
-            if e.reason == "unknown-outcome":
+            if e.reason is BindFailure.UNKNOWN_OUTCOME:
                 # The pod may be bound here: its cards count until the watch or a relist says.
                 self.cache.bind_landed(job.uid)
             else:

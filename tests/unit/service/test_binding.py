@@ -352,8 +352,8 @@ async def test_a_term_that_ends_during_the_lock_write_writes_no_binding() -> Non
     refused = await w.refused()
     assert refused.reason == "not-leader"
     assert w.api.written("bind_pod") == []
-    # The old term writes nothing more, not even the lock's release: the lock rules free it.
-    assert w.lock() is not None
+    # The lock it took is given back whatever the term: left behind it would block the node.
+    assert w.lock() is None
 
 
 async def test_a_term_that_ends_between_attempts_stops_the_retries() -> None:
