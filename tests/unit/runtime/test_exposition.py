@@ -257,9 +257,10 @@ def outside_pod(name: str, node: str, gpus: int) -> dict[str, object]:
 
 
 async def test_a_scrape_of_a_large_cluster_is_served_whole() -> None:
-    """1,000 nodes x 8 cards, 90 % full: 135,000 lines. How long a scrape holds the event loop
-    is a figure of `python -m tests.bench.stalls`, not a bound here."""
-    metrics = Metrics(build_filled_cluster(1000, 8, seed=7), lambda: 0.0, lambda: 0)
+    """100 nodes x 8 cards, 90 % full, written in chunks off the event loop and sent whole.
+    How long a scrape of ten times that holds the loop is a figure of
+    `python -m tests.bench.stalls`, not a bound here."""
+    metrics = Metrics(build_filled_cluster(100, 8, seed=7), lambda: 0.0, lambda: 0)
     runtime = cast(Runtime, type("Rt", (), {"metrics": metrics})())
     client = TestClient(TestServer(metrics_app(runtime)))
     await client.start_server()
@@ -269,5 +270,5 @@ async def test_a_scrape_of_a_large_cluster_is_served_whole() -> None:
             text = (await r.read()).decode()
     finally:
         await client.close()
-    assert len(text) > 10 * 2**20
-    assert text.count("\n") > 135_000
+    assert len(text) > 2**20
+    assert text.endswith("\n") and text.count("\n") > 13_500
