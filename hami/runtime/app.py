@@ -29,7 +29,7 @@ from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
-from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
+from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
 from hami.runtime.config import Settings, bind_budget, injection_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
@@ -189,11 +189,12 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    pod_sink = _Sink(
-        cache.replace_pods,
-        both(both(both(cache.upsert_pod, requeuer.seen), labels.seen), refusals.seen),
-        both(both(cache.delete_pod, requeuer.gone), labels.gone),
-    )
+    # Who hears each pod event, in order: the cache first, since the others read it.
+    pod_watchers: dict[str, list[Callable[[Any], None]]] = {
+        "replace": [cache.replace_pods],
+        "upsert": [cache.upsert_pod, requeuer.seen, labels.seen, refusals.seen],
+        "delete": [cache.delete_pod, requeuer.gone, labels.gone],
+    }
     placement = Placement(cache, policies, resources)
     if settings.preemption:
         facts = PodFacts()
@@ -208,11 +209,9 @@ async def build(settings: Settings) -> Runtime:
             nudge=requeuer.released,
         )
         placement = PreemptingPlacement(preempter, cache, policies, resources)
-        pod_sink = _Sink(
-            both(pod_sink.replace, facts.replace),
-            both(pod_sink.upsert, facts.upsert),
-            both(both(pod_sink.delete, facts.delete), preempter.gone),
-        )
+        pod_watchers["replace"].append(facts.replace)
+        pod_watchers["upsert"].append(facts.upsert)
+        pod_watchers["delete"] += [facts.delete, preempter.gone]
 
     def node_gone(node: dict[str, Any]) -> None:
         if cache.delete_node(node):  # not an older Node of a name made again
@@ -225,7 +224,7 @@ async def build(settings: Settings) -> Runtime:
             "nodes",
             _Sink(
                 lambda nodes: cache.replace_nodes(locks.tap(nodes)),
-                both(cache.upsert_node, locks.seen),
+                each(cache.upsert_node, locks.seen),
                 node_gone,
             ),
             watch_timeout=watch,
@@ -233,7 +232,11 @@ async def build(settings: Settings) -> Runtime:
         Informer(
             kube,
             "pods",
-            pod_sink,
+            _Sink(
+                each(*pod_watchers["replace"]),
+                each(*pod_watchers["upsert"]),
+                each(*pod_watchers["delete"]),
+            ),
             watch_timeout=watch,
             relisting=cache.relisting,
             relisted=cache.relisted,

@@ -45,10 +45,12 @@ T = TypeVar("T")
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
-def both(first: Callable[[T], None], second: Callable[[T], None]) -> Callable[[T], None]:
+def each(*calls: Callable[[T], None]) -> Callable[[T], None]:
+    """One callable that passes its argument to every one of `calls`, in order."""
+
     def call(value: T) -> None:
-        first(value)
-        second(value)
+        for c in calls:
+            c(value)
 
     return call
 
@@ -91,7 +93,7 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.binder,
             rt.not_serving,
             rt.paced,
-            both(
+            each(
                 FilterReporter(rt.events, success_events=rt.settings.success_events),
                 rt.requeuer.filtered,
             ),
