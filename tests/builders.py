@@ -52,9 +52,10 @@ def gpu_pod(
 ) -> Obj:
     """A pod of one container asking for `gpus` cards of `mem` MiB each (None: whole cards),
     with uid uid-<name> unless given, bound to `node` when one is given."""
-    limits: dict[str, Any] = {"nvidia.com/gpu": gpus}
+    # Quantities as the API server gives them: strings.
+    limits = {"nvidia.com/gpu": str(gpus)}
     if mem is not None:
-        limits["nvidia.com/gpumem"] = mem
+        limits["nvidia.com/gpumem"] = str(mem)
     spec: Obj = {
         "schedulerName": "hami-scheduler",
         "containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}],

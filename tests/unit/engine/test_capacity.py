@@ -20,6 +20,7 @@ from hami.engine.fit import fit_pod_uncached
 from hami.engine.model import CardScores, ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import PodOptions, pod_options
 from hami.engine.state import build_node
+from tests.builders import t4
 
 TYPES = ("NVIDIA-Tesla T4", "NVIDIA A100-SXM4-40GB")
 MODES = ("hami-core", "mig")
@@ -178,10 +179,6 @@ def turned_down(node: NodeState, request: PodRequest, **ann: str) -> str | None:
     check = summary_check(request, pod_options(ann))
     assert check is not None
     return check(node, [])
-
-
-def t4(i: int, count: int = 10) -> DeviceInfo:
-    return DeviceInfo(f"GPU-{i}", i, count, 15360, 100, "NVIDIA-Tesla T4")
 
 
 ONE = PodRequest(app=(ContainerRequest(1, 1000),))
