@@ -12,10 +12,18 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
+from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
+from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError, as_int64
-from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
+from hami.engine.requests import (
+    RequestError,
+    ResourceDefaults,
+    asks_gpu,
+    names_gpu,
+    pod_request,
+)
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -28,7 +36,8 @@ class AdmissionConfig:
     policies: Defaults = Defaults()
     gpu_core_policy: str = "default"  # default | force | disable
     runtime_class_name: str = ""
-    overwrite_env: bool = False  # NVIDIA_VISIBLE_DEVICES=none on GPU-less containers
+    # NVIDIA_VISIBLE_DEVICES=none on the GPU-less containers of GPU pods (hami.engine.pins).
+    overwrite_env: bool = True
     injection: InjectionConfig = InjectionConfig()
     # Schedulers whose pods are taken over when they ask for a KAI GPU share.
     adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
@@ -44,12 +53,6 @@ class Admission:
 
 def _deny(message: str) -> Admission:
     return Admission(False, {}, message, 403)
-
-
-def _set_env(container: dict[str, Any], name: str, value: str) -> None:
-    env = container.setdefault("env", [])
-    if not any(e.get("name") == name for e in env):
-        env.append({"name": name, "value": value})
 
 
 def _has(resources: Mapping[str, Any], name: str, sections: tuple[str, ...]) -> bool:
@@ -78,9 +81,9 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
                 "must be an integer between 0 and 100"
             )
     if r.priority in limits:
-        _set_env(container, "CUDA_TASK_PRIORITY", str(limits[r.priority]))
+        set_env(container, "CUDA_TASK_PRIORITY", str(limits[r.priority]))
     if cfg.gpu_core_policy not in ("", "default"):
-        _set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
+        set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
 
     # A count under requests counts too: the cores default below writes limits, and a second
     # pass must not then take the container for one without a count.
@@ -99,8 +102,6 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
         )
         if exclusive_memory:
             resources.setdefault("limits", {})[r.cores] = "100"
-    if not has_gpu and cfg.overwrite_env:
-        _set_env(container, "NVIDIA_VISIBLE_DEVICES", "none")
     if created and not resources:
         del container["resources"]
     return has_gpu
@@ -142,18 +143,64 @@ def _drop_nulls(pod: dict[str, Any], containers: list[dict[str, Any]]) -> None:
             _drop_null(e, "value")
 
 
+def _gpu_flags(containers: list[dict[str, Any]], cfg: AdmissionConfig) -> list[bool]:
+    return [asks_gpu(c, cfg.resources.names) for c in containers]
+
+
+def _pinned(pod: Mapping[str, Any], cfg: AdmissionConfig, translate: bool) -> dict[str, Any]:
+    """A GPU pod left otherwise as written, with the pins (hami.engine.pins). `translate`: KAI
+    gives its GPU-share container a card, so that one is a GPU container."""
+    stored = copy.deepcopy(dict(pod))
+    containers = [*(stored["spec"].get("initContainers") or ()), *stored["spec"]["containers"]]
+    _drop_nulls(stored, containers)
+    probe = copy.deepcopy(stored)
+    if translate:
+        probe.setdefault("metadata", {})
+        kai.translate(probe, cfg.resources.names)
+    probe_spec = probe["spec"]
+    gpu = _gpu_flags([*(probe_spec.get("initContainers") or ()), *probe_spec["containers"]], cfg)
+    pin(containers, gpu, cfg.overwrite_env)
+    return stored
+
+
+def _folders(cfg: AdmissionConfig) -> HostFolders:
+    return host_folders(cfg.injection.driver.host_lib, cfg.injection.hook_path)
+
+
+def _leave(
+    pod: Mapping[str, Any],
+    stored: dict[str, Any],
+    cfg: AdmissionConfig,
+    injected: str = "",
+    message: str = "",
+) -> Admission:
+    """The one way out for a GPU pod, whatever made it one: the escape checks on what its
+    author wrote, read against what is stored (`stored`, pins included)."""
+    problems = pod_escapes(pod, stored, _folders(cfg), injected)
+    if problems:
+        return _deny(refusal(problems))
+    return Admission(True, stored, message)
+
+
+FOREIGN = "pod already has different scheduler assigned"
+IGNORED = "pod is labelled hami.io/webhook=ignore"
+
+
 def admit(
     pod: Mapping[str, Any], cfg: AdmissionConfig, config_name: str = "hami-vgpu"
 ) -> Admission:
     """Decide on a pod at creation. `config_name` names the per-pod limits object of a pod
-    created without a name (generateName): the caller derives it from the request."""
+    created without a name (generateName): the caller derives it from the request.
+
+    Every pod that leaves as a GPU pod (a GPU resource, a translated KAI share) goes through
+    `_leave`, whoever schedules it, whatever its labels."""
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not spec.get("containers"):
         return _deny("pod has no containers")
     meta = pod.get("metadata") or {}
-    # The label spares a pod the mutation, never the denials: a pod author sets it, and the
-    # denials protect the scheduler's state and the node (namespaces are an administrator's
-    # switch, and those kube-apiserver never sends us).
+    # The label spares a pod the scheduling mutation, never the checks or the pins: a pod
+    # author sets it, and they protect the scheduler's state and the node (namespaces are an
+    # administrator's switch, and those kube-apiserver never sends us).
     ignored = (meta.get("labels") or {}).get(names.WEBHOOK_IGNORE_LABEL) == "ignore"
     annotations_in = meta.get("annotations") or {}
     # Checked for every pod, whoever schedules it: the cache counts any pod carrying an
@@ -172,17 +219,18 @@ def admit(
         or adopt
         or (scheduler == DEFAULT_SCHEDULER and cfg.force_overwrite_default_scheduler)
     )
-    # Every GPU pod, whoever places it: its cards come from the same device plugin, and a pod
-    # that slips out of its slice or past the scheduler's count over-commits the node.
-    if adopt or names_gpu(spec, cfg.resources.names):
-        injected = ""
-        if ours and not ignored and cfg.injection.mode == "standalone":
-            injected = _config_name(pod, config_name)
-        problems = pod_escapes(pod, injected)
-        if problems:
-            return _deny(refusal(problems))
+    # Its cards come from the same device plugin, so a GPU pod of another scheduler is held
+    # to the same checks.
+    gpu_in = adopt or names_gpu(spec, cfg.resources.names)
     if not ours:
-        return Admission(True, dict(pod), "pod already has different scheduler assigned")
+        return (
+            _leave(pod, _pinned(pod, cfg, False), cfg, "", FOREIGN)
+            if gpu_in
+            else (Admission(True, dict(pod), FOREIGN))
+        )
+    injected = ""
+    if not ignored and cfg.injection.mode == "standalone":
+        injected = _config_name(pod, config_name)
 
     out = copy.deepcopy(dict(pod))
     out_spec = out["spec"]
@@ -194,19 +242,29 @@ def admit(
         gpu = [_mutate_container(c, cfg) for c in containers]
         request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
     except (RequestError, QuantityError) as e:
-        return _deny(str(e))
+        # Refused either way: name the way out first, as for any GPU pod.
+        problems = pod_escapes(pod, pod, _folders(cfg), injected) if gpu_in else []
+        return _deny(refusal(problems) if problems else str(e))
+    if ignored:
+        if not gpu_in:
+            return Admission(True, dict(pod))
+        if request is not None and scheduler == cfg.scheduler_name:
+            try:
+                pod_options(out["metadata"].get("annotations") or {}, cfg.policies)
+            except PolicyError as e:
+                return _deny(str(e))
+        message = "" if request is None else IGNORED
+        return _leave(pod, _pinned(pod, cfg, adopt), cfg, "", message)
     if request is None:
-        return Admission(True, dict(pod) if ignored else out)
-    if ignored and scheduler != cfg.scheduler_name:
-        # Left to the scheduler it names: our policies are not its to follow.
-        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
-    annotations = out["metadata"].get("annotations") or {}
+        if not gpu_in:
+            return Admission(True, out)
+        pin(containers, gpu, cfg.overwrite_env)
+        return _leave(pod, out, cfg, injected)
     try:
-        pod_options(annotations, cfg.policies)
+        pod_options(out["metadata"].get("annotations") or {}, cfg.policies)
     except PolicyError as e:
         return _deny(str(e))
-    if ignored:
-        return Admission(True, dict(pod), "pod is labelled hami.io/webhook=ignore")
+    pin(containers, gpu, cfg.overwrite_env)
     out_spec["schedulerName"] = cfg.scheduler_name
     if cfg.runtime_class_name and not out_spec.get("runtimeClassName"):
         out_spec["runtimeClassName"] = cfg.runtime_class_name
@@ -219,17 +277,20 @@ def admit(
         [n for _, n in wanted],
         _config_name(out, config_name),
     )
-    return Admission(True, out)
+    return _leave(pod, out, cfg, injected)
 
 
 def admit_ephemeral(
     pod: Mapping[str, Any], old: Mapping[str, Any], cfg: AdmissionConfig
 ) -> Admission:
     """Decide on ephemeral containers added to a running pod (kubectl debug): a GPU pod's new
-    ones are held to the same checks as its own containers. Nothing is mutated."""
+    ones are held to the same checks as its own containers, and pinned to no card."""
     spec = pod.get("spec") or {}
-    if names_gpu(spec, cfg.resources.names):
-        problems = ephemeral_escapes(pod, old)
-        if problems:
-            return _deny(refusal(problems))
-    return Admission(True, dict(pod))
+    if not names_gpu(spec, cfg.resources.names):
+        return Admission(True, dict(pod))
+    stored = copy.deepcopy(dict(pod))
+    pin_ephemeral(stored, old, cfg.overwrite_env)
+    problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
+    if problems:
+        return _deny(refusal(problems))
+    return Admission(True, stored)

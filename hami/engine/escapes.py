@@ -1,61 +1,86 @@
 """What would let a GPU pod out of its slice, or past the scheduler's count, checked at admission.
 
 A GPU pod gets its cards from the device plugin, for the count a scheduler placed, and HAMi-core
-holds each container to its slice. Each of these goes around that, so a GPU pod carrying one is
-refused, whoever schedules it:
+holds each container to its slice. What a mutation can close, the webhook closes
+(`hami.engine.pins`); each of these it cannot, so a GPU pod carrying one is refused, whoever
+schedules it:
 
 * `spec.nodeName` at creation: no scheduler places the pod, so none counts its cards;
-* a privileged container, or one given a capability that reaches the driver or undoes the
-  container's mounts (`ESCAPING_CAPABILITIES`): every card of the node;
-* a hostPath volume that is, or holds, the driver's device nodes or the cards' PCI resources
-  (`DEVICE_PATHS`);
-* `NVIDIA_VISIBLE_DEVICES` (or the MIG config and monitor variables) naming any card: the NVIDIA
-  container runtime exposes what the container's environment says, which overrides the device
-  plugin's value in a GPU container and hands a GPU-less sidecar whatever it names; likewise a
-  value read from elsewhere (`valueFrom`, `envFrom`), which admission cannot see;
-* `NVIDIA_DRIVER_CAPABILITIES` beyond compute, utility and compat32: graphics, video and display
-  reach the card through driver paths HAMi-core does not limit;
-* a mount at the runtime's device-list folder (`/var/run/nvidia-container-devices`), its other
-  way of being asked for cards, and `cdi.k8s.io/` annotations, which a CDI-enabled containerd
-  turns into devices.
+* `spec.hostPID`: every process of the node, other pods' GPU processes among them;
+* a privileged container, or one given a capability that reaches the driver, the PCI devices
+  or the container's own mounts (`CAPABILITIES`);
+* a hostPath mount that reaches the device nodes, or writes the PCI devices, the driver's or
+  HAMi-core's libraries or the runtime's configuration (`hami.engine.hostpaths`);
+* `NVIDIA_VISIBLE_DEVICES` (or the MIG config and monitor variables) naming any card, or read
+  from elsewhere (`valueFrom`): the NVIDIA runtime exposes what the container's environment
+  says, over the device plugin's value;
+* an `envFrom` without a prefix where no pin covers the variables it could set;
+* `NVIDIA_DRIVER_CAPABILITIES` beyond compute, utility and compat32: graphics, video and
+  display reach the card through driver paths HAMi-core does not limit;
+* a mount at the runtime's device-list folder, and annotations the runtime (CDI) or GKE's NRI
+  device injector turn into devices.
 
-Every problem names the field and the fix. The checks are pure: the webhook runs them on what
-the pod's author wrote, before any mutation of ours.
+Every problem names the field, what it reaches and a fix. The checks are pure: they judge what
+the pod's author wrote, and read the pod as it will be stored (`stored`) only for the pins.
 """
 
-import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# Capabilities that open the driver or the host to a container: mount and unmount (so the
-# preloaded limits and the device cgroup setup can be undone), raw I/O and kernel modules.
-ESCAPING_CAPABILITIES = frozenset({"ALL", "SYS_ADMIN", "SYS_RAWIO", "SYS_MODULE"})
-# Host paths that are the cards: the driver's device nodes (`*` matches the rest of a name)
-# and the PCI devices' config and memory (BAR) files. A hostPath at, above or below one of them
-# is refused.
-DEVICE_PATHS = ("/dev/nvidia*", "/dev/dri", "/sys/bus/pci", "/sys/devices")
-# Variables the NVIDIA container runtime reads to decide which devices to expose.
-DEVICE_VARIABLES = (
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "NVIDIA_MIG_MONITOR_DEVICES",
-)
+from hami.engine.hostpaths import HostFolders, mount_reach, mounted_path, normal, within
+from hami.engine.pins import DRIVER_CAPABILITIES, VISIBLE_DEVICES
+
+# What each capability reaches, worded for a denial.
+CAPABILITIES = {
+    "ALL": "every capability, SYS_ADMIN and SYS_RAWIO among them",
+    "SYS_ADMIN": (
+        "mount and umount, which undo the read-only mounts of libvgpu.so and /etc/ld.so.preload "
+        "that hold the container to its limits"
+    ),
+    "SYS_RAWIO": (
+        "port I/O and /proc/bus/pci, which reach the PCI config space and memory (BARs) of every "
+        "card on the node (RDMA needs IPC_LOCK, not SYS_RAWIO)"
+    ),
+    "SYS_MODULE": "loading kernel modules, the GPU driver's among them: the whole node",
+}
+DEVICE_VARIABLES = (VISIBLE_DEVICES, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
 NO_DEVICES = frozenset({"", "none", "void"})
-CAPABILITIES_VARIABLE = "NVIDIA_DRIVER_CAPABILITIES"
 SLICE_CAPABILITIES = frozenset({"compute", "utility", "compat32"})
-WATCHED_VARIABLES = (*DEVICE_VARIABLES, CAPABILITIES_VARIABLE)
+WATCHED_VARIABLES = (*DEVICE_VARIABLES, DRIVER_CAPABILITIES)
 DEVICE_LIST_DIR = "/var/run/nvidia-container-devices"
-CDI_PREFIX = "cdi.k8s.io/"
+# Annotation domains turned into devices: CDI's (`cdi.k8s.io/`, the GPU Operator's
+# `nvidia.cdi.k8s.io/`, any other `*.cdi.k8s.io/` a runtime is set to read) and GKE's NRI
+# device injector (`devices.gke.io/container.<name>`).
+DEVICE_DOMAINS = {
+    "cdi.k8s.io": "the container runtime (CDI)",
+    "devices.gke.io": "GKE's NRI device injector",
+}
+POD_UID_ENV = "HAMI_POD_UID"
+CACHE_ENV = {"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
+DEFAULT_FOLDERS = HostFolders()
 # Problems listed in one denial; a pod with more is refused with a count of the rest.
 SHOWN = 5
+EXEMPT = "have an administrator exempt its namespace (label hami.io/webhook=ignore)"
+ENV_FROM_FIX = (
+    "list the variables the application needs under env instead, each with "
+    f"valueFrom.configMapKeyRef or secretKeyRef (charts take these as extra env entries), or "
+    f"{EXEMPT}"
+)
 
 
-def pod_escapes(pod: Mapping[str, Any], injected_config: str = "") -> list[str]:
-    """Every way out of the slice in a GPU pod at creation. `injected_config` names the per-pod
-    ConfigMap our standalone injection reads NVIDIA_VISIBLE_DEVICES from (a second admission
-    pass sees our own first one): only that exact reference is let through."""
+def pod_escapes(
+    pod: Mapping[str, Any],
+    stored: Mapping[str, Any] | None = None,
+    folders: HostFolders = DEFAULT_FOLDERS,
+    injected_config: str = "",
+) -> list[str]:
+    """Every way out of the slice in a GPU pod at creation. `stored` is the pod as admission
+    will store it, pins included (the pod itself when nothing is written). `injected_config`
+    names the per-pod ConfigMap our standalone injection reads NVIDIA_VISIBLE_DEVICES from (a
+    second admission pass sees our own first one): only that exact reference is let through."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
+    stored_spec = (stored if stored is not None else pod).get("spec") or {}
     problems = []
     if spec.get("nodeName"):
         problems.append(
@@ -63,94 +88,173 @@ def pod_escapes(pod: Mapping[str, Any], injected_config: str = "") -> list[str]:
             "every scheduler, so nobody counts the cards it takes; remove spec.nodeName "
             "(choose nodes with a nodeSelector or node affinity instead)"
         )
-    problems.extend(
-        f"annotation {key} asks the container runtime for devices ({value}); remove it, "
-        "the GPU resources give the pod its cards"
-        for key, value in sorted((meta.get("annotations") or {}).items())
-        if key.startswith(CDI_PREFIX)
-    )
-    for i, volume in enumerate(spec.get("volumes") or ()):
-        path = (volume.get("hostPath") or {}).get("path")
-        if path is not None and reaches_devices(str(path)):
-            problems.append(
-                f"volume {volume.get('name')} (spec.volumes[{i}].hostPath.path {path}) reaches "
-                "the GPUs' device files on the host; remove the hostPath volume"
-            )
-    for field, containers in (
-        ("initContainers", spec.get("initContainers")),
-        ("containers", spec.get("containers")),
-        ("ephemeralContainers", spec.get("ephemeralContainers")),
-    ):
-        for i, container in enumerate(containers or ()):
-            problems.extend(container_escapes(container, f"spec.{field}[{i}]", injected_config))
+    if spec.get("hostPID") is True:
+        problems.append(
+            "spec.hostPID is true: the pod sees every process of the node, other pods' GPU "
+            "processes among them, and with SYS_PTRACE (or as their user on nodes whose "
+            "kernel.yama.ptrace_scope is 0) attaches to them and uses their cards and memory; "
+            "remove hostPID (nvidia-smi then lists only the pod's own processes)"
+        )
+    for key, value in sorted((meta.get("annotations") or {}).items()):
+        domain = key.partition("/")[0] if "/" in key else ""
+        for known, who in DEVICE_DOMAINS.items():
+            if domain == known or domain.endswith("." + known):
+                problems.append(
+                    f"annotation {key} asks {who} for devices ({str(value).strip()}), past the "
+                    "device plugin and the scheduler's count; remove it (the GPU resource gives "
+                    f"the pod its cards), or {EXEMPT} for a node-wide daemon that must see every "
+                    "card"
+                )
+    volumes = {v.get("name"): v for v in spec.get("volumes") or () if v.get("hostPath")}
+    for field in ("initContainers", "containers", "ephemeralContainers"):
+        stored_list = stored_spec.get(field) or ()
+        for i, container in enumerate(spec.get(field) or ()):
+            where = f"spec.{field}[{i}]"
+            kept = stored_list[i] if i < len(stored_list) else container
+            problems.extend(container_escapes(container, where, kept, injected_config))
+            problems.extend(mount_escapes(container, where, volumes, folders))
     return problems
 
 
-def ephemeral_escapes(pod: Mapping[str, Any], old: Mapping[str, Any]) -> list[str]:
+def ephemeral_escapes(
+    pod: Mapping[str, Any],
+    old: Mapping[str, Any],
+    stored: Mapping[str, Any] | None = None,
+    folders: HostFolders = DEFAULT_FOLDERS,
+) -> list[str]:
     """Every way out of the slice in the ephemeral containers a pods/ephemeralcontainers update
-    adds to a GPU pod; they may mount the pod's volumes, so a hostPath one they mount counts."""
+    adds to a GPU pod; they may mount the pod's volumes, judged as the pod's own containers'."""
     spec = pod.get("spec") or {}
+    stored_list = ((stored if stored is not None else pod).get("spec") or {}).get(
+        "ephemeralContainers"
+    ) or ()
     before = {c.get("name") for c in (old.get("spec") or {}).get("ephemeralContainers") or ()}
-    host_paths = {
-        v.get("name"): str(v["hostPath"]["path"])
-        for v in spec.get("volumes") or ()
-        if (v.get("hostPath") or {}).get("path") is not None
-    }
+    volumes = {v.get("name"): v for v in spec.get("volumes") or () if v.get("hostPath")}
     problems = []
     for i, container in enumerate(spec.get("ephemeralContainers") or ()):
         if container.get("name") in before:
             continue
         where = f"spec.ephemeralContainers[{i}]"
-        problems.extend(container_escapes(container, where, ""))
-        for j, mount in enumerate(container.get("volumeMounts") or ()):
-            path = host_paths.get(mount.get("name"))
-            if path is not None and reaches_devices(path):
-                problems.append(
-                    f"container {container.get('name')} mounts volume {mount.get('name')} "
-                    f"({where}.volumeMounts[{j}]), hostPath {path}, which reaches the GPUs' "
-                    "device files; mount another volume"
-                )
+        kept = stored_list[i] if i < len(stored_list) else container
+        problems.extend(container_escapes(container, where, kept, ""))
+        problems.extend(mount_escapes(container, where, volumes, folders))
     return problems
 
 
-def container_escapes(container: Mapping[str, Any], where: str, injected_config: str) -> list[str]:
+def mount_escapes(
+    container: Mapping[str, Any],
+    where: str,
+    volumes: Mapping[Any, Mapping[str, Any]],
+    folders: HostFolders,
+) -> list[str]:
+    """The container's hostPath mounts that reach what no GPU pod may, as mounted."""
+    name = container.get("name")
+    problems = []
+    for j, mount in enumerate(container.get("volumeMounts") or ()):
+        path = normal(str(mount.get("mountPath") or ""))
+        device_list = normal(DEVICE_LIST_DIR)
+        if within(path, device_list) or within(device_list, path):
+            problems.append(
+                f"container {name} mounts {mount.get('mountPath')} ({where}.volumeMounts[{j}]), "
+                "where the NVIDIA "
+                "runtime reads which cards to expose; mount it elsewhere"
+            )
+        volume = volumes.get(mount.get("name"))
+        if volume is None or _own_cache(container, mount, volume, folders):
+            continue
+        host = mounted_path(volume, mount)
+        writable = mount.get("readOnly") is not True
+        reach = mount_reach(host, writable, folders)
+        if reach:
+            problems.append(
+                f"container {name} mounts volume {mount.get('name')} ({where}.volumeMounts[{j}]"
+                f"), hostPath {host}{', writable' if writable else ''}: {reach}"
+            )
+    return problems
+
+
+def _own_cache(
+    container: Mapping[str, Any],
+    mount: Mapping[str, Any],
+    volume: Mapping[str, Any],
+    folders: HostFolders,
+) -> bool:
+    """Standalone injection's usage-cache mount: the container's own folder under the hook's
+    `containers/`, named after the pod's uid (from the API server, never the author)."""
+    name = container.get("name")
+    return (
+        any(normal(volume["hostPath"]["path"]) == normal(f"{d}/containers") for d in folders.vgpu)
+        and mount.get("subPathExpr") == f"$({POD_UID_ENV})_{name}"
+        and not mount.get("subPath")
+        and [e for e in container.get("env") or () if e.get("name") == POD_UID_ENV] == [CACHE_ENV]
+    )
+
+
+def container_escapes(
+    container: Mapping[str, Any],
+    where: str,
+    stored: Mapping[str, Any] | None = None,
+    injected_config: str = "",
+) -> list[str]:
     name = container.get("name")
     security = container.get("securityContext") or {}
     problems = []
     if security.get("privileged") is True:
         problems.append(
-            f"container {name} is privileged ({where}.securityContext.privileged): it sees "
-            "every GPU on the node; remove privileged: true"
+            f"container {name} is privileged ({where}.securityContext.privileged): it gets "
+            "every device node of the node, every card's among them, and every capability; "
+            f"remove privileged: true (the GPU resource gives it its cards; a daemon can add the "
+            f"one capability it needs, e.g. NET_ADMIN), or {EXEMPT} for a node-wide daemon that "
+            "must see every card"
         )
-    added = [str(c) for c in (security.get("capabilities") or {}).get("add") or ()]
-    escaping = [c for c in added if _capability(c) in ESCAPING_CAPABILITIES]
-    if escaping:
-        problems.append(
-            f"container {name} adds {', '.join(escaping)} ({where}.securityContext.capabilities"
-            ".add), which reaches the GPU driver past the container's limits; remove "
-            f"{'it' if len(escaping) == 1 else 'them'}"
-        )
+    for c in (security.get("capabilities") or {}).get("add") or ():
+        reach = CAPABILITIES.get(str(c).strip().upper().removeprefix("CAP_"))
+        if reach:
+            problems.append(
+                f"container {name} adds {c} ({where}.securityContext.capabilities.add): "
+                f"{reach}; remove it"
+            )
     for j, env in enumerate(container.get("env") or ()):
         problem = _variable(env, f"{where}.env[{j}]", name, injected_config)
         if problem:
             problems.append(problem)
+    pinned = {
+        str(e.get("name")): e
+        for e in (stored if stored is not None else container).get("env") or ()
+    }
     for j, source in enumerate(container.get("envFrom") or ()):
         prefix = str(source.get("prefix") or "")
-        if any(v.startswith(prefix) for v in WATCHED_VARIABLES):
+        open_ = [v for v in _unpinned(pinned) if v.startswith(prefix)]
+        if open_:
             problems.append(
-                f"container {name} takes variables from {_source(source)} ({where}.envFrom[{j}]"
-                f"{'' if not prefix else f', prefix {prefix}'}), which could set "
-                "NVIDIA_VISIBLE_DEVICES to widen the cards it sees; give it a "
-                "prefix (envFrom[].prefix, e.g. APP_) or list the variables under env"
-            )
-    for j, mount in enumerate(container.get("volumeMounts") or ()):
-        path = _normal(str(mount.get("mountPath") or ""))
-        if _within(path, DEVICE_LIST_DIR) or _within(DEVICE_LIST_DIR, path):
-            problems.append(
-                f"container {name} mounts {path} ({where}.volumeMounts[{j}]), where the NVIDIA "
-                "runtime reads which cards to expose; mount it elsewhere"
+                f"container {name} takes every variable of {_source(source)} ({where}.envFrom"
+                f"[{j}]{'' if not prefix else f', prefix {prefix}'}) and nothing pins "
+                f"{' or '.join(open_)} in it, so that source could set "
+                f"{VISIBLE_DEVICES if VISIBLE_DEVICES in open_ else open_[0]} and reach cards "
+                f"past its slice ({_why_open(open_)}); {ENV_FROM_FIX}"
             )
     return problems
+
+
+def _unpinned(env: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The watched variables an envFrom could still set: those no env entry names. The MIG
+    variables are left out: the NVIDIA runtime refuses to start an unprivileged container that
+    sets them, and privileged ones are refused. Capabilities do not matter without a card."""
+    visible = env.get(VISIBLE_DEVICES)
+    no_cards = visible is not None and str(visible.get("value") or "").lower() in NO_DEVICES
+    if no_cards and visible is not None and visible.get("valueFrom") is None:
+        return []
+    return [v for v in (VISIBLE_DEVICES, DRIVER_CAPABILITIES) if v not in env]
+
+
+def _why_open(variables: Sequence[str]) -> str:
+    if VISIBLE_DEVICES in variables:
+        return (
+            "the device plugin's value, which an envFrom key overrides, is not known at "
+            "admission; with --node-integration standalone, or in a container without a GPU "
+            "with --overwrite-env, the webhook pins it"
+        )
+    return "the webhook pins it only in the containers of GPU pods it admits"
 
 
 def _variable(env: Mapping[str, Any], where: str, name: object, injected_config: str) -> str:
@@ -162,23 +266,26 @@ def _variable(env: Mapping[str, Any], where: str, name: object, injected_config:
             return ""
         return (
             f"container {name} reads {variable} from elsewhere ({where}.valueFrom), a value "
-            "admission cannot check; remove it (the device plugin sets the cards)"
+            "admission cannot see and the NVIDIA runtime follows over the device plugin's; "
+            "remove it (the device plugin sets the cards)"
         )
     value = str(env.get("value") or "")
-    if variable == CAPABILITIES_VARIABLE:
+    if variable == DRIVER_CAPABILITIES:
         wide = sorted({c.strip() for c in value.split(",") if c.strip()} - SLICE_CAPABILITIES)
         if not wide:
             return ""
         return (
             f"container {name} sets {variable}={value} ({where}): {', '.join(wide)} reach the "
-            "card past HAMi-core's limits; use compute, utility and compat32 only"
+            "card through driver paths HAMi-core does not limit (graphics and video memory, the "
+            "video engines); remove the variable (the webhook sets compute,utility) or list "
+            "compute, utility and compat32 only"
         )
     if value.strip().lower() in NO_DEVICES:
         return ""
     return (
         f"container {name} sets {variable}={value} ({where}): the NVIDIA runtime would expose "
-        "those cards whatever the scheduler gave it; remove the variable (the device plugin "
-        "sets it) or set it to none"
+        "the cards it names (every card of the node with all), whatever the scheduler gave "
+        "the pod; remove the variable (the device plugin sets it) or set it to none"
     )
 
 
@@ -187,10 +294,10 @@ def _injected(env: Mapping[str, Any], container: object, config: str) -> bool:
     ref = (env.get("valueFrom") or {}).get("configMapKeyRef") or {}
     return (
         bool(config)
-        and env.get("name") == "NVIDIA_VISIBLE_DEVICES"
+        and env.get("name") == VISIBLE_DEVICES
         and len(env["valueFrom"]) == 1
         and ref.get("name") == config
-        and ref.get("key") == f"{container}.NVIDIA_VISIBLE_DEVICES"
+        and ref.get("key") == f"{container}.{VISIBLE_DEVICES}"
     )
 
 
@@ -199,35 +306,6 @@ def _source(source: Mapping[str, Any]) -> str:
         if isinstance(source.get(key), dict):
             return f"{kind} {source[key].get('name')}"
     return "a source"
-
-
-def _capability(name: str) -> str:
-    upper = name.strip().upper()
-    return upper.removeprefix("CAP_")
-
-
-def _normal(path: str) -> str:
-    """The path as Linux resolves it, without following links: `//dev/./x/` is `/dev/x`."""
-    normal = posixpath.normpath("/" + path.lstrip("/"))
-    return "/" + normal.lstrip("/")
-
-
-def _within(path: str, folder: str) -> bool:
-    """Whether `path` is `folder` or lies under it; `folder`'s last part may end in `*`."""
-    head, _, last = folder.rpartition("/")
-    if not last.endswith("*"):
-        return path == folder or path.startswith(folder.rstrip("/") + "/")
-    parent = path.removeprefix(head + "/").partition("/")[0]
-    return path.startswith(head + "/") and parent.startswith(last[:-1])
-
-
-def reaches_devices(host_path: str) -> bool:
-    """Whether a hostPath at `host_path` exposes one of DEVICE_PATHS: it is one, holds one, or
-    lies inside one."""
-    path = _normal(host_path)
-    return any(
-        _within(path, device) or _within(device.rstrip("*"), path) for device in DEVICE_PATHS
-    )
 
 
 def refusal(problems: Sequence[str]) -> str:

@@ -178,13 +178,21 @@ def pod_request(
     return request
 
 
+def asks_gpu(container: Mapping[str, Any], names: ResourceNames) -> bool:
+    """Whether the container requests or limits a GPU resource."""
+    wanted = (names.gpu, names.memory, names.memory_percentage, names.cores)
+    resources = container.get("resources") or {}
+    return any(
+        name in (resources.get(section) or {})
+        for section in ("limits", "requests")
+        for name in wanted
+    )
+
+
 def names_gpu(spec: Mapping[str, Any], names: ResourceNames) -> bool:
     """Whether any container or init container requests or limits a GPU resource (the chart's
     matchConditions send exactly these pods to the webhook)."""
-    wanted = (names.gpu, names.memory, names.memory_percentage, names.cores)
     return any(
-        name in ((c.get("resources") or {}).get(section) or {})
+        asks_gpu(c, names)
         for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-        for section in ("limits", "requests")
-        for name in wanted
     )

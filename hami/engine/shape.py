@@ -95,7 +95,12 @@ _CONTAINER = _fields(
         "securityContext": _SECURITY,
         "env": _list_of(_ENV),
         "envFrom": _list_of(_ENV_FROM),
-        "volumeMounts": _list_of(_fields({"mountPath": string}, {"name": string})),
+        "volumeMounts": _list_of(
+            _fields(
+                {"mountPath": string},
+                {"name": string, "readOnly": _boolean, "subPath": string, "subPathExpr": string},
+            )
+        ),
     },
 )
 _POD = _fields(
@@ -112,6 +117,7 @@ _POD = _fields(
                 "schedulerName": string,
                 "nodeName": string,
                 "runtimeClassName": string,
+                "hostPID": _boolean,
             },
         )
     },

@@ -279,6 +279,7 @@ async def build(settings: Settings) -> Runtime:
             AdmissionConfig(
                 scheduler_name=settings.scheduler_name,
                 force_overwrite_default_scheduler=settings.force_overwrite_default_scheduler,
+                overwrite_env=settings.overwrite_env,
                 resources=resources,
                 policies=policies,
                 injection=injection_config(settings),

@@ -46,6 +46,7 @@ class Settings:
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
     force_overwrite_default_scheduler: bool = True
+    overwrite_env: bool = True
     default_memory: int = 0
     default_cores: int = 0
     default_gpu_num: int = 1
@@ -124,6 +125,10 @@ _HELP = {
     "gpu_scheduler_policy": "default card policy: binpack, spread, numa, mutex, topology-aware or a chain",
     "node_scheduler_policy": "default node policy: binpack or spread",
     "force_overwrite_default_scheduler": "take GPU pods that name default-scheduler",
+    "overwrite_env": (
+        "write NVIDIA_VISIBLE_DEVICES=none into the containers of a GPU pod that ask for no GPU "
+        "(HAMi's overwriteEnv), so that neither their image nor an envFrom can name cards"
+    ),
     "default_memory": "MiB given to a container that asks for nvidia.com/gpu only (0: whole card)",
     "default_cores": "percent of SMs given when nvidia.com/gpucores is absent",
     "default_gpu_num": "nvidia.com/gpu set on containers that ask for memory or cores only",

@@ -28,7 +28,7 @@ def _risk(binding: str) -> str:
 
 
 async def require_admission_policy(kube: Kube, binding: str, allow_without: bool) -> None:
-    """Raise OSError (main() exits 1 with the message) unless `binding` exists or
+    """Raise OSError (main() exits 2 with the message) unless `binding` exists or
     `allow_without` is set."""
     try:
         found = await kube.get_admission_policy_binding(binding)

@@ -36,7 +36,9 @@ class AdmissionService:
         kind, operation = request["kind"]["kind"], request["operation"]
         if kind == "Pod" and operation == "UPDATE" and request.get("subResource") == EPHEMERAL:
             added = admit_ephemeral(request["object"], request["oldObject"], self.config)
-            return AdmissionOutcome(added.allowed, message=added.message, code=added.code)
+            if not added.allowed:
+                return AdmissionOutcome(False, message=added.message, code=added.code)
+            return AdmissionOutcome(True, diff(request["object"], added.pod), added.message)
         if operation != "CREATE" or kind != "Pod":
             return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
         pod = request["object"]

@@ -271,6 +271,7 @@ class ControlPlane:
         self._nodesims = 0
         self._processes: list[Process] = []
         self._etcd_data: Path | None = None
+        self._policy_dropped = False  # drop_admission_policy() until apply_admission_policy()
         (
             self.etcd_port,
             self.etcd_peer_port,
@@ -433,6 +434,8 @@ class ControlPlane:
             str(metrics_port),
             "--scheduler-name",
             SCHEDULER_NAME,
+            # An administrator who dropped the policy accepted the risk (hami.runtime.preflight).
+            *(["--allow-without-admission-policy=true"] if self._policy_dropped else []),
             *extra_args,
         ]
 
@@ -635,6 +638,7 @@ class ControlPlane:
         """Install the chart's ValidatingAdmissionPolicy as a release in hami-system renders it,
         with `scheduler_users` trusted besides SCHEDULER_USER, and wait until it is enforced."""
         self._scheduler_users = tuple(scheduler_users)
+        self._policy_dropped = False
         rendered = subprocess.run(
             [
                 str(self.bin_dir / "helm"),
@@ -679,6 +683,7 @@ class ControlPlane:
         self.kubectl(
             "delete", "validatingadmissionpolicybinding", ADMISSION_POLICY, "--ignore-not-found"
         )
+        self._policy_dropped = True
         wait_for(
             lambda: self._create_locked_node().returncode == 0,
             timeout=30,

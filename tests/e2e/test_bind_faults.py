@@ -26,7 +26,14 @@ from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 from .prometheus import get
-from .replicas import HA_SCHEDULER, Replica, lease_holder, replicas, wait_for_leader
+from .replicas import (
+    HA_SCHEDULER,
+    Replica,
+    lease_holder,
+    replicas,
+    start_replica,
+    wait_for_leader,
+)
 from .test_bind import POD, hold_lock, post
 
 pytestmark = pytest.mark.e2e
@@ -281,3 +288,58 @@ def test_a_scheduler_pod_deleted_during_a_burst_leaves_every_pod_consistent(
 def _lines_about(log: str, pod: str) -> str:
     """The messages of `hami serve`'s log records that name the pod, one a line."""
     return "\n".join(json.dumps(r) for r in applog.about(log, pod=pod))
+
+
+def test_writes_queued_when_the_term_ends_are_never_sent(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    """The old leader talks to kube-apiserver through the fault proxy, one write at a time,
+    each answered 2 s late: its binds' writes queue. Its kube-scheduler stops (the term ends);
+    of the writes still queued, none reaches kube-apiserver. The proxy forwards only the old
+    leader's requests, so its log counts the old leader's writes alone."""
+    api = control_plane.start_fault_proxy()
+    api.set(
+        {"method": "PATCH", "path": r"^/api/v1/nodes/", "action": "delay-response", "seconds": 2},
+        {"method": "POST", "path": BINDING, "action": "delay-response", "seconds": 2},
+    )
+    slow = ("--kubeconfig", str(api.kubeconfig), "--api-write-limit", "1")
+    with replicas(control_plane, namespace, "queued-old", app_args=slow) as (old,):
+        new = start_replica(control_plane, namespace, "queued-new")
+        try:
+            nodes = [t4_node(f"queued-{i}") for i in range(4)]
+            nodesim(*nodes)
+            names = [f"q-{i}" for i in range(8)]
+            kube.apply("\n---\n".join(ha_pod(n) for n in names), namespace)
+            wait_for(lambda: filters(old) >= 4, timeout=60, what="binds queued on the old leader")
+            old.scheduler.stop()
+            wait_for(
+                lambda: "stopped leading" in old.app.log.read_text(errors="replace"),
+                timeout=30,
+                what="the old leader's term to end",
+            )
+            sent_by_then = len(api.acted("delay-response"))
+            started = filters(old)
+            wait_for(
+                lambda: _outcomes(old) >= started,
+                timeout=60,
+                what="every bind of the old leader to end",
+            )
+            # At most the one write in flight when the term ended lands afterwards.
+            assert len(api.acted("delay-response")) - sent_by_then <= 1, api.acted()
+            kube.wait_ready(namespace, names, timeout=180)
+            assert invariant.misplaced(kube, namespace) == []
+            assert invariant.overcommitted(kube) == []
+            wait_for(
+                lambda: not invariant.locks_left(kube, [n.name for n in nodes]),
+                timeout=60,
+                what="every node lock to be released",
+            )
+        finally:
+            new.scheduler.stop()
+            new.app.stop(grace=30)
+
+
+def _outcomes(replica: Replica) -> int:
+    """Binds the replica finished, bound or failed."""
+    log = replica.app.log.read_text(errors="replace").splitlines()
+    return sum(1 for line in log if '"pod bound' in line or '"bind failed' in line)

@@ -86,10 +86,13 @@ CASES = {
         gpu_container(gpu_pod("p"), securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}),
         "adds SYS_ADMIN (spec.containers[0].securityContext.capabilities.add)",
     ),
-    "host-dev": (host_path(gpu_pod("p"), "/dev"), "spec.volumes[0].hostPath.path /dev"),
+    "host-dev": (
+        host_path(gpu_pod("p"), "/dev"),
+        "(spec.containers[0].volumeMounts[0]), hostPath /dev, writable: the device nodes",
+    ),
     "host-dev-nvidia0": (
         host_path(gpu_pod("p", "other"), "/dev/nvidia0"),
-        "hostPath.path /dev/nvidia0) reaches the GPUs' device files",
+        "hostPath /dev/nvidia0, writable: the device nodes of every card on the node",
     ),
     "sidecar-visible-devices-all": (
         sidecar(gpu_pod("p"), env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
@@ -97,7 +100,7 @@ CASES = {
     ),
     "driver-capabilities-all": (
         gpu_container(gpu_pod("p"), env=[{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]),
-        "use compute, utility and compat32 only",
+        "list compute, utility and compat32 only",
     ),
     "init-container-visible-devices": (
         changed(
@@ -112,9 +115,12 @@ CASES = {
         ),
         "container setup sets NVIDIA_VISIBLE_DEVICES=0,1,2,3 (spec.initContainers[0].env[0])",
     ),
+    # In a sidecar the webhook's NVIDIA_VISIBLE_DEVICES=none pin makes it harmless; the GPU
+    # container's cards come from the device plugin's value, which it cannot pin.
     "env-from-without-a-prefix": (
-        sidecar(gpu_pod("p"), envFrom=[{"configMapRef": {"name": "settings"}}]),
-        "give it a prefix (envFrom[].prefix, e.g. APP_)",
+        gpu_container(gpu_pod("p"), envFrom=[{"configMapRef": {"name": "settings"}}]),
+        "list the variables the application needs under env instead, each with "
+        "valueFrom.configMapKeyRef or secretKeyRef",
     ),
     "device-list-mount": (
         sidecar(

@@ -23,21 +23,13 @@ from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, eventually, wait_for
 from .nodespec import t4_node
+from .test_bind import POD
 from .test_bind_faults import consistent
 
 pytestmark = pytest.mark.e2e
 
-WHOLE_CARD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-spec:
-  containers:
-  - name: cuda
-    image: busybox
-    resources: {{limits: {{nvidia.com/gpu: 1}}}}
-"""
+# A whole card: nvidia.com/gpu alone (HAMi's default memory is the whole card).
+WHOLE_CARD = POD.replace(", nvidia.com/gpumem: 1000", "")
 PODS = r"^/api/v1/pods$"  # the cluster-wide LIST and WATCH of the pods informer
 NODES = r"^/api/v1/nodes$"
 

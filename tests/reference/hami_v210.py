@@ -62,6 +62,17 @@ DELIBERATE_DIFFERENCES: Mapping[str, str] = {
         "that (a foreign schedulerName or the pod's ignore label skip it all); hami-py refuses "
         "it for every GPU pod at creation (hami.engine.escapes)."
     ),
+    "overwrite-env": (
+        "overwriteEnv: HAMi's is off by default and, on, writes NVIDIA_VISIBLE_DEVICES=none into "
+        "every pod reaching its webhook; hami-py's is on by default and writes it into GPU pods "
+        "only, with NVIDIA_DRIVER_CAPABILITIES=compute,utility in every GPU container "
+        "(hami.engine.pins)."
+    ),
+    "gpu-pod-channels": (
+        "A GPU pod with a writable host path of the driver or HAMi-core folders, hostPID, "
+        "SYS_RAWIO, or a nvidia.cdi.k8s.io/ or devices.gke.io/ annotation: HAMi admits it; "
+        "hami-py refuses it at creation (hami.engine.escapes, hami.engine.hostpaths)."
+    ),
     "pods-outside-the-scheduler": (
         "A bound pod holding nvidia.com/gpu without an allocation of the scheduler's: HAMi counts "
         "nothing on its cards; hami-py counts that many whole cards (hami.engine.outside)."

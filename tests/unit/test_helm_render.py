@@ -309,6 +309,19 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     assert "priority" not in expression
 
 
+def test_helm_overwrite_env_reaches_hami_serve_and_the_device_config() -> None:
+    """On by default (docs/trust-boundary.md); one value for both, as in HAMi's chart."""
+    for value, flag in ((None, "true"), ("false", "false")):
+        docs = render(
+            "devicePlugin.enabled=true", *([f"webhook.overwriteEnv={value}"] if value else [])
+        )
+        assert f"--overwrite-env={flag}" in container(docs, EXTENDER)["args"]
+        config = yaml.safe_load(
+            find(docs, "ConfigMap", "hami-py-device-plugin-device")["data"]["device-config.yaml"]
+        )
+        assert config["nvidia"]["overwriteEnv"] is (flag == "true")
+
+
 def test_helm_webhook_settings_follow_values() -> None:
     docs = render(
         "webhook.failurePolicy=Ignore",
@@ -521,6 +534,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--gpu-scheduler-policy=spread",
         "--node-scheduler-policy=binpack",
         "--force-overwrite-default-scheduler=true",
+        "--overwrite-env=true",
         "--default-memory=0",
         "--default-cores=0",
         "--default-gpu-num=1",

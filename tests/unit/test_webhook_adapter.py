@@ -376,7 +376,10 @@ def full_pod() -> Obj:
         "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
         "securityContext": {"privileged": False},
         "env": [{"name": "A", "value": "a"}, {"name": "B", "valueFrom": {"fieldRef": {}}}],
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data", "readOnly": False, "subPath": "d"},
+            {"name": "data", "mountPath": "/more", "subPathExpr": "$(A)"},
+        ],
     }
     return {
         "metadata": {
@@ -392,6 +395,7 @@ def full_pod() -> Obj:
             "schedulerName": "default-scheduler",
             "nodeName": "",
             "runtimeClassName": "nvidia",
+            "hostPID": False,
         },
     }
 
@@ -429,6 +433,9 @@ FIELDS: list[tuple[tuple[str | int, ...], str, bool]] = [
     ((*C0, "volumeMounts"), "list", True),
     ((*C0, "volumeMounts", 0), "object", False),
     ((*C0, "volumeMounts", 0, "mountPath"), "string", False),
+    ((*C0, "volumeMounts", 0, "readOnly"), "boolean", True),
+    ((*C0, "volumeMounts", 0, "subPath"), "string", True),
+    ((*C0, "volumeMounts", 1, "subPathExpr"), "string", True),
     (("object", "spec", "initContainers"), "list", True),
     (("object", "spec", "initContainers", 0), "object", False),
     (("object", "spec", "initContainers", 0, "name"), "string", False),
@@ -438,6 +445,7 @@ FIELDS: list[tuple[tuple[str | int, ...], str, bool]] = [
     (("object", "spec", "schedulerName"), "string", True),
     (("object", "spec", "nodeName"), "string", True),
     (("object", "spec", "runtimeClassName"), "string", True),
+    (("object", "spec", "hostPID"), "boolean", True),
 ]
 SAMPLES: dict[str, Any] = {"string": "x", "number": 7, "float": 1.5, "boolean": True, "list": []}
 SAMPLES |= {"object": {}, "null": None}

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
-from hami.engine.escapes import pod_escapes, reaches_devices
+from hami.engine.escapes import pod_escapes
+from hami.engine.hostpaths import HostFolders, mount_reach, reaches_devices
 from hami.engine.injection import InjectionConfig
 from hami.engine.requests import ResourceNames, names_gpu
 from hami.service.admission import AdmissionService
@@ -91,12 +92,15 @@ REFUSED = [
     (in_init(securityContext={"capabilities": {"add": ["sys_rawio"]}}), "adds sys_rawio"),
     (in_gpu_container(securityContext={"capabilities": {"add": ["ALL"]}}), "remove it"),
     (in_gpu_container(securityContext={"capabilities": {"add": ["SYS_MODULE"]}}), "SYS_MODULE"),
-    (host_path("/dev"), "spec.volumes[0].hostPath.path /dev"),
-    (host_path("/dev/nvidia0"), "remove the hostPath volume"),
+    (
+        host_path("/dev"),
+        "(spec.containers[0].volumeMounts[0]), hostPath /dev, writable: the device",
+    ),
+    (host_path("/dev/nvidia0"), "remove the mount (the device plugin adds the pod's own cards)"),
     (host_path("/dev/nvidiactl"), "/dev/nvidiactl"),
-    (host_path("//dev/./nvidia-uvm/"), "reaches the GPUs' device files"),
-    (host_path("/"), "hostPath.path /"),
-    (host_path("/sys"), "hostPath.path /sys"),
+    (host_path("//dev/./nvidia-uvm/"), "the device nodes of every card on the node"),
+    (host_path("/"), "hostPath /, writable"),
+    (host_path("/sys"), "hostPath /sys, writable: the PCI config space and memory (BARs)"),
     (host_path("/dev/dri"), "/dev/dri"),
     (other_scheduler(host_path("/dev")), "/dev"),
     (with_sidecar(**env("NVIDIA_VISIBLE_DEVICES", "all")), "sets NVIDIA_VISIBLE_DEVICES=all"),
@@ -116,14 +120,6 @@ REFUSED = [
         "graphics, video reach the card",
     ),
     (
-        with_sidecar(envFrom=[{"configMapRef": {"name": "settings"}}]),
-        "takes variables from ConfigMap settings (spec.containers[1].envFrom[0])",
-    ),
-    (
-        in_gpu_container(envFrom=[{"secretRef": {"name": "s"}, "prefix": "NVIDIA_"}]),
-        "Secret s (spec.containers[0].envFrom[0], prefix NVIDIA_)",
-    ),
-    (
         with_sidecar(
             volumeMounts=[{"name": "x", "mountPath": "/var/run/nvidia-container-devices/all"}]
         ),
@@ -134,7 +130,7 @@ REFUSED = [
             **gpu_pod(),
             "metadata": {"name": "p", "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}},
         },
-        "annotation cdi.k8s.io/x asks the container runtime for devices",
+        "annotation cdi.k8s.io/x asks the container runtime (CDI) for devices",
     ),
     (
         gpu_pod(ephemeralContainers=[{"name": "debug", "image": "x", **PRIVILEGED}]),
@@ -161,6 +157,7 @@ ADMITTED = [
     in_gpu_container(**env("NVIDIA_DRIVER_CAPABILITIES", "compute, utility,compat32")),
     in_gpu_container(securityContext={"capabilities": {"add": ["NET_ADMIN", "SYS_PTRACE"]}}),
     with_sidecar(envFrom=[{"configMapRef": {"name": "settings"}, "prefix": "APP_"}]),
+    in_gpu_container(envFrom=[{"configMapRef": {"name": "settings"}, "prefix": "VLLM_"}]),
     host_path("/dev/shm"),
     host_path("/data/models"),
     host_path("/sys/class/net"),
@@ -187,11 +184,16 @@ def test_a_pod_without_gpu_resources_is_not_ours_to_check() -> None:
     assert admit(anything, CFG).allowed
 
 
-def test_a_foreign_gpu_pod_that_stays_in_its_slice_is_admitted_unchanged() -> None:
-    pod = other_scheduler(gpu_pod(), "volcano")
+def test_a_foreign_gpu_pod_that_stays_in_its_slice_is_admitted_with_only_the_pins() -> None:
+    pod = other_scheduler(with_sidecar(), "volcano")
     verdict = admit(pod, CFG)
-    assert verdict.allowed and verdict.pod == pod
-    assert verdict.message == "pod already has different scheduler assigned"
+    assert verdict.allowed and verdict.message == "pod already has different scheduler assigned"
+    expected = copy.deepcopy(pod)
+    expected["spec"]["containers"][0]["env"] = [
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
+    ]
+    expected["spec"]["containers"][1]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]
+    assert verdict.pod == expected
 
 
 def test_a_denial_lists_five_problems_and_counts_the_rest() -> None:
@@ -283,12 +285,27 @@ PATHS = st.lists(
 
 @settings(max_examples=400, deadline=None)
 @given(PATHS)
-def test_a_host_path_that_resolves_to_the_devices_is_refused_however_written(path: str) -> None:
+def test_a_host_path_that_resolves_to_the_device_nodes_is_refused_however_written(
+    path: str,
+) -> None:
     parts = [p for p in posixpath.normpath(path).split("/") if p]
-    device = (
-        parts in ([], ["dev"], ["sys"], ["sys", "bus"])
-        or (parts[:1] == ["dev"] and len(parts) > 1 and parts[1].startswith(("nvidia", "dri")))
+    device = parts in ([], ["dev"]) or (
+        parts[:1] == ["dev"] and len(parts) > 1 and parts[1].startswith(("nvidia", "dri"))
+    )
+    assert reaches_devices(path) is device, path
+    # However mounted: read-only does not stop opening a device node.
+    assert bool(mount_reach(path, False, HostFolders())) is device, path
+
+
+@settings(max_examples=400, deadline=None)
+@given(PATHS)
+def test_the_pci_devices_are_refused_writable_and_admitted_read_only(path: str) -> None:
+    parts = [p for p in posixpath.normpath(path).split("/") if p]
+    pci = (
+        parts in ([], ["sys"], ["sys", "bus"])
         or parts[:3] == ["sys", "bus", "pci"]
         or parts[:2] == ["sys", "devices"]
     )
-    assert reaches_devices(path) is device, path
+    if not reaches_devices(path):
+        assert bool(mount_reach(path, True, HostFolders())) is pci, path
+        assert mount_reach(path, False, HostFolders()) == "", path

@@ -67,7 +67,8 @@ def test_gke_profile_mounts_driver_lib64_and_sets_library_path_on_gpu_containers
         "name": "hami-driver-lib64",
         "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64", "type": "Directory"},
     } in out["spec"]["volumes"]
-    assert "volumeMounts" not in sidecar and "env" not in sidecar
+    # The sidecar gets no driver, only the pin that keeps its image from naming cards.
+    assert "volumeMounts" not in sidecar and env(sidecar) == {"NVIDIA_VISIBLE_DEVICES": "none"}
     assert "volumeMounts" not in out["spec"]["initContainers"][0]
 
 
@@ -253,9 +254,15 @@ def test_kai_pod_without_share_stays_with_kai() -> None:
     assert a.pod["spec"]["schedulerName"] == "kai-scheduler"
 
 
-def test_ignore_label_leaves_pod_untouched() -> None:
+def test_ignore_label_leaves_pod_untouched_but_for_the_pins() -> None:
     p = pod(gpu(), labels={"hami.io/webhook": "ignore"})
-    assert diff(p, admit(p, GKE).pod) == []
+    assert diff(p, admit(p, GKE).pod) == [
+        {
+            "op": "add",
+            "path": "/spec/containers/0/env",
+            "value": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
+        }
+    ]
 
 
 @pytest.mark.parametrize(

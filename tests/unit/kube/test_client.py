@@ -184,46 +184,10 @@ async def run_until(informer: Informer, done: Callable[[], bool]) -> None:
 
 
 async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> None:
+    """Also: each complete list is announced before and after (the cache settles the Bindings
+    it wrote against it), and an accepted watch that stays silent is contact all the same."""
     lists = [([pod("a", "10")], "10"), ([pod("b", "20")], "20")]
     watched_from: list[str] = []
-
-    async def pods(request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch", "").lower() != "true":
-            items, rv = lists.pop(0)
-            return web.json_response({"items": items, "metadata": {"resourceVersion": rv}})
-        watched_from.append(request.query["resourceVersion"])
-        resp = web.StreamResponse()
-        await resp.prepare(request)
-        if len(watched_from) == 1:
-            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
-            await resp.write(orjson.dumps({"type": "ERROR", "object": gone}) + b"\n")
-            return resp
-        await asyncio.sleep(5)
-        return resp
-
-    kube = await serve({"/api/v1/pods": pods})
-    sink = Recorder()
-    informer = Informer(kube, "pods", sink, inactivity=10)
-    await run_until(informer, lambda: len(watched_from) == 2)
-    # The relist reconciles by upsert and delete: the sink never goes through an empty state.
-    assert sink.replaced == [["a"]]
-    assert sink.names == {"b"}
-    assert [d["metadata"] for d in sink.deleted] == [
-        {"uid": "a", "namespace": "ns", "name": "a", "resourceVersion": "10"}
-    ]
-    assert watched_from == ["10", "20"]
-    assert informer.synced.is_set()
-
-
-async def test_each_complete_list_is_announced_before_and_after_and_a_watch_accepted_is_contact(
-    serve: Serve,
-) -> None:
-    """The cache settles the Bindings it wrote against each complete relist (relisting before
-    its first request, relisted once what vanished is deleted); an accepted watch that stays
-    silent still counts as hearing from the API server."""
-    lists = [([pod("a", "10")], "10"), ([pod("b", "20")], "20")]
-    watched_from: list[str] = []
-    sink = Recorder()
     order: list[str] = []
     ticks = iter(range(1000))
 
@@ -243,6 +207,7 @@ async def test_each_complete_list_is_announced_before_and_after_and_a_watch_acce
         return resp
 
     kube = await serve({"/api/v1/pods": pods})
+    sink = Recorder()
     informer = Informer(
         kube,
         "pods",
@@ -259,6 +224,14 @@ async def test_each_complete_list_is_announced_before_and_after_and_a_watch_acce
     ]  # fmt: skip
     # Ticks: list 10, its watch accepted, its ERROR event, list 20, the silent watch accepted.
     assert informer.last_event_monotonic == 4.0
+    # The relist reconciles by upsert and delete: the sink never goes through an empty state.
+    assert sink.replaced == [["a"]]
+    assert sink.names == {"b"}
+    assert [d["metadata"] for d in sink.deleted] == [
+        {"uid": "a", "namespace": "ns", "name": "a", "resourceVersion": "10"}
+    ]
+    assert watched_from == ["10", "20"]
+    assert informer.synced.is_set()
 
 
 async def test_the_list_is_read_in_pages_and_watched_from_its_resource_version(

@@ -1,0 +1,115 @@
+"""Real GPU pod templates written by others (tests/corpus) through the admission service.
+
+Each is reviewed as written and with HAMi's gpumem/gpucores added to its GPU containers, with
+HAMi's device plugin and with standalone injection. Targets: no false refusal (every admitted
+spec is admitted, every refusal names the way out recorded for it) and no way out admitted (a
+pod admitted leaves with every GPU-less container pinned to no card and every GPU container to
+the slice's driver capabilities, and passes the checks again as stored).
+"""
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hami.engine.admission import AdmissionConfig
+from hami.engine.escapes import pod_escapes
+from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig
+from hami.engine.jsonpatch import apply
+from hami.engine.requests import ResourceNames, asks_gpu
+from hami.service.admission import AdmissionService
+
+CORPUS = Path(__file__).parents[1] / "corpus"
+INDEX: list[dict[str, Any]] = yaml.safe_load((CORPUS / "index.yaml").read_text())["pods"]
+MODES = {
+    "hami-device-plugin": AdmissionConfig(),
+    "standalone": AdmissionConfig(injection=InjectionConfig(mode="standalone")),
+}
+NAMES = ResourceNames()
+
+
+def corpus_pod(name: str) -> dict[str, Any]:
+    pod: dict[str, Any] = yaml.safe_load((CORPUS / "pods" / f"{name}.yaml").read_text())
+    return pod
+
+
+def sliced(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as a HAMi user would write it: a slice of each card its containers ask for."""
+    out = copy.deepcopy(pod)
+    for c in [*(out["spec"].get("initContainers") or ()), *out["spec"]["containers"]]:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        if NAMES.gpu in limits and NAMES.memory not in limits:
+            limits.update({NAMES.memory: 4000, NAMES.cores: 50})
+    return out
+
+
+def review(pod: dict[str, Any], cfg: AdmissionConfig) -> tuple[bool, str, dict[str, Any]]:
+    request = {
+        "uid": "corpus",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE",
+        "namespace": "team",
+        "object": pod,
+    }
+    outcome = AdmissionService(cfg).review(request)
+    stored = apply(copy.deepcopy(pod), outcome.patch) if outcome.allowed else {}
+    return outcome.allowed, outcome.message, stored
+
+
+def expected(entry: dict[str, Any], mode: str) -> str:
+    return str(entry.get(mode, entry["verdict"]) if mode == "standalone" else entry["verdict"])
+
+
+@pytest.mark.parametrize("as_sliced", [False, True], ids=["as-written", "with-gpumem"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("entry", INDEX, ids=[e["name"] for e in INDEX])
+def test_each_corpus_pod_gets_the_verdict_recorded_for_it(
+    entry: dict[str, Any], mode: str, as_sliced: bool
+) -> None:
+    pod = corpus_pod(entry["name"])
+    pod = sliced(pod) if as_sliced else pod
+    allowed, message, stored = review(pod, MODES[mode])
+    if expected(entry, mode) == "refused":
+        assert not allowed, f"{entry['name']} admitted: {entry['why']}"
+        for says in entry["says"]:
+            assert says in message, message
+        return
+    assert allowed, f"{entry['name']} refused: {message}"
+    spec = stored["spec"]
+    for c in [*(spec.get("initContainers") or ()), *spec["containers"]]:
+        env = {e["name"]: e for e in c.get("env") or ()}
+        if asks_gpu(c, NAMES):
+            assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] in ("compute,utility", "compute")
+        else:
+            assert env["NVIDIA_VISIBLE_DEVICES"]["value"] in ("none", "void"), c["name"]
+    config = (stored["metadata"].get("annotations") or {}).get(CONFIG_ANNOTATION, "")
+    assert pod_escapes(stored, stored, injected_config=config) == [], "it passes them again"
+
+
+def test_the_corpus_records_where_each_spec_comes_from_and_why() -> None:
+    names = [e["name"] for e in INDEX]
+    assert len(names) == len(set(names)) >= 40
+    assert sorted(p.stem for p in (CORPUS / "pods").glob("*.yaml")) == sorted(names)
+    projects = {e["repo"] for e in INDEX}
+    assert len(projects) >= 12, projects
+    for e in INDEX:
+        assert e["repo"] and e["path"] and e["commit"] and e["why"], e["name"]
+        assert e["verdict"] in ("admitted", "refused"), e["name"]
+        assert (e["verdict"] == "refused") is bool(e.get("says")), e["name"]
+        header = (CORPUS / "pods" / f"{e['name']}.yaml").read_text().splitlines()[0]
+        assert e["path"] in header, "each spec names its source beside it"
+
+
+def test_the_refusals_are_the_ones_recorded() -> None:
+    """5 of 42 with HAMi's device plugin, 4 with standalone injection; each for a way out."""
+    refused = {m: [e["name"] for e in INDEX if expected(e, m) == "refused"] for m in MODES}
+    assert sorted(refused["hami-device-plugin"]) == [
+        "gke-rdma-nccl-test",
+        "gke-tcpx-nccl-test",
+        "gke-tcpx-unprivileged",
+        "gke-tcpxo-unprivileged",
+        "vllm-chart-configs-and-secrets",
+    ]
+    assert "vllm-chart-configs-and-secrets" not in refused["standalone"]
