@@ -8,7 +8,7 @@ raises the errors of hami.kube.errors (NotFound, Conflict, Unavailable, ...)
 and nothing else; a read of something absent answers None instead.
 """
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Protocol
 
 from hami.kube.calls import Fence, Obj
@@ -92,7 +92,7 @@ class KubeAPI(Protocol):
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
-    ) -> AsyncIterator[tuple[list[Obj], str]]:
+    ) -> AsyncGenerator[tuple[list[Obj], str], None]:
         """One consistent list, page by page: (items, the resourceVersion to watch from)."""
 
     async def list_objects(self, resource: Resource) -> tuple[list[Obj], str]: ...
@@ -107,5 +107,7 @@ class KubeAPI(Protocol):
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
-    ) -> AsyncIterator[Obj]:
-        """Watch events ({type, object}) after `resource_version`; Gone when it is too old."""
+        connected: Callable[[], None] | None = None,
+    ) -> AsyncGenerator[Obj, None]:
+        """Watch events ({type, object}) after `resource_version`; Gone when it is too old.
+        `connected` is called once the server has accepted the watch."""

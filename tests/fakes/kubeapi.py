@@ -364,6 +364,7 @@ class FakeKube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
+        connected: Callable[[], None] | None = None,
     ) -> AsyncGenerator[Obj, None]:
         since = int(resource_version or 0)
         await self._serve(
@@ -371,6 +372,8 @@ class FakeKube:
         )
         if since < self._compacted:
             raise Gone(f"watch {resource}: too old resource version: {since}", status=410)
+        if connected is not None:
+            connected()
         while True:
             pending = [
                 copy.deepcopy(event)
@@ -536,6 +539,16 @@ def _selected(obj: Mapping[str, Any], namespace: str | None, field_selector: str
     if field_selector and field_selector.startswith("metadata.name="):
         return bool(meta.get("name") == field_selector.partition("=")[2])
     return True
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until `condition` holds: what the code under test does with the fake's
+    answers, polled without a clock (a test's own timeout catches a hang)."""
+    for _ in range(10**6):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the condition never held")
 
 
 def _is_kube_api(kube: FakeKube) -> KubeAPI:

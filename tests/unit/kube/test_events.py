@@ -4,12 +4,12 @@ preemption). tests/e2e/test_kube_io.py posts to the real API server."""
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
 from hami.kube.events import EventReason, EventRecorder
-from tests.fakes.kubeapi import FakeKube
+from tests.fakes.kubeapi import FakeKube, until
 
 
 def ref(name: str) -> dict[str, str]:
@@ -30,14 +30,6 @@ async def running(recorder: EventRecorder) -> AsyncIterator[None]:
     finally:
         stop.set()
         await task
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll the fake's record while the recorder runs on this loop (no clock involved)."""
-    for _ in range(10**6):
-        if condition():
-            return
-        await asyncio.sleep(0.001)
 
 
 def flood(recorder: EventRecorder, n: int) -> None:
