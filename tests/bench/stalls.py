@@ -3,7 +3,7 @@
 Two figures, printed rather than asserted (a loaded machine stalls any loop, so a bound in a
 test fails for the machine's sake, not the code's):
 
-* the webhook, while the worst bodies a client can send arrive (tests/unit/test_worst_inputs.py
+* the webhook, while the worst bodies a client can send arrive (tests/unit/webhook/test_worst_inputs.py
   checks what they are answered): per input, the longest stall of a 5 ms ticker on the same
   loop during each of three sends, and of those the shortest;
 * /metrics of 1,000 nodes x 8 cards, 90 % full (135,000 lines, which once took the loop for
@@ -32,7 +32,7 @@ from hami.runtime.app import Runtime
 from hami.runtime.apps import MAX_BODY, metrics_app
 from hami.runtime.metrics import Metrics
 from hami.service.admission import AdmissionService
-from tests.unit.test_worst_inputs import STANDALONE, worst
+from tests.unit.webhook.test_worst_inputs import STANDALONE, worst
 
 TICK = 0.005
 
