@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from certs.material import (
+from hami.certs.material import (
     CA_CRT,
     TLS_CRT,
     TLS_KEY,
@@ -48,8 +48,8 @@ from certs.material import (
     from_secret,
     to_secret,
 )
-from certs.renewal import Lifetimes, plan
-from certs.selfsigned import _write_atomic
+from hami.certs.renewal import Lifetimes, plan
+from hami.certs.selfsigned import _write_atomic
 from hami.kube.errors import Conflict, KubeError, Unavailable
 
 __all__ = ["BootstrapConfig", "CertBootstrap", "CertificateAPI", "service_hosts"]

@@ -15,7 +15,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from certs.selfsigned import KeyPair
+from hami.certs.selfsigned import KeyPair
 
 __all__ = [
     "CA_CRT",

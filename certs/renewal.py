@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from certs.material import Material, check_pair
-from certs.selfsigned import KeyPair, issue_ca, issue_serving
+from hami.certs.material import Material, check_pair
+from hami.certs.selfsigned import KeyPair, issue_ca, issue_serving
 
 __all__ = ["Lifetimes", "plan"]
 

@@ -1,7 +1,7 @@
 """Throwaway X.509 material: a private CA and the serving and client certificates it signs.
 
 Used for development clusters and tests, where the webhook and the scheduler extender need a
-certificate that the kube-apiserver and kube-scheduler will verify, and by :mod:`certs.bootstrap`,
+certificate that the kube-apiserver and kube-scheduler will verify, and by :mod:`hami.certs.bootstrap`,
 which keeps such a CA and serving pair in a Secret and rotates them in production (the
 alternative being cert-manager).
 

@@ -37,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from hami.sim.run import Simulation, render_json, render_text
+    from hami.sim.run import Simulation, render_json, render_text, unexpected
     from hami.sim.scenario import ScenarioError, load
 
     try:
@@ -52,6 +52,14 @@ def _simulate(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write(render_text(results, args.verbose))
+    surprises = unexpected(scenario, results)
+    if surprises:
+        print(
+            f"hami simulate: {'; '.join(surprises)} (a step's 'expect: {{denied: [names]}}' "
+            "says which refusals are meant)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -11,16 +11,16 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from hami.service.binderrors import BindError
-from hami.service.binding import Binder
-from hami.service.placement import FilterOutcome, Placement
-from scheduler.wire import (
+from hami.extender.wire import (
     BadExtenderArgsError,
     decode_bind,
     decode_filter,
     encode_bind,
     encode_filter,
 )
+from hami.service.binderrors import BindError
+from hami.service.binding import Binder
+from hami.service.placement import FilterOutcome, Placement
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from hami.service.admission import AdmissionOutcome
-from webhook.shape import ShapeError, check_request
+from hami.webhook.shape import ShapeError, check_request
 
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from hami.service.admission import AdmissionOutcome, AdmissionService
-from webhook.review import MalformedReviewError, decode, encode, encode_error
+from hami.webhook.review import MalformedReviewError, decode, encode, encode_error
 
 log = logging.getLogger(__name__)
 

@@ -116,7 +116,7 @@ async def _drive(
 
 
 def run_http_bench(cfg: HttpBenchConfig) -> str:
-    from certs.selfsigned import write_dev_bundle
+    from hami.certs.selfsigned import write_dev_bundle
 
     with tempfile.TemporaryDirectory(prefix="hami-benchhttp-") as tmp:
         bundle = write_dev_bundle(Path(tmp) / "tls", ["127.0.0.1", "localhost"])

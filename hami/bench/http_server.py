@@ -3,7 +3,7 @@
 It builds what /filter needs and nothing more: a ClusterCache of N nodes x C cards (T4-like,
 split 10) with P pods placed (the same synthetic cluster as `hami bench`), a Placement over it,
 the production FilterReporter and Prometheus histograms, and the very routes `hami serve` mounts
-(scheduler.routes.routes), behind TLS from a throwaway dev bundle. There is no API server: the
+(hami.extender.routes.routes), behind TLS from a throwaway dev bundle. There is no API server: the
 bind verb is mounted but never called, and Events queue up unsent.
 
 Server-side time is taken twice: by the adapter's own observe hook (what
@@ -40,7 +40,7 @@ class _Samples:
 def _server_app(
     args: argparse.Namespace, samples: _Samples, stop: asyncio.Event
 ) -> web.Application:
-    import scheduler.routes
+    import hami.extender.routes
     from hami.bench.cluster import build_cluster
     from hami.kube.client import Kube
     from hami.kube.events import EventRecorder
@@ -132,7 +132,7 @@ def _server_app(
 
     app = web.Application(client_max_size=MAX_BODY, middlewares=[timing])
     app.add_routes(
-        scheduler.routes.routes(
+        hami.extender.routes.routes(
             placement,
             binder,
             serving,
@@ -174,7 +174,7 @@ def _setup_logging(mode: str) -> None:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from certs.tls import ReloadingServerContext
+    from hami.certs.tls import ReloadingServerContext
 
     _setup_logging(args.log)
     stop = asyncio.Event()

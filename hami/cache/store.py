@@ -154,6 +154,9 @@ class ClusterCache:
             if seen is not None and not seen.bound_to:
                 self._recount(uid)
 
+    def inventory(self, node: str) -> NodeInventory | None:
+        return self._inventory.get(node)
+
     def handshake(self, node: str) -> bool:
         """Whether a device plugin on `node` allocates through HAMi's node lock and bind phase."""
         inv = self._inventory.get(node)

@@ -38,6 +38,8 @@ class NodeInventory:
     # True when HAMi's device plugin registered the node: its Allocate finds the pod through
     # the node lock and reports the bind phase. False for cards read from GFD labels.
     handshake: bool = True
+    # The node's allocatable nvidia.com/gpu: what its kubelet admits (hami.engine.advertised).
+    advertised: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,11 @@ def node_inventory(
         except CodecError:
             links = {}  # topology scores are advisory: without them every link scores 0
     return NodeInventory(
-        name, devices, frozenset(split_list(annotations.get(names.DEVICE_CORDON))), links
+        name,
+        devices,
+        frozenset(split_list(annotations.get(names.DEVICE_CORDON))),
+        links,
+        advertised=_allocatable(node, gpu_resource),
     )
 
 
@@ -125,7 +131,7 @@ def _from_gfd(
         return Unregistered(name, f"no {names.NODE_REGISTER} annotation and {cards}")
     annotations = meta.get("annotations") or {}
     cordoned = frozenset(split_list(annotations.get(names.DEVICE_CORDON)))
-    return NodeInventory(name, cards, cordoned, handshake=False)
+    return NodeInventory(name, cards, cordoned, handshake=False, advertised=allocatable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,14 @@
 """An API client from a kubeconfig or the in-cluster service account."""
 
 import os
-from pathlib import Path
+import ssl
+from collections.abc import Callable
 
 import yaml
 from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
+from hami.files import UnreadableFileError, read_text
 from hami.kube.errors import BadKubeconfig
 from hami.kube.session import use_own_session
 
@@ -39,6 +41,7 @@ async def connect(kubeconfig: str | None) -> ApiClient:
         raise BadKubeconfig(
             f"kubeconfig {source}: {why} (give a readable kubeconfig with --kubeconfig)"
         ) from e
+    _check_tls_material(cfg, source)
     api = ApiClient(cfg)
     api.user_agent = USER_AGENT
     await use_own_session(api)
@@ -50,11 +53,10 @@ def _check_kubeconfig(path: str) -> None:
     file or one that is not a mapping are about keys it did not find."""
     where = os.path.expanduser(path)
     try:
-        text = Path(where).read_text()
-    except OSError as e:
+        text = read_text(where)
+    except UnreadableFileError as e:
         raise BadKubeconfig(
-            f"kubeconfig {path}: cannot read it: {e.strerror or e} "
-            "(give a readable kubeconfig with --kubeconfig)"
+            f"kubeconfig {e} (give a readable kubeconfig with --kubeconfig)"
         ) from None
     try:
         doc = yaml.safe_load(text)
@@ -65,3 +67,35 @@ def _check_kubeconfig(path: str) -> None:
             f"kubeconfig {path} is not a kubeconfig: expected a mapping with clusters, users and "
             "contexts"
         )
+
+
+def _check_tls_material(cfg: Configuration, source: str) -> None:
+    """Load the CA and the client pair now, as the first request would: OpenSSL's own word for
+    a bad one (`[SSL] PEM lib`) names neither the file nor the field."""
+    context = ssl.create_default_context()
+    checks: list[tuple[str, Callable[[], None]]] = []
+    if cfg.ssl_ca_cert:
+        checks.append(
+            (
+                "current cluster's certificate-authority-data (or certificate-authority)",
+                lambda: context.load_verify_locations(cfg.ssl_ca_cert),
+            )
+        )
+    if cfg.cert_file or cfg.key_file:
+        checks.append(
+            (
+                "current user's client-certificate-data and client-key-data (or "
+                "client-certificate and client-key)",
+                lambda: context.load_cert_chain(cfg.cert_file or "", cfg.key_file),
+            )
+        )
+    for field, load in checks:
+        try:
+            load()
+        except (ssl.SSLError, OSError) as e:
+            why = getattr(e, "reason", None) or e.strerror or type(e).__name__
+            raise BadKubeconfig(
+                f"kubeconfig {source}: the {field} cannot be loaded ({why}): they must be PEM, "
+                "the key the certificate's; get a fresh kubeconfig from your cluster's tooling "
+                "or give another with --kubeconfig"
+            ) from None

@@ -46,6 +46,8 @@ class EventReason(StrEnum):
     FAILED_PREEMPTION = "FailedPreemption"
     ALLOCATION_EDIT_IGNORED = "AllocationEditIgnored"
     DEVICE_PLUGIN_REFUSED = "DevicePluginRefused"
+    # A bind left the node's pods taking more card slots than its device plugin advertises.
+    NODE_ADVERTISES_TOO_FEW_GPUS = "NodeAdvertisesTooFewGPUs"
 
 
 @dataclass(frozen=True)

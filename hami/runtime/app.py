@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
-from certs.material import BootstrapError
-from certs.tls import ReloadingServerContext
 from hami.cache.freshness import Freshness, limits
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
+from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
+from hami.certs.material import BootstrapError
+from hami.certs.tls import ReloadingServerContext
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
@@ -30,7 +30,7 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
-from hami.runtime.config import Settings, bind_budget, injection_config
+from hami.runtime.config import Settings, bind_budget, injection_config, serving_context
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.preflight import require_admission_policy
@@ -132,6 +132,8 @@ def _edit_ignored(
 
 
 async def build(settings: Settings) -> Runtime:
+    # A pair given as files is checked before anything connects; a bootstrapped one is made below.
+    tls = None if settings.cert_bootstrap_secret else serving_context(*_pair(settings))
     kube = Kube(
         await connect(settings.kubeconfig or None),
         timeout=settings.kube_timeout_seconds,
@@ -287,7 +289,7 @@ async def build(settings: Settings) -> Runtime:
             cache.quotas.quota,
         ),
         metrics=metrics,
-        tls=ReloadingServerContext(cert_file, key_file),
+        tls=tls or serving_context(cert_file, key_file),
         freshness=freshness,
         certs=certs,
     )
@@ -305,10 +307,14 @@ async def build(settings: Settings) -> Runtime:
     return runtime
 
 
+def _pair(settings: Settings) -> tuple[str, str]:
+    return settings.tls_cert_file, settings.tls_key_file
+
+
 async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap | None, str, str]:
     """The serving pair's files; with --cert-bootstrap-secret, made (or reused) first."""
     if not settings.cert_bootstrap_secret:
-        return None, settings.tls_cert_file, settings.tls_key_file
+        return None, *_pair(settings)
     certs = CertBootstrap(
         kube,
         BootstrapConfig(

@@ -9,8 +9,8 @@ from typing import Protocol, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-import scheduler.routes
-import webhook.routes
+import hami.extender.routes
+import hami.webhook.routes
 from hami.kube.events import EventRecorder
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
@@ -77,7 +77,7 @@ def webhook_app(rt: Runtime) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(_health(rt))
     app.add_routes(
-        webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
+        hami.webhook.routes.routes(rt.admission, rt.metrics.observer(rt.metrics.admission_seconds))
     )
     return app
 
@@ -88,7 +88,7 @@ def extender_app(rt: Runtime) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(_health(rt))
     app.add_routes(
-        scheduler.routes.routes(
+        hami.extender.routes.routes(
             rt.placement,
             rt.binder,
             rt.not_serving,

@@ -8,14 +8,17 @@ naming the setting, rather than surfacing later as a strange placement.
 import argparse
 import os
 import socket
+import ssl
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from hami.certs.tls import ReloadingServerContext
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
+from hami.files import UnreadableFileError, read_text
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
 from hami.runtime.pairprobe import check_url
@@ -24,6 +27,26 @@ from hami.service.bindrules import Budget, go_duration
 
 class ConfigError(ValueError):
     """A setting that cannot be used; the message names it."""
+
+
+# A development pair, with the SANs Go's TLS checks against (docs/cli.md shows it).
+DEV_PAIR_COMMAND = (
+    "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 "
+    "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 "
+    "-keyout tls.key -out tls.crt"
+)
+
+
+def serving_context(cert_file: str, key_file: str) -> ReloadingServerContext:
+    """The webhook's TLS, loaded now: a bad pair is a setting to fix, not a crash later."""
+    try:
+        return ReloadingServerContext(cert_file, key_file)
+    except (ssl.SSLError, ValueError, OSError) as e:
+        why = getattr(e, "reason", None) or getattr(e, "strerror", None) or str(e)
+        raise ConfigError(
+            f"--tls-cert-file {cert_file} and --tls-key-file {key_file} are not a PEM "
+            f"certificate and its key ({why}); for a development pair run: {DEV_PAIR_COMMAND}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -293,8 +316,10 @@ def load_settings(args: argparse.Namespace, env: dict[str, str] | None = None) -
     if getattr(args, "config", None):
         path = Path(args.config)
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
+            raw = yaml.safe_load(read_text(path)) or {}
+        except UnreadableFileError as e:
+            raise ConfigError(f"config file {e}") from None
+        except yaml.YAMLError as e:
             raise ConfigError(f"config file {path}: {e}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"config file {path}: expected a mapping of settings")
@@ -331,7 +356,7 @@ def validate(s: Settings) -> None:
     elif not s.tls_cert_file or not s.tls_key_file:
         raise ConfigError(
             "--tls-cert-file and --tls-key-file are required: kube-apiserver only calls webhooks "
-            "over HTTPS (certs/ can generate a development pair)"
+            f"over HTTPS; for a development pair run: {DEV_PAIR_COMMAND}"
         )
     for name in ("tls_cert_file", "tls_key_file"):
         if not s.cert_bootstrap_secret and not Path(getattr(s, name)).is_file():

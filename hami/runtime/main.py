@@ -36,7 +36,7 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except (OSError, BadKubeconfig) as e:
+    except (OSError, BadKubeconfig, ConfigError) as e:
         # Start-up failures (no credentials, a port taken): one line, as for a bad flag.
         print(f"hami serve: {logs.one_line(e)}", file=sys.stderr)
         return 2

@@ -15,8 +15,20 @@ from hami.cache.store import ClusterCache
 from hami.kube.calls import WriteObserver
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.exposition import ClusterExposition, Snapshot
+from hami.service.binderrors import BindFailure
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# Every reason a bind failure is counted under (hami.service.binderrors, hami.service.binding)
+# and every outcome of a preemption plan (hami.service.preempting): each series is exported at 0
+# from the start, so a healthy cluster's dashboard shows 0, not "No data", and rate() has a
+# starting point.
+BIND_FAILURE_REASONS = tuple(BindFailure)
+PREEMPTION_OUTCOMES = (
+    ("attempted", ""),
+    ("done", ""),
+    ("refused", "disruption-budget"),
+    ("refused", "error"),
+)
 
 
 @dataclass(frozen=True)
@@ -140,6 +152,8 @@ class Metrics:
             ["outcome", "reason"],
             registry=r,
         )
+        for outcome, why in PREEMPTION_OUTCOMES:
+            self.preemptions.labels(outcome, why)
         dropped = Gauge(
             "hami_events_dropped",
             "Kubernetes Events dropped since start because the queue was full",
@@ -148,11 +162,12 @@ class Metrics:
         dropped.set_function(lambda: float(events_dropped()))
         self.bind_failures = Counter(
             "hami_bind_failures_total",
-            "Binds that failed, by reason: lock-contention, deadline, not-leader, bound-elsewhere, "
-            "pod-gone, no-placement, card-taken, unknown-outcome or api-error",
+            f"Binds that failed, by reason: {', '.join(BIND_FAILURE_REASONS)}",
             ["reason"],
             registry=r,
         )
+        for reason in BIND_FAILURE_REASONS:
+            self.bind_failures.labels(reason)
         self.api_writes = Counter(
             "hami_api_writes_total",
             "Writes this process sent to the API server, by verb, resource and outcome (the "

@@ -10,12 +10,25 @@ the process refuses to start unless the policy is there, or an administrator acc
 risk in so many words.
 """
 
+import asyncio
 import logging
 
 from hami.kube.client import Kube
 from hami.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
+
+WAIT = 20.0  # seconds a missing binding is waited for at start
+
+
+async def _read(kube: Kube, binding: str) -> tuple[bool, str]:
+    """Whether the binding exists, and why not."""
+    try:
+        found = await kube.get_admission_policy_binding(binding)
+    except KubeError as e:
+        # 404 for the kind itself (before Kubernetes 1.30), 403 without the chart's RBAC.
+        return False, f"it cannot be read: {e}"
+    return found is not None, "" if found is not None else "it does not exist"
 
 
 def _risk(binding: str) -> str:
@@ -27,16 +40,20 @@ def _risk(binding: str) -> str:
     )
 
 
-async def require_admission_policy(kube: Kube, binding: str, allow_without: bool) -> None:
+async def require_admission_policy(
+    kube: Kube, binding: str, allow_without: bool, wait: float = WAIT, every: float = 2.0
+) -> None:
     """Raise OSError (main() exits 2 with the message) unless `binding` exists or
-    `allow_without` is set."""
-    try:
-        found = await kube.get_admission_policy_binding(binding)
-        why = "" if found is not None else "it does not exist"
-    except KubeError as e:
-        # 404 for the kind itself (before Kubernetes 1.30), 403 without the chart's RBAC.
-        found, why = None, f"it cannot be read: {e}"
-    if found is not None:
+    `allow_without` is set. A binding not there yet is waited for up to `wait` seconds: Helm
+    creates it after the Deployment (it orders kinds it does not know last)."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        found, why = await _read(kube, binding)
+        if found or allow_without or asyncio.get_running_loop().time() >= deadline:
+            break
+        log.info("waiting for the admission policy binding", extra={"binding": binding})
+        await asyncio.sleep(every)
+    if found:
         return
     if allow_without:
         log.warning(

@@ -31,6 +31,7 @@ from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.events import EventReason, EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
+from hami.service.advertised import node_shortfall
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.binderrors import (
     BindError,
@@ -235,6 +236,10 @@ class Binder:
                 EventReason.BINDING_SUCCEED,
                 f"Successfully binding node [{job.node}] to {job}",
             )
+        short = node_shortfall(self.cache, job.node)
+        if short is not None:
+            log.warning("node advertises too few GPUs", extra={**job.context, "why": short})
+            self.events.record(ref, "Warning", EventReason.NODE_ADVERTISES_TOO_FEW_GPUS, short)
 
     async def _plan(self, job: _Job) -> _Plan | None:
         """What to bind, or None when the pod is already bound to the node (a retried bind)."""

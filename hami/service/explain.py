@@ -18,6 +18,7 @@ from hami.engine.nodeselect import excluded
 from hami.engine.policy import Defaults, PolicyError
 from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import ResourceDefaults
+from hami.service.advertised import node_shortfall
 from hami.service.placement import Placement
 
 
@@ -36,11 +37,13 @@ def explain(
     ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     annotations = meta.get("annotations") or {}
     placement = Placement(cache, policies, resources)
+    short = node_shortfall(cache, str(spec.get("nodeName", "")))
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
         f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
         *written_instances(annotations.get(names.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
+        *([f"  warning: {short}"] if short else []),
     ]
     try:
         asked = placement.ask(pod)

@@ -150,6 +150,21 @@ class Simulation:
         return tuple(out)
 
 
+def unexpected(scenario: Scenario, results: list[StepResult]) -> list[str]:
+    """How the replay went other than the scenario says: a pod refused that its step does not
+    expect to be, or one expected to be refused and admitted."""
+    out = []
+    for step, result in zip(scenario.steps, results, strict=True):
+        denied = {pod for pod, _ in result.denied}
+        expected = set(step.expect_denied)
+        out += [f"step {step.index + 1} refused pod {p}" for p in sorted(denied - expected)]
+        out += [
+            f"step {step.index + 1} admitted pod {p}, which its expect.denied names"
+            for p in sorted(expected - denied)
+        ]
+    return out
+
+
 def render_text(results: list[StepResult], verbose: bool) -> str:
     """Each step as the lab's `lab-card` helper prints it (kubectl custom-columns, no headers)."""
     lines: list[str] = []

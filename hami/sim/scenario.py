@@ -11,6 +11,7 @@ from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
 from hami.engine.model import DeviceInfo
 from hami.engine.names import NVIDIA
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
+from hami.files import UnreadableFileError, read_text
 
 
 class ScenarioError(ValueError):
@@ -23,6 +24,8 @@ class Step:
     label: str
     apply: tuple[dict[str, Any], ...] = ()
     delete: tuple[str, ...] = ()
+    # Pods the step expects admission to refuse: any other refusal makes the replay fail.
+    expect_denied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,9 +119,9 @@ def _node(raw: Any, where: str) -> dict[str, Any]:
 
 def _load_yaml_docs(path: Path, where: str) -> list[dict[str, Any]]:
     try:
-        docs = list(yaml.safe_load_all(path.read_text()))
-    except OSError as e:
-        raise ScenarioError(f"{where}: cannot read {path}: {e.strerror}") from None
+        docs = list(yaml.safe_load_all(read_text(path)))
+    except UnreadableFileError as e:
+        raise ScenarioError(str(e) if where == str(path) else f"{where}: {e}") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{where}: {path} is not valid YAML: {e}") from None
     return [d for d in docs if d is not None]
@@ -133,13 +136,14 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
         raise ScenarioError(f"{where}: apply takes a file path or a list of Pod manifests")
     pods = []
     for doc in docs:
-        items = doc.get("items", []) if doc.get("kind") == "List" else [doc]
-        for item in items:
+        listed = isinstance(doc, dict) and doc.get("kind") == "List"
+        items = doc.get("items") if listed else [doc]
+        for item in items if isinstance(items, list) else [items]:
             if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":
-                raise ScenarioError(
-                    f"{where}: only Pod manifests can be applied, got {item.get('kind')!r}"
-                )
-            if not (item.get("metadata") or {}).get("name"):
+                got = item.get("kind") if isinstance(item, dict) else type(item).__name__
+                raise ScenarioError(f"{where}: only Pod manifests can be applied, got {got!r}")
+            meta = item.get("metadata")
+            if not isinstance(meta, dict) or not meta.get("name"):
                 raise ScenarioError(f"{where}: a pod has no metadata.name")
             pods.append(item)
     return tuple(pods), label
@@ -167,8 +171,11 @@ def load(path: Path) -> Scenario:
     steps = []
     for i, s in enumerate(raw.get("steps") or []):
         swhere = f"{where}: step {i + 1}"
-        if not isinstance(s, Mapping) or not set(s) <= {"apply", "delete"} or not s:
-            raise ScenarioError(f"{swhere}: a step is 'apply: <file or pods>' or 'delete: [names]'")
+        if not isinstance(s, Mapping) or not set(s) <= {"apply", "delete", "expect"} or not s:
+            raise ScenarioError(
+                f"{swhere}: a step is 'apply: <file or pods>' or 'delete: [names]', and may "
+                "have 'expect: {denied: [names]}'"
+            )
         pods, label = _pods(s["apply"], path.parent, swhere) if "apply" in s else ((), "")
         delete = s.get("delete") or []
         if not isinstance(delete, list) or not all(isinstance(n, str) for n in delete):
@@ -176,10 +183,23 @@ def load(path: Path) -> Scenario:
         parts = ([f"apply {label}"] if "apply" in s else []) + (
             [f"delete {', '.join(delete)}"] if delete else []
         )
-        steps.append(Step(i, "; ".join(parts), pods, tuple(delete)))
+        steps.append(Step(i, "; ".join(parts), pods, tuple(delete), _expected(s, swhere)))
     built = tuple(_node(n, f"{where}: node {i + 1}") for i, n in enumerate(nodes))
     _unique_cards(nodes, where)
     return Scenario(path, defaults, built, tuple(steps))
+
+
+def _expected(step: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    expect = step.get("expect") or {}
+    denied = expect.get("denied", []) if isinstance(expect, Mapping) else None
+    if (
+        not isinstance(expect, Mapping)
+        or set(expect) - {"denied"}
+        or not isinstance(denied, list)
+        or not all(isinstance(n, str) for n in denied)
+    ):
+        raise ScenarioError(f"{where}: expect takes 'denied: [names of pods admission refuses]'")
+    return tuple(denied)
 
 
 def _unique_cards(nodes: list[Any], where: str) -> None:

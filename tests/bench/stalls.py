@@ -26,7 +26,7 @@ from typing import cast
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-import webhook.routes
+import hami.webhook.routes
 from hami.bench.cluster import build_filled_cluster
 from hami.runtime.app import Runtime
 from hami.runtime.apps import MAX_BODY, metrics_app
@@ -60,7 +60,7 @@ async def ticking() -> AsyncIterator[list[float]]:
 
 async def webhook_stalls() -> dict[str, float]:
     app = web.Application(client_max_size=MAX_BODY)
-    app.add_routes(webhook.routes.routes(AdmissionService(STANDALONE), lambda *_: None))
+    app.add_routes(hami.webhook.routes.routes(AdmissionService(STANDALONE), lambda *_: None))
     client = TestClient(TestServer(app))
     await client.start_server()
     bodies = list(worst())  # encoded before the ticker starts: only the server's work is timed

@@ -41,7 +41,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
+from hami.certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
 
 from . import faultproxy, loopback
 from .kube import Kube, wait_for

@@ -302,7 +302,12 @@ def test_writes_queued_when_the_term_ends_are_never_sent(
         {"method": "PATCH", "path": r"^/api/v1/nodes/", "action": "delay-response", "seconds": 2},
         {"method": "POST", "path": BINDING, "action": "delay-response", "seconds": 2},
     )
-    slow = ("--kubeconfig", str(api.kubeconfig), "--api-write-limit", "1")
+    # Spread: each bind goes to a node of its own, so its lock write queues for the one write
+    # slot, not behind another bind's lock on the same node.
+    slow = (
+        "--kubeconfig", str(api.kubeconfig), "--api-write-limit", "1",
+        "--node-scheduler-policy", "spread",
+    )  # fmt: skip
     with replicas(control_plane, namespace, "queued-old", app_args=slow) as (old,):
         new = start_replica(control_plane, namespace, "queued-new")
         try:
@@ -313,16 +318,15 @@ def test_writes_queued_when_the_term_ends_are_never_sent(
             wait_for(lambda: filters(old) >= 4, timeout=60, what="binds queued on the old leader")
             old.scheduler.stop()
             wait_for(
-                lambda: "stopped leading" in old.app.log.read_text(errors="replace"),
+                lambda: '"lost leadership"' in old.app.log.read_text(errors="replace"),
                 timeout=30,
                 what="the old leader's term to end",
             )
             sent_by_then = len(api.acted("delay-response"))
-            started = filters(old)
             wait_for(
-                lambda: _outcomes(old) >= started,
-                timeout=60,
-                what="every bind of the old leader to end",
+                lambda: _writes_pending(old) == 0,
+                timeout=90,
+                what="the old leader's write queue to drain",
             )
             # At most the one write in flight when the term ended lands afterwards.
             assert len(api.acted("delay-response")) - sent_by_then <= 1, api.acted()
@@ -339,7 +343,11 @@ def test_writes_queued_when_the_term_ends_are_never_sent(
             new.app.stop(grace=30)
 
 
-def _outcomes(replica: Replica) -> int:
-    """Binds the replica finished, bound or failed."""
-    log = replica.app.log.read_text(errors="replace").splitlines()
-    return sum(1 for line in log if '"pod bound' in line or '"bind failed' in line)
+def _writes_pending(replica: Replica) -> float:
+    """Writes the replica has queued for a slot or in flight."""
+    text = get(replica.metrics_url, timeout=10).decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(("hami_api_writes_queued ", "hami_api_writes_in_flight "))
+    )

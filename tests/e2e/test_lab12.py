@@ -91,6 +91,22 @@ def test_lab12_on_a_node_as_gkes_plugin_and_gfd_leave_it(
         assert lib == {"path": "/home/kubernetes/bin/nvidia/vgpu/libvgpu.so", "type": "File"}
     annotations = kube.get("node", NODE)["metadata"].get("annotations") or {}
     assert "hami.io/mutex.lock" not in annotations
+    # Without GKE's time-sharing the node advertises 1 nvidia.com/gpu: a real kubelet admits
+    # one of the two. The bind that makes two says so (Event, log), and so does explain; both
+    # binds say it when both pods were filtered before either was bound (the kubelet refuses
+    # whichever comes second).
+    short = f"node {NODE} advertises 1 nvidia.com/gpu but its pods take 2 card slots"
+    warned = [
+        e["message"]
+        for name in PODS
+        for e in kube.pod_events(namespace, name)
+        if e.get("reason") == "NodeAdvertisesTooFewGPUs"
+    ]
+    assert warned and all(w.startswith(short) for w in warned), warned
+    assert "node advertises too few GPUs" in control_plane.app_log.read_text()
+    for name in PODS:
+        shown = explain(control_plane, f"{namespace}/{name}", "--gfd-split-count", "2")
+        assert f"  warning: {short}" in shown, shown
 
     # The split count holds: a third tenant waits although 7 GiB of the card are free.
     kube("apply", "-n", namespace, "-f", "-", stdin=THIRD)

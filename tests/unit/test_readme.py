@@ -25,6 +25,7 @@ from tests.unit.test_helm_render import (
 )
 
 README = (REPO_ROOT / "README.md").read_text()
+GKE = "REGION-docker.pkg.dev/PROJECT/REPO"  # the GKE install's Artifact Registry
 DOCS = REPO_ROOT / "docs"
 PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted(DOCS.glob("*.md"))}
 ALL = "\n".join(PAGES.values())
@@ -89,7 +90,7 @@ def _third_party_imports(folder: Path) -> set[str]:
                 mods.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 mods.add(node.module.split(".")[0])
-    ours = {"hami", "webhook", "scheduler", "certs", "tests", "api_pb2", "api_pb2_grpc"}
+    ours = {"hami", "tests", "api_pb2", "api_pb2_grpc"}
     return {m for m in mods - ours if m not in sys.stdlib_module_names}
 
 
@@ -176,12 +177,19 @@ def test_the_readme_stays_short_and_links_every_page() -> None:
 
 def test_every_namespace_and_object_name_is_the_install_pages() -> None:
     """The pages install release hami-py into hami-system; every command that names a namespace
-    or one of the release's objects says the same, bar Lab 14's own install line (release
-    `hami` in kube-system, compared with the lab's above)."""
+    or one of the release's objects says the same, bar the commands on HAMi's own release
+    (`hami` in kube-system): Lab 14's install line (compared with the lab's above) and the
+    migration page's steps on HAMi's scheduler and webhook, which never name ours."""
     lab14 = "helm install hami ./helm/hami -n kube-system"
+    hamis = {lab14} | {
+        line
+        for line in command_lines(PAGES["docs/migrate-from-hami.md"])
+        if "kube-system" in line and "hami-py" not in line
+    }
+    assert len(hamis) >= 4
     wrong = []
     for line in command_lines():
-        if line.startswith(lab14):
+        if any(line.startswith(h) for h in hamis):
             continue
         # -n or --namespace of a kubectl or helm call (tail -n of a pipe is not one).
         for ns in re.findall(r"\b(?:kubectl|helm) [^|;]*?(?:-n|--namespace)[ =]([\w-]+)", line):
@@ -205,3 +213,22 @@ def test_every_hami_command_shown_is_one_the_cli_takes() -> None:
         scenario = getattr(args, "scenario", "")
         if scenario and scenario.endswith(".yaml") and "/" in scenario:
             assert (REPO_ROOT / scenario).is_file(), line
+
+
+def test_every_image_build_tags_what_the_chart_runs() -> None:
+    """`<registry>/` + the chart's image.repository and appVersion: so
+    `--set image.repository=<registry>/hami-py` is all an install needs."""
+    chart = yaml.safe_load((REPO_ROOT / "helm" / "hami" / "Chart.yaml").read_text())
+    values = yaml.safe_load((REPO_ROOT / "helm" / "hami" / "values.yaml").read_text())
+    wanted = f"<registry>/{values['image']['repository']}:{chart['appVersion']}"
+    builds = [
+        line
+        for line in command_lines()
+        if re.match(r"(docker (buildx )?build|buildah (bud|build)|podman build) ", line)
+    ]
+    assert len(builds) >= 4
+    for line in builds:
+        argv = shlex.split(line.split("&&")[0], comments=True)
+        tags = [argv[i + 1] for i, a in enumerate(argv) if a in ("-t", "--manifest")]
+        assert tags and all(t in (wanted, wanted.replace("<registry>", GKE)) for t in tags), line
+    assert "--set image.repository=<registry>/hami-py" in ALL

@@ -87,7 +87,8 @@ Preset resolution: an explicit value wins, "" / null takes the preset's.
 
 {{- define "hami.devicePlugin.enabled" -}}
 {{- $v := .Values.devicePlugin.enabled }}
-{{- if kindIs "bool" $v }}{{ if $v }}true{{ end }}
+{{- if .Values.migration.hamiNamespace }}{{/* HAMi's plugin runs: never a second one */}}
+{{- else if kindIs "bool" $v }}{{ if $v }}true{{ end }}
 {{- else if include "hami.gke" . }}true
 {{- else if and (not (include "hami.standalone" .)) (include "hami.devicePlugin.configured" .) }}true
 {{- end }}
@@ -152,4 +153,14 @@ Certificates and the webhook
 {{- define "hami.celContainerWantsGpu" -}}
 {{- $r := "['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores']" -}}
 has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k in {{ $r }})) || (has(c.resources.requests) && c.resources.requests.exists(k, k in {{ $r }})))
+{{- end }}
+
+{{/* Namespaces never sent to the webhook (a JSON list): the webhook's selector and NOTES. */}}
+{{- define "hami.webhook.excludedNamespaces" -}}
+{{- toJson (uniq (concat (list "kube-system" .Release.Namespace) .Values.webhook.excludeNamespaces)) -}}
+{{- end }}
+
+{{/* Where the Lease lives: HAMi's release namespace beside HAMi (migration), else ours. */}}
+{{- define "hami.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.migration.hamiNamespace }}
 {{- end }}

@@ -21,10 +21,10 @@ import pytest
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
-from certs.material import MARKER, BootstrapError
-from certs.renewal import Lifetimes
-from certs.tls import ReloadingServerContext
+from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
+from hami.certs.material import MARKER, BootstrapError
+from hami.certs.renewal import Lifetimes
+from hami.certs.tls import ReloadingServerContext
 from hami.kube.errors import KubeError, Unavailable
 from hami.runtime.config import ConfigError, load_settings
 from tests.fakes.kubeapi import FakeKube, Fault

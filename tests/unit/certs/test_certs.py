@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pytest_aiohttp import AiohttpServer
 
-from certs.selfsigned import KeyPair, issue_ca, issue_client, issue_serving, write_dev_bundle
-from certs.tls import ReloadingServerContext
+from hami.certs.selfsigned import KeyPair, issue_ca, issue_client, issue_serving, write_dev_bundle
+from hami.certs.tls import ReloadingServerContext
 
 # --- certs.selfsigned --------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ def test_lab12_node_registers_one_t4_with_the_split_count() -> None:
             ),
         ),
         handshake=False,
+        advertised=1,  # GKE's plugin, one per card: the kubelet admits one pod
     )
 
 

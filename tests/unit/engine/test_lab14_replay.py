@@ -112,7 +112,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
         ),
         (
             "nodes: [{name: n, devices: [{id: g, devmem: 1}]}]\nsteps: [{apply: missing.yaml}]\n",
-            "step 1: cannot read",
+            "missing.yaml: cannot read it: No such file",
         ),
         (
             "nodes: [{name: n, devices: [{id: g, devmem: 1}]}]\nsteps: [{scale: 3}]\n",

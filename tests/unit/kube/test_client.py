@@ -22,8 +22,8 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 from pytest_aiohttp import AiohttpServer
 
-from certs.selfsigned import issue_ca, issue_client, issue_serving
 from hami.cache.store import ClusterCache
+from hami.certs.selfsigned import issue_ca, issue_client, issue_serving
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Unavailable

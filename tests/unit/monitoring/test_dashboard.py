@@ -115,3 +115,26 @@ def test_every_series_a_query_names_is_one_hami_serve_exposes() -> None:
     exposed = exposed_names()
     unknown = {(q.panel, name) for q in queries(load()) for name in metric_names(q.expr) - exposed}
     assert unknown == set()
+
+
+# Grafana's unit ids (its valueFormats registry) the dashboard uses: counts, bytes, percent of
+# 100 and of 1, seconds, a rate, yes/no.
+UNITS = {"short", "bytes", "percent", "percentunit", "s", "reqps", "bool_yes_no"}
+
+
+def test_every_panel_and_column_says_its_unit() -> None:
+    missing, unknown = [], []
+    for panel in panels(load()):
+        field = panel.get("fieldConfig") or {}
+        unit = (field.get("defaults") or {}).get("unit")
+        if not unit:
+            missing.append(panel["title"])
+        overrides = [
+            prop["value"]
+            for o in field.get("overrides") or ()
+            for prop in o["properties"]
+            if prop["id"] == "unit"
+        ]
+        unknown += [(panel["title"], u) for u in [unit, *overrides] if u and u not in UNITS]
+    assert missing == []
+    assert unknown == []

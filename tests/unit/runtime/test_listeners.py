@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from certs.selfsigned import write_dev_bundle
+from hami.certs.selfsigned import write_dev_bundle
 from hami.runtime.listeners import Listener, is_loopback, listen
 
 DEADLINE = 0.5

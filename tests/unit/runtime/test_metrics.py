@@ -1,11 +1,13 @@
 """HAMi's scheduler series from the cache, under the v2.9+ names and the legacy ones."""
 
+
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.quota import QuotaUsage
-from hami.runtime.metrics import Metrics, Probes
+from hami.runtime.metrics import BIND_FAILURE_REASONS, PREEMPTION_OUTCOMES, Metrics, Probes
 from hami.service.annotations import allocation_annotations
+from hami.service.binderrors import BindError, BindFailure
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:
@@ -155,3 +157,19 @@ def test_split_slots_of_each_card() -> None:
             x for x in metrics(legacy).splitlines() if x.startswith("hami_gpu_shared_limit{")
         )
         assert node in line and line.endswith(" 10.0"), line
+
+
+def test_counters_start_at_zero_for_every_reason_and_outcome() -> None:
+    """A healthy cluster's dashboard shows 0 bind failures and preemptions, not "No data"."""
+    text = metrics(legacy=False)
+    for reason in BIND_FAILURE_REASONS:
+        assert f'hami_bind_failures_total{{reason="{reason}"}} 0.0' in text, reason
+    for outcome, why in PREEMPTION_OUTCOMES:
+        assert f'hami_preemptions_total{{outcome="{outcome}",reason="{why}"}} 0.0' in text
+
+
+def test_every_reason_a_bind_fails_with_is_one_exported_at_zero() -> None:
+    """BindError carries a BindFailure, and each is exported (tests/unit/test_vocabularies.py
+    ties the help, the docs and the dashboard to the same enum)."""
+    assert tuple(BindFailure) == BIND_FAILURE_REASONS
+    assert BindError("x").reason in BIND_FAILURE_REASONS  # BindError's default

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient
 
-import scheduler.routes
+import hami.extender.routes
 from hami.cache.store import ClusterCache
 from hami.engine import names, reasons
 from hami.engine.codec import encode_node_devices
@@ -134,7 +134,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube
     )
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(
-        scheduler.routes.routes(
+        hami.extender.routes.routes(
             h.placement,
             binder,
             h.gate,

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient
 
-import webhook.routes
+import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
@@ -97,7 +97,7 @@ def observed() -> list[tuple[str, float]]:
 async def client(aiohttp_client: AiohttpClient, observed: list[tuple[str, float]]) -> Client:
     app = web.Application(client_max_size=MAX_BODY)
     service = AdmissionService(AdmissionConfig())
-    app.add_routes(webhook.routes.routes(service, lambda r, s: observed.append((r, s))))
+    app.add_routes(hami.webhook.routes.routes(service, lambda r, s: observed.append((r, s))))
     return await aiohttp_client(app)
 
 
@@ -364,7 +364,7 @@ STANDALONE = AdmissionConfig(
 async def standalone(aiohttp_client: AiohttpClient) -> Client:
     """Standalone injection writes the most: volumes, mounts, env and annotations."""
     app = web.Application(client_max_size=MAX_BODY)
-    app.add_routes(webhook.routes.routes(AdmissionService(STANDALONE), lambda r, s: None))
+    app.add_routes(hami.webhook.routes.routes(AdmissionService(STANDALONE), lambda r, s: None))
     return await aiohttp_client(app)
 
 

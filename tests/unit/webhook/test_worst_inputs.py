@@ -16,7 +16,7 @@ import orjson
 from aiohttp import web
 from pytest_aiohttp import AiohttpClient
 
-import webhook.routes
+import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.runtime.apps import MAX_BODY
@@ -78,7 +78,7 @@ async def test_worst_inputs_are_answered_and_healthz_throughout(
         return web.Response(text="ok")
 
     app.add_routes([web.get("/healthz", healthz)])
-    app.add_routes(webhook.routes.routes(AdmissionService(STANDALONE), lambda *_: None))
+    app.add_routes(hami.webhook.routes.routes(AdmissionService(STANDALONE), lambda *_: None))
     client = await aiohttp_client(app)
     stop = asyncio.Event()
     answered: list[int] = []
