@@ -62,6 +62,7 @@ from tests.unit.test_helm_render import (
 )
 
 from .cluster import (
+    ADMISSION_POLICY,
     DEVICE_PLUGIN_USER,
     REPO_ROOT,
     SCHEDULER_NAME,
@@ -247,6 +248,25 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
 
 
 @contextlib.contextmanager
+def release_policy_binding(kube: Kube, release: str) -> Iterator[None]:
+    """The release's own `<release>-scheduling-state` binding, of the harness's policy: what
+    the chart's scheduler checks for at start (hami.runtime.preflight), and all its RBAC lets
+    it read."""
+    name = f"{release}-scheduling-state"
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": ADMISSION_POLICY, "validationActions": ["Deny"]},
+    }
+    kube.apply(json.dumps(binding))
+    try:
+        yield
+    finally:
+        kube("delete", "validatingadmissionpolicybinding", name, "--ignore-not-found")
+
+
+@contextlib.contextmanager
 def chart_scheduler(
     control_plane: ControlPlane, kube: Kube, namespace: str, folder: Path, *values: str
 ) -> Iterator[list[str]]:
@@ -273,7 +293,11 @@ def chart_scheduler(
     # The harness's admission policy is the one of a release in hami-system; this scheduler is
     # another release's ServiceAccount.
     account = f"system:serviceaccount:{namespace}:{release}-scheduler"
-    with chart_rbac(kube, docs, folder), control_plane.trusting(account):
+    with (
+        chart_rbac(kube, docs, folder),
+        control_plane.trusting(account),
+        release_policy_binding(kube, release),
+    ):
         kubeconfig = service_account_kubeconfig(
             control_plane, namespace, f"{release}-scheduler", folder / "sa.kubeconfig"
         )
@@ -388,7 +412,7 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
         wait_for(up, timeout=60, what=f"{process.name} to serve with the bootstrapped pair")
 
     try:
-        with chart_rbac(kube, docs, tmp_path):
+        with chart_rbac(kube, docs, tmp_path), release_policy_binding(kube, release):
             service_account_kubeconfig(
                 control_plane, namespace, f"{release}-scheduler", tmp_path / "sa.kubeconfig"
             )
