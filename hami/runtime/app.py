@@ -25,11 +25,11 @@ from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
-from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
+from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
 from hami.runtime.config import Settings, bind_budget, injection_config, serving_context
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
@@ -47,9 +47,6 @@ from hami.service.preemption import PodFacts
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
-
-# The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
-EDIT_IGNORED = "AllocationEditIgnored"
 
 
 @dataclass(frozen=True)
@@ -129,7 +126,7 @@ def _edit_ignored(
         )
         if leading():
             ref = {"namespace": namespace, "name": name, "uid": uid}
-            events.record(ref, "Warning", EDIT_IGNORED, what)
+            events.record(ref, "Warning", EventReason.ALLOCATION_EDIT_IGNORED, what)
 
     return told
 
@@ -194,11 +191,12 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    pod_sink = _Sink(
-        cache.replace_pods,
-        both(both(both(cache.upsert_pod, requeuer.seen), labels.seen), refusals.seen),
-        both(both(cache.delete_pod, requeuer.gone), labels.gone),
-    )
+    # Who hears each pod event, in order: the cache first, since the others read it.
+    pod_watchers: dict[str, list[Callable[[Any], None]]] = {
+        "replace": [cache.replace_pods],
+        "upsert": [cache.upsert_pod, requeuer.seen, labels.seen, refusals.seen],
+        "delete": [cache.delete_pod, requeuer.gone, labels.gone],
+    }
     placement = Placement(cache, policies, resources)
     if settings.preemption:
         facts = PodFacts()
@@ -213,11 +211,10 @@ async def build(settings: Settings) -> Runtime:
             nudge=requeuer.released,
         )
         placement = PreemptingPlacement(preempter, cache, policies, resources)
-        pod_sink = _Sink(
-            both(pod_sink.replace, facts.replace),
-            both(pod_sink.upsert, facts.upsert),
-            both(both(pod_sink.delete, facts.delete), preempter.gone),
-        )
+        pod_watchers["replace"].append(facts.replace)
+        pod_watchers["upsert"].append(facts.upsert)
+        pod_watchers["delete"] += [facts.delete, preempter.gone]
+
     def node_gone(node: dict[str, Any]) -> None:
         if cache.delete_node(node):  # not an older Node of a name made again
             locks.gone(node)
@@ -229,7 +226,7 @@ async def build(settings: Settings) -> Runtime:
             "nodes",
             _Sink(
                 lambda nodes: cache.replace_nodes(locks.tap(nodes)),
-                both(cache.upsert_node, locks.seen),
+                each(cache.upsert_node, locks.seen),
                 node_gone,
             ),
             watch_timeout=watch,
@@ -237,7 +234,11 @@ async def build(settings: Settings) -> Runtime:
         Informer(
             kube,
             "pods",
-            pod_sink,
+            _Sink(
+                each(*pod_watchers["replace"]),
+                each(*pod_watchers["upsert"]),
+                each(*pod_watchers["delete"]),
+            ),
             watch_timeout=watch,
             relisting=cache.relisting,
             relisted=cache.relisted,
