@@ -4,8 +4,6 @@ Everything long-lived is built here and passed explicitly; nothing is global.
 """
 
 import asyncio
-import contextlib
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +28,7 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
+from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import Settings, bind_budget, injection_config, serving_context
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
@@ -329,44 +328,9 @@ async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap |
         await certs.start()
     except BootstrapError as e:
         await kube.close()
-        # main() reports an OSError as "cannot serve" and exits 1, which is what this is.
+        # main() reports an OSError as "cannot serve" and exits 2, which is what this is.
         raise OSError(f"certificate bootstrap: {e}") from e
     return certs, str(certs.cert_file), str(certs.key_file)
-
-
-async def _loop_lag(rt: Runtime, stop: asyncio.Event, interval: float = 0.5) -> None:
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        start = loop.time()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
-        rt.metrics.loop_lag.observe(max(0.0, loop.time() - start - interval))
-
-
-async def _freeze_heap(rt: Runtime) -> None:
-    """Once the cache has synced, take what start-up built out of the collector's view.
-
-    A full collection scans every tracked object, so with the cache of a large cluster it
-    holds the loop for tens of milliseconds or more. Frozen objects are still freed by
-    reference counting when the cache drops them; only what is built afterwards is scanned.
-    The one full collection before the freeze happens right after the first sync, once.
-    """
-    await asyncio.gather(*(i.synced.wait() for i in rt.informers))
-    gc.collect()
-    gc.freeze()
-    log.info("start-up heap frozen", extra={"objects": gc.get_freeze_count()})
-
-
-async def _expire(rt: Runtime, stop: asyncio.Event, interval: float = 5.0) -> None:
-    while not stop.is_set():
-        for res in rt.cache.expire():
-            rt.metrics.reservations_expired.inc()
-            log.warning(
-                "reservation expired without a bind",
-                extra={"namespace": res.namespace, "pod": res.name, "node": res.node},
-            )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
 
 
 async def run(rt: Runtime, stop: asyncio.Event) -> None:
@@ -381,11 +345,11 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),
             *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
-            ("loop-lag", _loop_lag(rt, stop)),
-            ("freeze-heap", _freeze_heap(rt)),
+            ("loop-lag", loop_lag(rt.metrics.loop_lag, stop)),
+            ("freeze-heap", freeze_heap(rt.informers)),
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
-            ("expire", _expire(rt, stop)),
+            ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
         )
     ]
     listening: list[Listener] = []
