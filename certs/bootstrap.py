@@ -163,25 +163,25 @@ class CertBootstrap:
                 await asyncio.wait_for(stop.wait(), delay)
             if stop.is_set():
                 return
-            try:
-                await self._settle()
-            except (KubeError, BootstrapError) as e:
-                log.error(
-                    "certificate bootstrap failed; still serving the current pair",
-                    extra={"error": str(e)},
-                )
-                self.published = False
-            else:
-                await self._try_publish()
+            await self.reconcile()
             if self.published:
                 delay = self.resync
             else:
                 delay = self.retry[0] if delay >= self.resync else min(delay * 2, self.retry[1])
 
     async def reconcile(self) -> None:
-        """One round: Secret, files, caBundle. Errors propagate (tests drive this directly)."""
-        await self._settle()
-        await self._publish()
+        """One round of :meth:`run`: Secret, files, caBundle. A failure is logged; the current
+        pair stays served and the next round tries again."""
+        try:
+            await self._settle()
+        except (KubeError, BootstrapError) as e:
+            log.error(
+                "certificate bootstrap failed; still serving the current pair",
+                extra={"error": str(e)},
+            )
+            self.published = False
+        else:
+            await self._try_publish()
 
     async def _settle(self) -> None:
         cfg = self.config

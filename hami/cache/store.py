@@ -41,6 +41,27 @@ Released = Callable[[str], None]
 
 
 class ClusterCache:
+    """The facts every decision reads: nodes and their cards, and what holds each card.
+
+    What holds a pod's cards goes through these states, by pod uid (the shape of
+    kube-scheduler's cache interface: assume, forget, expire, add, remove):
+
+        unseen --reserve (filter)--> RESERVED (its stages: hami.cache.reservations)
+        RESERVED --the watch shows its allocation (our Binding landed)--> COUNTED
+        RESERVED --forget, expire, the pod deleted or finished or gone from a relist--> unseen
+        unseen --a bound pod with an allocation of ours (a restart)--> COUNTED
+        unseen --a bound pod asking for GPUs without one--> OUTSIDE (whole cards)
+        COUNTED, OUTSIDE --the pod deleted or finished, gone from a relist--> unseen
+
+    RESERVED and COUNTED hold the memory, cores and slots written; OUTSIDE, the cards the
+    kubelet gives. An allocation on an unbound pod counts only while the node's lock names
+    it; one edited after the bind is ignored (on_edit_ignored). Every change that frees cards
+    calls on_release with the node. The stores: nodes (_inventory, _states, view), pods
+    (_records: what each pod's annotations say; _pods and _pod_usage: COUNTED; _outside:
+    OUTSIDE; _reservations: RESERVED), their sum per card (_usage) and per namespace
+    (quotas), and the node locks as the watch shows them (_locks).
+    """
+
     def __init__(
         self,
         clock: Callable[[], float],

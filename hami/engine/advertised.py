@@ -6,9 +6,6 @@ card, and then the kubelet refuses the pods past that count (UnexpectedAdmission
 
 from hami.engine.model import NodeState
 
-# The Warning Event on a pod placed past the count (hami.service.binding).
-REASON = "NodeAdvertisesTooFewGPUs"
-
 
 def shortfall(node: NodeState, advertised: int, resource: str = "nvidia.com/gpu") -> str | None:
     """Why the kubelet of `node` will refuse some of the pods placed on it, or None."""

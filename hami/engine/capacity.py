@@ -148,6 +148,18 @@ def _reasons(cards: int, counts: dict[str, int]) -> str:
     return r.card_reasons({k: n for k, n in counts.items() if n}, cards)
 
 
+_SUMMARY = "capacity"  # the key of a node state's summary in its memo
+
+
+def capacity_of(node: NodeState) -> Capacity | None:
+    """The node's summary, made on first use and kept with the state (NodeState.memo)."""
+    if _SUMMARY not in node.memo:
+        node.memo[_SUMMARY] = summarize(node.name, node.cards, node.cordoned)
+    cap = node.memo[_SUMMARY]
+    assert cap is None or isinstance(cap, Capacity)
+    return cap
+
+
 def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> Capacity | None:
     """None for a node with a card in MIG mode: whether it fits depends on the card's
     placements, which counts do not keep, so such a node is always fitted card by card."""
@@ -226,7 +238,7 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
     key = cores * 2 + mutex
 
     def check(node: NodeState, log: list[CardScores]) -> str | None:
-        cap = node.capacity
+        cap = capacity_of(node)
         if cap is None:
             return None
         if nums > cap.cards:

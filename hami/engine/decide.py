@@ -9,7 +9,7 @@ from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
 from hami.engine.fit import fit_pod
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
-from hami.engine.policy import PodOptions
+from hami.engine.policy import NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
 
 
@@ -33,14 +33,19 @@ class Decision:
         return None if self.devices is None else encode_pod_devices(self.devices)
 
 
-def node_order(nodes: Iterable[NodeState], node_policy: str) -> list[NodeState]:
+_BUSIEST_FIRST = {NodePolicy.BINPACK: True, NodePolicy.SPREAD: False}
+
+
+def node_order(nodes: Iterable[NodeState], node_policy: NodePolicy) -> list[NodeState]:
     """Nodes in preference order: binpack takes the busiest, spread the idlest, names break ties.
 
     Two stable sorts on one attribute each (a reversed sort keeps ties in order)
     instead of one on a tuple built per node: a third of the time for 1,000 nodes.
     """
     by_name = sorted(nodes, key=attrgetter("name"))
-    return sorted(by_name, key=attrgetter("score"), reverse=node_policy != "spread")
+    # NodePolicy(...): a policy outside the vocabulary is an error, never binpack by default.
+    busiest_first = _BUSIEST_FIRST[NodePolicy(node_policy)]
+    return sorted(by_name, key=attrgetter("score"), reverse=busiest_first)
 
 
 def schedule(

@@ -17,7 +17,6 @@ on what came before.
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from hami.engine import reasons as r
 from hami.engine.checks import early_verdict, slot_verdict, verdict
@@ -31,12 +30,17 @@ from hami.engine.model import (
     PodRequest,
     Usage,
 )
-from hami.engine.policy import GpuPolicy, PodOptions
+from hami.engine.policy import CardKey, GpuPolicy, PodOptions
+from hami.engine.quota import NamespaceQuota
 from hami.engine.score import card_scores, make_card
 from hami.engine.walk import ContainerFit, QuotaGate, SortKey, by_topology, share, walk
 
-if TYPE_CHECKING:  # quota -> state -> capacity imports this module
-    from hami.engine.quota import NamespaceQuota
+# Each chain key's part of the ascending sort key of a card and its score.
+_CHAIN_KEYS: dict[CardKey, Callable[[Card, float], float]] = {
+    CardKey.BINPACK: lambda c, s: s,
+    CardKey.SPREAD: lambda c, s: -s,
+    CardKey.NUMA: lambda c, s: c.info.numa,
+}
 
 
 @lru_cache(maxsize=64)
@@ -47,19 +51,13 @@ def _sort_key(policy: GpuPolicy, numa_bind: bool) -> SortKey:
     insertion sort does. Cached: a decision fits every candidate node with the same policy.
     """
     if policy.chain:
-        keys = list(policy.keys) or ["spread"]
-        if numa_bind and "numa" in keys:
-            keys.remove("numa")
+        keys = list(policy.keys) or [CardKey.SPREAD]
+        if numa_bind and CardKey.NUMA in keys:
+            keys.remove(CardKey.NUMA)
         if numa_bind:
-            keys.insert(0, "numa")
-        parts: list[Callable[[Card, float], float]] = []
-        for k in keys:
-            if k == "binpack":
-                parts.append(lambda c, s: s)
-            elif k == "spread":
-                parts.append(lambda c, s: -s)
-            else:
-                parts.append(lambda c, s: c.info.numa)
+            keys.insert(0, CardKey.NUMA)
+        # CardKey(k): a key outside the vocabulary is an error, never some other key.
+        parts = [_CHAIN_KEYS[CardKey(k)] for k in keys]
         return lambda c, s: (*(p(c, s) for p in parts), c.info.index)
     if policy.single == "mutex":
         return lambda c, s: (-c.usage.used, c.info.numa)
@@ -181,7 +179,7 @@ def fit_pod(
     request: PodRequest,
     opts: PodOptions,
     key: int | None = None,
-    quota: "NamespaceQuota | None" = None,
+    quota: NamespaceQuota | None = None,
 ) -> NodeFit:
     """fit_pod_uncached, remembered on the node state for the pod's (request, options, quota).
 
@@ -201,7 +199,7 @@ def fit_pod(
 
 
 def fit_pod_uncached(
-    node: NodeState, request: PodRequest, opts: PodOptions, quota: "NamespaceQuota | None" = None
+    node: NodeState, request: PodRequest, opts: PodOptions, quota: NamespaceQuota | None = None
 ) -> NodeFit:
     """Fit every container of the pod onto the node, or say why not.
 

@@ -2,12 +2,9 @@
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from hami.engine.names import NVIDIA
-
-if TYPE_CHECKING:
-    from hami.engine.capacity import Capacity
 
 # HAMi's "percentage not set" sentinel for nvidia.com/gpumem-percentage.
 PERCENTAGE_UNSET = 101
@@ -187,13 +184,11 @@ class NodeState:
     cordoned: frozenset[str] = frozenset()
     # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.
     links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    # Fit results for this exact state, by (request, options). A state is replaced whenever
-    # its usage changes, so an entry can never be stale; pods of one shape (a Job's or a
-    # Deployment's, or one pending pod retried) then cost a lookup per unchanged node.
-    memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
-    # The cards summed up (hami.engine.capacity), so that a decision can turn the node down
-    # without walking them; derived from the fields above, hence not compared.
-    capacity: "Capacity | None" = field(default=None, compare=False, repr=False)
+    # What the engine derives from this exact state (fit results by request and options, the
+    # cards summed up by hami.engine.capacity), so that pods of one shape cost a lookup per
+    # unchanged node. Not an argument: dataclasses.replace makes a new state with an empty
+    # memo, so a derived value can never outlive the state it was derived from.
+    memo: dict[object, object] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,15 +9,37 @@ surprise a scheduler must not spring on its users.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from hami.engine import names
 from hami.engine.codec import split_list
 from hami.engine.score import DEFAULT_WEIGHTS, Weights
 
-GPU_FILTERS = ("mutex", "topology-aware")
-GPU_SORT_KEYS = ("binpack", "spread", "numa")
-GPU_POLICY_NAMES = GPU_SORT_KEYS + GPU_FILTERS
-NODE_POLICY_NAMES = ("binpack", "spread")
+
+class CardKey(StrEnum):
+    """A GPU policy's sort keys, applied to the cards in the written order."""
+
+    BINPACK = "binpack"  # the busiest card first
+    SPREAD = "spread"  # the idlest card first
+    NUMA = "numa"  # the NUMA node's cards together
+
+
+class CardFilter(StrEnum):
+    """A GPU policy's filters, wherever they appear in it."""
+
+    MUTEX = "mutex"  # a whole card to itself
+    TOPOLOGY_AWARE = "topology-aware"  # cards joined by NVLink
+
+
+class NodePolicy(StrEnum):
+    BINPACK = "binpack"  # the busiest node first
+    SPREAD = "spread"  # the idlest node first
+
+
+GPU_FILTERS = tuple(CardFilter)
+GPU_SORT_KEYS = tuple(CardKey)
+GPU_POLICY_NAMES = (*GPU_SORT_KEYS, *GPU_FILTERS)
+NODE_POLICY_NAMES = tuple(NodePolicy)
 
 
 class PolicyError(ValueError):
@@ -30,7 +52,7 @@ class GpuPolicy:
     chain: bool  # HAMi's chain mode: the value has a comma or is exactly "numa"
     mutex: bool
     topology: bool
-    keys: tuple[str, ...]  # sort keys, written order, no duplicates
+    keys: tuple[CardKey, ...]  # sort keys, written order, no duplicates
     single: str  # the name in single mode ("" in chain mode)
 
 
@@ -48,25 +70,25 @@ def parse_gpu_policy(text: str) -> GpuPolicy:
             f"valid names: {', '.join(GPU_POLICY_NAMES)} (filters may be combined with "
             f"sort keys, e.g. 'mutex,binpack')"
         )
-    keys = tuple(dict.fromkeys(t for t in tokens if t in GPU_SORT_KEYS))
+    keys = tuple(dict.fromkeys(CardKey(t) for t in tokens if t in GPU_SORT_KEYS))
     chain = len(tokens) > 1 or tokens == ["numa"]
     return GpuPolicy(
         text=text,
         chain=chain,
-        mutex="mutex" in tokens,
-        topology="topology-aware" in tokens,
+        mutex=CardFilter.MUTEX in tokens,
+        topology=CardFilter.TOPOLOGY_AWARE in tokens,
         keys=keys,
         single="" if chain else tokens[0],
     )
 
 
-def parse_node_policy(text: str) -> str:
-    value = text.strip()
-    if value not in NODE_POLICY_NAMES:
+def parse_node_policy(text: str) -> NodePolicy:
+    try:
+        return NodePolicy(text.strip())
+    except ValueError:
         raise PolicyError(
             f"unknown node scheduler policy {text!r}; valid names: {', '.join(NODE_POLICY_NAMES)}"
-        )
-    return value
+        ) from None
 
 
 def parse_weights(text: str) -> Weights:
@@ -111,7 +133,7 @@ class PodOptions:
     """Everything in a pod's annotations that steers placement, parsed once per decision."""
 
     gpu_policy: GpuPolicy
-    node_policy: str
+    node_policy: NodePolicy
     weights: Weights = DEFAULT_WEIGHTS
     # None: no `nvidia.com/use-gputype`; () when it names no type (`,`): no card matches.
     use_types: tuple[str, ...] | None = None

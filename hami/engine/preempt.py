@@ -135,19 +135,3 @@ def dry_runs(
         found += plan is not None
         if found >= wanted:
             return
-
-
-def preempt(
-    cluster: Mapping[str, NodeState],
-    running: Mapping[str, Sequence[Victim]],
-    pod: Preemptor,
-    candidates: Sequence[str],
-) -> Preemption | None:
-    """The node and victims for a pod that fits nowhere as things stand, or None."""
-    if pod.policy == "Never":
-        return None
-
-    def node_of(name: str) -> tuple[NodeState, Sequence[Victim]] | None:
-        return (cluster[name], running.get(name, ())) if name in cluster else None
-
-    return choose([p for p in dry_runs(candidates, node_of, pod) if p is not None])

@@ -65,8 +65,3 @@ def node_score(cards: Iterable[Card]) -> float:
         return 0.0
     s = f32(f32(f32(used) / f32(count)) + f32(f32(usedcores) / f32(totalcore)))
     return f32(WEIGHT * f32(s + f32(f32(usedmem) / f32(totalmem))))
-
-
-def format_score(score: float) -> str:
-    """Go's `%f`."""
-    return f"{score:f}"

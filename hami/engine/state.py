@@ -2,7 +2,6 @@
 
 from collections.abc import Iterable, Mapping
 
-from hami.engine.capacity import summarize
 from hami.engine.inventory import PodAllocation
 from hami.engine.mig import pod_instances, stray_instances, untrusted
 from hami.engine.migalloc import by_card
@@ -39,14 +38,7 @@ def build_node(
         for d in nvidia
         for u in (usage.get(d.id, Usage()),)
     )
-    return NodeState(
-        name,
-        cards,
-        node_score(cards),
-        cordoned,
-        links or {},
-        capacity=summarize(name, cards, cordoned),
-    )
+    return NodeState(name, cards, node_score(cards), cordoned, links or {})
 
 
 def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool) -> Card:

@@ -10,14 +10,15 @@ grows, as client-go's correlator does, instead of flooding the API server.
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Literal
 
+from hami.kube.api import KubeAPI
 from hami.kube.calls import Obj
-from hami.kube.client import Kube
 from hami.kube.errors import NotFound
 from hami.kube.lifecycle import run_until
 
@@ -31,6 +32,22 @@ MAX_MESSAGE = 1024
 _BATCH = 256
 
 _Key = tuple[str, str, str, str, str, str]
+
+
+class EventReason(StrEnum):
+    """The reason of every Event hami posts; HAMi's own words where HAMi posts it too."""
+
+    FILTERING_FAILED = "FilteringFailed"
+    FILTERING_SUCCEED = "FilteringSucceed"
+    BINDING_FAILED = "BindingFailed"
+    BINDING_SUCCEED = "BindingSucceed"
+    PREEMPTING = "Preempting"
+    PREEMPTED = "Preempted"
+    FAILED_PREEMPTION = "FailedPreemption"
+    ALLOCATION_EDIT_IGNORED = "AllocationEditIgnored"
+    DEVICE_PLUGIN_REFUSED = "DevicePluginRefused"
+    # A bind left the node's pods taking more card slots than its device plugin advertises.
+    NODE_ADVERTISES_TOO_FEW_GPUS = "NodeAdvertisesTooFewGPUs"
 
 
 @dataclass(frozen=True)
@@ -63,10 +80,33 @@ def _truncate(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
+# What kube-scheduler's every retry of a pod says again while its cause lasts: in a flood these
+# are dropped and wait behind the rest. Every other reason is said once (an edit ignored, a
+# preemption), so a dropped or late one is lost for good.
+REPEATED = frozenset(
+    {
+        EventReason.FILTERING_FAILED,
+        EventReason.FILTERING_SUCCEED,
+        EventReason.BINDING_FAILED,
+        EventReason.BINDING_SUCCEED,
+    }
+)
+
+
+def _folded(lane: deque[_Record]) -> list[tuple[_Record, int]]:
+    """Up to _BATCH records taken from `lane`; identical ones become one API call."""
+    folded: dict[_Key, tuple[_Record, int]] = {}
+    for _ in range(min(_BATCH, len(lane))):
+        rec = lane.popleft()
+        _, n = folded.get(rec.key, (rec, 0))
+        folded[rec.key] = (rec, n + 1)
+    return list(folded.values())
+
+
 class EventRecorder:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         *,
         instance: str = "",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -81,7 +121,8 @@ class EventRecorder:
         the earlier Event's count; `remembered` bounds how many distinct events
         are tracked for that. At most `rate` API calls a second are made: in a burst the API
         server's time goes to scheduling, and what does not fit the queue is dropped (counted
-        in `dropped`, the hami_events_dropped gauge).
+        in `dropped`, the hami_events_dropped gauge). Events said once are queued apart from
+        the REPEATED ones and posted first, so a flood of failures cannot drop or delay them.
         """
         self.kube = kube
         self.instance = instance
@@ -90,28 +131,24 @@ class EventRecorder:
         self.remembered = remembered
         self.dropped = 0
         self.rate = rate
-        self._queue: asyncio.Queue[_Record] = asyncio.Queue(maxsize=queue_size)
+        self.queue_size = queue_size
+        # Two lanes, each of queue_size records: what is said once waits behind nothing.
+        self._once: deque[_Record] = deque()
+        self._routine: deque[_Record] = deque()
+        self._carried: list[tuple[_Record, int]] = []  # the rest of a routine batch cut short
+        self._queued = asyncio.Event()
         self._posted: OrderedDict[_Key, _Posted] = OrderedDict()
 
     def record(
-        self, obj_ref: Mapping[str, str], type_: EventType, reason: str, message: str
+        self, obj_ref: Mapping[str, str], type_: EventType, reason: EventReason, message: str
     ) -> None:
-        """Queue an event about the pod {namespace, name, uid}; never blocks, never raises."""
+        """Queue an event about the pod {namespace, name, uid}; never blocks, and raises only
+        for a reason outside EventReason (a bug, not a condition of the cluster)."""
+        reason = EventReason(reason)
         if self.rate <= 0:
             return
-        try:
-            self._queue.put_nowait(
-                _Record(
-                    namespace=obj_ref.get("namespace", ""),
-                    name=obj_ref.get("name", ""),
-                    uid=obj_ref.get("uid", ""),
-                    type_=type_,
-                    reason=reason,
-                    message=_truncate(message),
-                    at=self.now(),
-                )
-            )
-        except asyncio.QueueFull:
+        lane = self._routine if reason in REPEATED else self._once
+        if len(lane) >= self.queue_size:
             self.dropped += 1
             # Logged sparsely: a full queue means the API server is slow, and a
             # log line per drop would add to the trouble.
@@ -119,6 +156,19 @@ class EventRecorder:
                 log.warning(
                     "event queue full, dropping events", extra={"dropped_total": self.dropped}
                 )
+            return
+        lane.append(
+            _Record(
+                namespace=obj_ref.get("namespace", ""),
+                name=obj_ref.get("name", ""),
+                uid=obj_ref.get("uid", ""),
+                type_=type_,
+                reason=reason,
+                message=_truncate(message),
+                at=self.now(),
+            )
+        )
+        self._queued.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Post queued events until `stop` is set."""
@@ -126,29 +176,32 @@ class EventRecorder:
 
     async def _post_forever(self) -> None:
         while True:
-            await self._post_batch(await self._queue.get())
+            await self._queued.wait()
+            await self._post_some()
 
     async def flush(self, within: float) -> None:
         """Post what is still queued, for at most `within` seconds (at shutdown, after run)."""
 
         async def drain() -> None:
-            while not self._queue.empty():
-                await self._post_batch(self._queue.get_nowait())
+            while self._queued.is_set():
+                await self._post_some()
 
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(drain(), within)
 
-    async def _post_batch(self, first: _Record) -> None:
-        batch = [first]
-        while len(batch) < _BATCH and not self._queue.empty():
-            batch.append(self._queue.get_nowait())
-        # Identical records queued together become one API call.
-        folded: dict[_Key, tuple[_Record, int]] = {}
-        for rec in batch:
-            _, n = folded.get(rec.key, (rec, 0))
-            folded[rec.key] = (rec, n + 1)
+    async def _post_some(self) -> None:
+        """Post a batch of what is said once, else of the routine records; a record said once
+        that arrives meanwhile cuts a routine batch short."""
+        once = bool(self._once)
+        if once:
+            batch = _folded(self._once)
+        else:
+            batch, self._carried = self._carried or _folded(self._routine), []
         loop = asyncio.get_running_loop()
-        for rec, n in folded.values():
+        for i, (rec, n) in enumerate(batch):
+            if not once and self._once:
+                self._carried = batch[i:]
+                return
             started = loop.time()
             try:
                 await self._post(rec, n)
@@ -163,6 +216,8 @@ class EventRecorder:
                     },
                 )
             await asyncio.sleep(max(0.0, 1 / self.rate - (loop.time() - started)))
+        if not (self._once or self._routine or self._carried):
+            self._queued.clear()
 
     async def _post(self, rec: _Record, n: int) -> None:
         prior = self._posted.get(rec.key)

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hami.kube.api import KubeAPI
 from hami.kube.calls import Obj
-from hami.kube.client import Kube
 from hami.kube.errors import Gone, KubeError, Unavailable
 from hami.kube.lifecycle import run_until
 from hami.kube.listwatch import Resource
@@ -156,7 +156,7 @@ def backoff_delay(failures: int, *, base: float = 0.5, cap: float = RECONNECT_CA
 class Informer:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         resource: Resource,
         sink: Sink,
         *,

@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from hami.kube.api import KubeAPI
 from hami.kube.calls import Obj
-from hami.kube.client import Kube
 from hami.kube.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class LeaseLeadership:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         namespace: str,
         name: str,
         identity: str,

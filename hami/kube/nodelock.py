@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
 from hami.engine.names import NODE_LOCK
+from hami.kube.api import KubeAPI
 from hami.kube.calls import Fence
-from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
 from hami.kube.lockrules import Action, Decision, Reason, decide_lock, holder_state
 
@@ -59,17 +59,6 @@ def go_duration(d: timedelta) -> str:
     if minutes:
         return f"{minutes}m{secs}"
     return secs
-
-
-def lock_owner(node: Mapping[str, Any]) -> tuple[datetime, str | None, str | None] | None:
-    """(since, namespace, name) of the node's lock; None when unlocked or unreadable."""
-    value = (node.get("metadata", {}).get("annotations") or {}).get(NODE_LOCK)
-    if not value:
-        return None
-    try:
-        return decode_node_lock(value)
-    except CodecError:
-        return None
 
 
 def _owns(value: str, namespace: str, name: str) -> bool:
@@ -115,7 +104,7 @@ async def _retrying(
 
 
 async def lock_node(
-    kube: Kube,
+    kube: KubeAPI,
     node: str,
     namespace: str,
     pod: str,
@@ -216,7 +205,7 @@ def _contention_message(node: str, value: str, expiry: timedelta, decision: Deci
 
 
 async def release_node(
-    kube: Kube,
+    kube: KubeAPI,
     node: str,
     namespace: str,
     pod: str,

@@ -4,8 +4,6 @@ Everything long-lived is built here and passed explicitly; nothing is global.
 """
 
 import asyncio
-import contextlib
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -25,11 +23,12 @@ from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
-from hami.runtime.apps import both, extender_app, metrics_app, webhook_app
+from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
+from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import Settings, bind_budget, injection_config, serving_context
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
@@ -48,8 +47,6 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
-# The Event a bound pod gets when its allocation was edited and the scheduler ignored the edit.
-EDIT_IGNORED = "AllocationEditIgnored"
 # Binds that may wait for node locks, per GPU node, before filter holds new decisions: with
 # binds spread by how many are ahead (hami.service.placement), two each keep every device
 # plugin busy, and more only wait past --node-lock-wait-seconds on a cluster that is slow.
@@ -138,7 +135,7 @@ def _edit_ignored(
         )
         if leading():
             ref = {"namespace": namespace, "name": name, "uid": uid}
-            events.record(ref, "Warning", EDIT_IGNORED, what)
+            events.record(ref, "Warning", EventReason.ALLOCATION_EDIT_IGNORED, what)
 
     return told
 
@@ -204,11 +201,12 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    pod_sink = _Sink(
-        cache.replace_pods,
-        both(both(both(cache.upsert_pod, requeuer.seen), labels.seen), refusals.seen),
-        both(both(cache.delete_pod, requeuer.gone), labels.gone),
-    )
+    # Who hears each pod event, in order: the cache first, since the others read it.
+    pod_watchers: dict[str, list[Callable[[Any], None]]] = {
+        "replace": [cache.replace_pods],
+        "upsert": [cache.upsert_pod, requeuer.seen, labels.seen, refusals.seen],
+        "delete": [cache.delete_pod, requeuer.gone, labels.gone],
+    }
     placement = Placement(cache, policies, resources)
     if settings.preemption:
         facts = PodFacts()
@@ -223,11 +221,10 @@ async def build(settings: Settings) -> Runtime:
             nudge=requeuer.released,
         )
         placement = PreemptingPlacement(preempter, cache, policies, resources)
-        pod_sink = _Sink(
-            both(pod_sink.replace, facts.replace),
-            both(pod_sink.upsert, facts.upsert),
-            both(both(pod_sink.delete, facts.delete), preempter.gone),
-        )
+        pod_watchers["replace"].append(facts.replace)
+        pod_watchers["upsert"].append(facts.upsert)
+        pod_watchers["delete"] += [facts.delete, preempter.gone]
+
     def node_gone(node: dict[str, Any]) -> None:
         if cache.delete_node(node):  # not an older Node of a name made again
             locks.gone(node)
@@ -239,7 +236,7 @@ async def build(settings: Settings) -> Runtime:
             "nodes",
             _Sink(
                 lambda nodes: cache.replace_nodes(locks.tap(nodes)),
-                both(cache.upsert_node, locks.seen),
+                each(cache.upsert_node, locks.seen),
                 node_gone,
             ),
             watch_timeout=watch,
@@ -247,7 +244,11 @@ async def build(settings: Settings) -> Runtime:
         Informer(
             kube,
             "pods",
-            pod_sink,
+            _Sink(
+                each(*pod_watchers["replace"]),
+                each(*pod_watchers["upsert"]),
+                each(*pod_watchers["delete"]),
+            ),
             watch_timeout=watch,
             relisting=cache.relisting,
             relisted=cache.relisted,
@@ -340,53 +341,9 @@ async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap |
         await certs.start()
     except BootstrapError as e:
         await kube.close()
-        # main() reports an OSError as "cannot serve" and exits 1, which is what this is.
+        # main() reports an OSError as "cannot serve" and exits 2, which is what this is.
         raise OSError(f"certificate bootstrap: {e}") from e
     return certs, str(certs.cert_file), str(certs.key_file)
-
-
-async def _loop_lag(rt: Runtime, stop: asyncio.Event, interval: float = 0.5) -> None:
-    loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        start = loop.time()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
-        rt.metrics.loop_lag.observe(max(0.0, loop.time() - start - interval))
-
-
-async def _freeze_heap(rt: Runtime) -> None:
-    """Once the cache has synced, take what start-up built out of the collector's view.
-
-    A full collection scans every tracked object, so with the cache of a large cluster it
-    holds the loop for tens of milliseconds or more. Frozen objects are still freed by
-    reference counting when the cache drops them; only what is built afterwards is scanned.
-    The one full collection before the freeze happens right after the first sync, once.
-
-    Until then the cyclic collector is off: the first list builds the cache's objects by the
-    hundred thousand, none of them in a cycle, and the collector would scan the growing heap
-    again and again (half of the list's CPU at 20,000 pods).
-    """
-    gc.disable()
-    try:
-        await asyncio.gather(*(i.synced.wait() for i in rt.informers))
-        rt.cache.settle()  # every node built once, by the list, not by the first filter
-        gc.collect()
-        gc.freeze()
-    finally:
-        gc.enable()
-    log.info("start-up heap frozen", extra={"objects": gc.get_freeze_count()})
-
-
-async def _expire(rt: Runtime, stop: asyncio.Event, interval: float = 5.0) -> None:
-    while not stop.is_set():
-        for res in rt.cache.expire():
-            rt.metrics.reservations_expired.inc()
-            log.warning(
-                "reservation expired without a bind",
-                extra={"namespace": res.namespace, "pod": res.name, "node": res.node},
-            )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
 
 
 async def run(rt: Runtime, stop: asyncio.Event) -> None:
@@ -401,11 +358,11 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),
             *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
-            ("loop-lag", _loop_lag(rt, stop)),
-            ("freeze-heap", _freeze_heap(rt)),
+            ("loop-lag", loop_lag(rt.metrics.loop_lag, stop)),
+            ("freeze-heap", freeze_heap(rt.informers, rt.cache)),
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
-            ("expire", _expire(rt, stop)),
+            ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
         )
     ]
     listening: list[Listener] = []

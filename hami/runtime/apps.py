@@ -4,27 +4,53 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 import hami.extender.routes
 import hami.webhook.routes
+from hami.kube.events import EventRecorder
+from hami.runtime.config import Settings
+from hami.runtime.metrics import Metrics
 from hami.runtime.pairprobe import pair_route
 from hami.runtime.reporting import FilterReporter
+from hami.service.admission import AdmissionService
+from hami.service.binding import Binder
+from hami.service.placement import Placement
+from hami.service.requeue import Requeuer
 
-if TYPE_CHECKING:
-    from hami.runtime.app import Runtime
+
+class Runtime(Protocol):
+    """What the listeners serve from: hami.runtime.app.Runtime (declared here, so that the
+    wiring imports this module and not the other way round)."""
+
+    settings: Settings
+    events: EventRecorder
+    requeuer: Requeuer
+    placement: Placement
+    binder: Binder
+    admission: AdmissionService
+    metrics: Metrics
+
+    def unready(self) -> str | None: ...
+
+    async def paced(self) -> None: ...
+
+    async def not_serving(self) -> str | None: ...
+
 
 T = TypeVar("T")
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
-def both(first: Callable[[T], None], second: Callable[[T], None]) -> Callable[[T], None]:
+def each(*calls: Callable[[T], None]) -> Callable[[T], None]:
+    """One callable that passes its argument to every one of `calls`, in order."""
+
     def call(value: T) -> None:
-        first(value)
-        second(value)
+        for c in calls:
+            c(value)
 
     return call
 
@@ -67,7 +93,7 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.binder,
             rt.not_serving,
             rt.paced,
-            both(
+            each(
                 FilterReporter(rt.events, success_events=rt.settings.success_events),
                 rt.requeuer.filtered,
             ),

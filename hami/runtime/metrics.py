@@ -16,23 +16,14 @@ from hami.kube.calls import WriteObserver
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.cardblocks import gzip_member
 from hami.runtime.exposition import ClusterExposition, Snapshot
+from hami.service.binderrors import BindFailure
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Every reason a bind failure is counted under (hami.service.binderrors, hami.service.binding)
 # and every outcome of a preemption plan (hami.service.preempting): each series is exported at 0
 # from the start, so a healthy cluster's dashboard shows 0, not "No data", and rate() has a
 # starting point.
-BIND_FAILURE_REASONS = (
-    "lock-contention",
-    "deadline",
-    "not-leader",
-    "bound-elsewhere",
-    "pod-gone",
-    "no-placement",
-    "card-taken",
-    "unknown-outcome",
-    "api-error",
-)
+BIND_FAILURE_REASONS = tuple(BindFailure)
 PREEMPTION_OUTCOMES = (
     ("attempted", ""),
     ("done", ""),

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.service.placement import FilterOutcome
 
 log = logging.getLogger("hami.scheduler")
@@ -68,7 +68,7 @@ class FilterReporter:
         ctx = {"namespace": outcome.pod.namespace, "pod": outcome.pod.name}
         if outcome.error:
             log.warning("filter failed", extra={**ctx, "error": outcome.error})
-            self.events.record(ref, "Warning", "FilteringFailed", outcome.error)
+            self.events.record(ref, "Warning", EventReason.FILTERING_FAILED, outcome.error)
             return
         decision = outcome.decision
         if decision is None:
@@ -97,7 +97,7 @@ class FilterReporter:
             self.events.record(
                 ref,
                 "Normal",
-                "FilteringSucceed",
+                EventReason.FILTERING_SUCCEED,
                 f"find fit node({decision.node}), {len(outcome.failed)} nodes not fit, "
                 f"card(s) {decision.allocation}",
             )
@@ -118,7 +118,7 @@ class FilterReporter:
             self.events.record(
                 ref,
                 "Warning",
-                "FilteringFailed",
+                EventReason.FILTERING_FAILED,
                 f"{len(nodes)} nodes {kind}({','.join(sorted(nodes))})",
             )
         by_why: dict[str, list[str]] = {}
@@ -129,7 +129,7 @@ class FilterReporter:
             self.events.record(
                 ref,
                 "Warning",
-                "FilteringFailed",
+                EventReason.FILTERING_FAILED,
                 f"{len(nodes)} nodes unregistered, {why}({','.join(sorted(nodes))})",
             )
         # HAMi v2.10 also records `no available node, N nodes do not meet` after these; Lab 14's

@@ -24,17 +24,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hami.cache.store import ClusterCache
-from hami.engine import advertised, names
+from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.leader import Leadership, NotLeading, Term
 from hami.service.advertised import node_shortfall
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.binderrors import (
     BindError,
+    BindFailure,
     as_bind_error,
     bound_elsewhere,
     describe,
@@ -89,7 +90,7 @@ class _Job:
 class Binder:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         cache: ClusterCache,
         events: EventRecorder,
         *,
@@ -148,13 +149,13 @@ class Binder:
                 raise BindError(
                     f"bind {namespace}/{name} to {node}: an earlier bind of this pod is still "
                     "under way; kube-scheduler will retry",
-                    "deadline",
+                    BindFailure.DEADLINE,
                 ) from None
         term = self.leadership.current()
         if term is None:
             raise BindError(
                 "this replica is not the leader; only the leader serves filter and bind",
-                "not-leader",
+                BindFailure.NOT_LEADER,
             )
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         job = _Job(namespace, name, uid, node, term, deadline, answer)
@@ -203,13 +204,13 @@ class Binder:
             answered = await self._bind_plan(job, plan)
         except BindError as e:
             job.fail(e)
-            if e.reason == "unknown-outcome":
+            if e.reason is BindFailure.UNKNOWN_OUTCOME:
                 # The pod may be bound here: its cards count until the watch or a relist says.
                 self.cache.bind_landed(job.uid)
             else:
                 self.cache.bind_failed(job.uid)
             log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
-            self.events.record(ref, "Warning", "BindingFailed", str(e))
+            self.events.record(ref, "Warning", EventReason.BINDING_FAILED, str(e))
             if self.on_failure is not None:
                 self.on_failure(e.reason)
             if e.release_lock:
@@ -232,13 +233,13 @@ class Binder:
             self.events.record(
                 ref,
                 "Normal",
-                "BindingSucceed",
+                EventReason.BINDING_SUCCEED,
                 f"Successfully binding node [{job.node}] to {job}",
             )
         short = node_shortfall(self.cache, job.node)
         if short is not None:
             log.warning("node advertises too few GPUs", extra={**job.context, "why": short})
-            self.events.record(ref, "Warning", advertised.REASON, short)
+            self.events.record(ref, "Warning", EventReason.NODE_ADVERTISES_TOO_FEW_GPUS, short)
 
     async def _plan(self, job: _Job) -> _Plan | None:
         """What to bind, or None when the pod is already bound to the node (a retried bind)."""
@@ -263,7 +264,7 @@ class Binder:
             raise bound_elsewhere(job.namespace, job.name, job.node, state.node)
         if state.found is not Found.UNBOUND or pod is None:
             self.cache.forget(job.uid)
-            raise BindError(f"pod {job} not found or being deleted", "pod-gone")
+            raise BindError(f"pod {job} not found or being deleted", BindFailure.POD_GONE)
         if self.cache.asks_for_no_gpu(pod):
             # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
             # HAMi binds it with no lock and no allocation, so does this; the device plugin is
@@ -273,7 +274,7 @@ class Binder:
         raise BindError(
             f"pod {job} has no placement on node {job.node} (filter chose {chose}); "
             "the decision expired or came from another scheduler replica, kube-scheduler will retry",
-            "no-placement",
+            BindFailure.NO_PLACEMENT,
         )
 
     def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
@@ -286,7 +287,7 @@ class Binder:
                 f"pod {job}: card {', '.join(over)} of node {job.node} has no room for it any "
                 "more: what the card holds changed since filter (an allocation, a pod bound "
                 "outside the scheduler, or the node's registration); kube-scheduler will retry",
-                "card-taken",
+                BindFailure.CARD_TAKEN,
             )
 
     async def _bind_plan(self, job: _Job, plan: _Plan) -> bool:
@@ -319,7 +320,7 @@ class Binder:
             )
             # A lock write of ours may have landed. It is left to the device plugin when the pod
             # may be bound here after all (the outcome is unknown).
-            failure.release_lock = needs_lock and failure.reason != "unknown-outcome"
+            failure.release_lock = needs_lock and failure.reason != BindFailure.UNKNOWN_OUTCOME
             raise failure from e
 
     async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:
@@ -347,7 +348,7 @@ class Binder:
                 )
                 return True
             except NotFound:
-                raise BindError(f"pod {job} not found", "pod-gone") from None
+                raise BindError(f"pod {job} not found", BindFailure.POD_GONE) from None
             except (Conflict, Unavailable) as e:
                 error: KubeError = e
             state = read_back(await self._read(job), job.uid, job.node)
@@ -373,5 +374,5 @@ class Binder:
             raise BindError(
                 f"bind {job}: cannot tell whether the pod was bound: reading it back "
                 f"failed ({describe(e)}); kube-scheduler will retry",
-                "unknown-outcome",
+                BindFailure.UNKNOWN_OUTCOME,
             ) from e

@@ -69,7 +69,7 @@ def explain(
     decision = placement.decide(str(meta.get("uid", "")), *asked, candidates, namespace)
     failed = {**ruled_out, **decision.failed}
     lines = [
-        f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {options.node_policy!r})",
+        f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {str(options.node_policy)!r})",
         *quota_lines(cache.quotas, namespace),
     ]
     if decision.node is not None:

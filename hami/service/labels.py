@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hami.engine import names
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def missing_label(pod: Mapping[str, Any]) -> str | None:
 
 class LabelMender:
     def __init__(
-        self, kube: Kube, leading: Callable[[], bool], *, rate: float = 50.0, limit: int = 10_000
+        self, kube: KubeAPI, leading: Callable[[], bool], *, rate: float = 50.0, limit: int = 10_000
     ) -> None:
         self.kube = kube
         self.leading = leading
@@ -44,7 +44,6 @@ class LabelMender:
         self.limit = limit
         self._due: OrderedDict[tuple[str, str], str] = OrderedDict()  # (namespace, name) -> node
         self._wake = asyncio.Event()
-        self.mended = 0
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         metadata = pod.get("metadata") or {}
@@ -85,5 +84,3 @@ class LabelMender:
                 "could not add the node label",
                 extra={"namespace": namespace, "pod": name, "node": node, "error": str(e)},
             )
-            return
-        self.mended += 1

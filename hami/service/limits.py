@@ -8,13 +8,13 @@ from typing import Any
 
 from hami.engine.injection import CONFIG_ANNOTATION, config_data
 from hami.engine.model import PodDevices
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict
 from hami.service.binderrors import BindError
 
 
 class LimitsWriter:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: KubeAPI) -> None:
         self.kube = kube
 
     async def __call__(self, namespace: str, name: str, uid: str, devices: PodDevices) -> None:

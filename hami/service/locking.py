@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hami.engine.names import NODE_LOCK
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 from hami.kube.leader import Term
 from hami.kube.nodelock import NodeLockContention, lock_node, release_node
@@ -34,7 +34,7 @@ OWN_LOCK_TRUST = 5.0
 class NodeLocker:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         locks: LockWatch,
         *,
         now: Callable[[], datetime],

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hami.engine import names
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 
 log = logging.getLogger(__name__)
 
-REASON = "DevicePluginRefused"
+REASON = EventReason.DEVICE_PLUGIN_REFUSED
 # The chart's policy message (helm/hami/templates/admission-policy.yaml), as the plugin's
 # failed Allocate carries it into the pod's status.
 _REFUSED = re.compile(

@@ -26,9 +26,9 @@ from hami.engine.model import PodDevices, PodRequest
 from hami.engine.pdb import Budget, parse_budget
 from hami.engine.policy import PodOptions
 from hami.engine.preempt import Preemption, Preemptor, Victim, choose
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError, NotFound
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.service.placement import FilterOutcome, Placement, PodRef
 from hami.service.preemption import PodFacts, field, preemptor_of
 
@@ -52,7 +52,7 @@ class Hold:
 class Preempter:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         cache: ClusterCache,
         facts: PodFacts,
         events: EventRecorder,
@@ -189,7 +189,7 @@ class Preempter:
     async def _plan(
         self, pod: Preemptor, uid: str, candidates: Sequence[str], budgets: Sequence[Budget]
     ) -> Preemption | None:
-        """hami.service.preemption.plan, handing the loop back every few nodes: a dry run costs
+        """The plan of hami.service.preemption.field's dry runs, handing the loop back every few nodes: a dry run costs
         about a millisecond a node, and filters must not wait for a hundred of them."""
         f = field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed())
         if f is None:
@@ -233,7 +233,7 @@ class Preempter:
         self.events.record(
             _obj(ref),
             "Normal",
-            "Preempting",
+            EventReason.PREEMPTING,
             f"Preempting {len(chosen.victims)} lower-priority GPU pod(s) on node {chosen.node}: "
             f"{names}",
         )
@@ -271,7 +271,7 @@ class Preempter:
         self.events.record(
             _obj_of(victim),
             "Normal",
-            "Preempted",
+            EventReason.PREEMPTED,
             f"Preempted by pod {ref.uid} on node {node}",
         )
         condition = {
@@ -299,7 +299,7 @@ class Preempter:
         self.events.record(
             _obj(ref),
             "Warning",
-            "FailedPreemption",
+            EventReason.FAILED_PREEMPTION,
             f"Preemption on node {node or '-'} abandoned: {why}; the pod stays pending and "
             f"preemption is tried again in {RETRY_SECONDS:g}s",
         )

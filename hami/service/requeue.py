@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from hami.kube.client import Kube
+from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 from hami.service.placement import FilterOutcome, PodRef
 
@@ -36,7 +36,7 @@ MAX_FREED_NAMED = 20  # nodes named in one pass's log line; a mass release names
 class Requeuer:
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeAPI,
         *,
         clock: Callable[[], float],
         rate: float = 100.0,

@@ -14,15 +14,16 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
+from hami.engine.codec import decode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.calls import Obj
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Conflict, NotFound
-from hami.kube.events import EventRecorder
+from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import LeaseLeadership
-from hami.kube.nodelock import NodeLockContention, lock_node, lock_owner, release_node
+from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 
 from .cluster import ControlPlane
 
@@ -339,10 +340,9 @@ async def test_lock_take_hold_contend_release(
     value = await lock_value(client, node)
     assert value is not None
     assert value.endswith(f",{namespace},first")
-    owner = lock_owner(await client.get_node(node) or {})
-    assert owner is not None
-    assert owner[1:] == (namespace, "first")
-    assert abs(owner[0] - utcnow()) < timedelta(seconds=30)
+    since, *holder = decode_node_lock(value)
+    assert holder == [namespace, "first"]
+    assert abs(since - utcnow()) < timedelta(seconds=30)
 
     await lock_node(client, node, namespace, "first", now=utcnow)  # already ours
     assert await lock_value(client, node) == value
@@ -464,10 +464,10 @@ async def test_repeated_events_are_folded_into_one(
         return items
 
     for _ in range(3):
-        recorder.record(ref, "Warning", "FilteringFailed", "no node fits")
+        recorder.record(ref, "Warning", EventReason.FILTERING_FAILED, "no node fits")
     await asyncio.sleep(0.5)
-    recorder.record(ref, "Warning", "FilteringFailed", "no node fits")
-    recorder.record(ref, "Normal", "BindingSucceed", "bound")
+    recorder.record(ref, "Warning", EventReason.FILTERING_FAILED, "no node fits")
+    recorder.record(ref, "Normal", EventReason.BINDING_SUCCEED, "bound")
 
     deadline = asyncio.get_running_loop().time() + 10
     while True:
@@ -565,7 +565,7 @@ async def test_events_queued_at_shutdown_are_flushed(
     pod = await make_pod("last-words")
     recorder = EventRecorder(client, instance="test-replica")
     ref = {"namespace": namespace, "name": "last-words", "uid": pod["metadata"]["uid"]}
-    recorder.record(ref, "Normal", "BindingSucceed", "bound just before SIGTERM")
+    recorder.record(ref, "Normal", EventReason.BINDING_SUCCEED, "bound just before SIGTERM")
     await recorder.flush(5.0)  # run() never started: only the flush can post it
     listed = await raw(client.core.list_namespaced_event, namespace)
     assert [e["message"] for e in listed["items"]] == ["bound just before SIGTERM"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -111,15 +110,21 @@ def test_a_bound_pods_card_stays_held_whatever_is_written_on_it_later(
     kube.wait_ready(namespace, ["tenant"])
     held = card_of(kube, namespace, "tenant")
     edit(kube, admission_policy, namespace, "tenant", *EDITS[change](node.name))
-    time.sleep(1)  # the edit reaches the scheduler's watch within milliseconds
+    # The scheduler has seen the edit once it says so on the tenant (Events are posted in the
+    # background: waited for, as a user would look again).
+    message = wait_for(
+        lambda: {e["reason"]: e["message"] for e in kube.pod_events(namespace, "tenant")}.get(
+            "AllocationEditIgnored"
+        ),
+        timeout=30,
+        what="the AllocationEditIgnored Event on the tenant",
+    )
+    assert f"keeps counting what it was bound with: {held}" in str(message)
     create(kube, pod("second"), namespace)
     kube.wait_ready(namespace, ["second"])
     assert card_of(kube, namespace, "second") != held, "the tenant's card was handed out again"
     create(kube, pod("third"), namespace)
     waits_for_a_card(kube, namespace, "third")
-    reasons = {e["reason"]: e["message"] for e in kube.pod_events(namespace, "tenant")}
-    assert "AllocationEditIgnored" in reasons, reasons
-    assert f"keeps counting what it was bound with: {held}" in reasons["AllocationEditIgnored"]
 
 
 def test_an_unbound_allocation_that_no_bind_holds_fences_nothing(

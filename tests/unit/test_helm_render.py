@@ -40,6 +40,10 @@ GKE_NVIDIA = "/home/kubernetes/bin/nvidia"
 
 Obj = dict[str, Any]
 
+# helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
+# fast tier never starts the Go build (tests/e2e/README.md).
+pytestmark = pytest.mark.e2e
+
 
 # --- helpers, also used by tests/e2e/test_helm.py ------------------------------------------------
 

@@ -11,6 +11,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.e2e.transcript import load
@@ -71,6 +72,7 @@ def test_hamis_install_line_is_lab14s_but_for_the_chart_folder_and_its_version()
     )
 
 
+@pytest.mark.e2e  # renders with helm, which the e2e tier builds
 def test_the_chain_default_command_sets_the_chain() -> None:
     argv = command("helm upgrade hami-py ./helm/hami -n hami-system --reuse-values")
     sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]

@@ -15,26 +15,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices, encode_node_lock
+from hami.engine.codec import encode_node_lock
 from hami.engine.model import ContainerDevice, DeviceInfo, Usage
 from hami.engine.outside import kubelet_gpus
 from hami.service.annotations import allocation_annotations
+from tests.builders import registered_node, t4s
 
 from .test_store import Clock
 
-CARDS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(4))
+CARDS = t4s(4)
 WHOLE = Usage(1, 15360, 100)
 
 
 def node(name: str = "n", cards: tuple[DeviceInfo, ...] = CARDS, lock: str = "") -> Any:
     """A registered node; `lock`: the pod its node lock names."""
-    annotations = {"hami.io/node-nvidia-register": encode_node_devices(cards)}
-    if lock:
-        annotations["hami.io/mutex.lock"] = encode_node_lock(_now(), "ns", lock)
-    return {
-        "metadata": {"name": name, "annotations": annotations},
-        "status": {"allocatable": {"nvidia.com/gpu": str(10 * len(cards))}},
-    }
+    annotations = {"hami.io/mutex.lock": encode_node_lock(_now(), "ns", lock)} if lock else {}
+    return registered_node(name, cards, **annotations)
 
 
 def gpu_pod(

@@ -6,6 +6,7 @@ nodes are drawn to sit on the edges the checks compare against (exactly
 full, one over, mixed card sizes, no cores at all).
 """
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,12 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine import reasons as r
-from hami.engine.capacity import SEEN_SIZE, summary_check
+from hami.engine.capacity import SEEN_SIZE, capacity_of, summary_check
 from hami.engine.decide import Decision, schedule
 from hami.engine.fit import fit_pod_uncached
 from hami.engine.model import CardScores, ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import PodOptions, pod_options
 from hami.engine.state import build_node
+from tests.builders import t4
 
 TYPES = ("NVIDIA-Tesla T4", "NVIDIA A100-SXM4-40GB")
 MODES = ("hami-core", "mig")
@@ -179,10 +181,6 @@ def turned_down(node: NodeState, request: PodRequest, **ann: str) -> str | None:
     return check(node, [])
 
 
-def t4(i: int, count: int = 10) -> DeviceInfo:
-    return DeviceInfo(f"GPU-{i}", i, count, 15360, 100, "NVIDIA-Tesla T4")
-
-
 ONE = PodRequest(app=(ContainerRequest(1, 1000),))
 
 
@@ -236,4 +234,15 @@ def test_a_state_keeps_a_bounded_number_of_texts() -> None:
     for cores in range(101):
         reason = turned_down(node, PodRequest(app=(ContainerRequest(1, 1000, coresreq=cores),)))
         assert reason == "4/4 CardInsufficientMemory"
-    assert 0 < len(node.capacity.seen) <= SEEN_SIZE  # type: ignore[union-attr]
+    assert 0 < len(capacity_of(node).seen) <= SEEN_SIZE  # type: ignore[union-attr]
+
+
+def test_a_state_replaced_with_other_cards_is_summed_up_afresh() -> None:
+    """What is derived from a state (its summary, its fit results) lives with that state:
+    dataclasses.replace with full cards gives a state on which nothing fits, not the old
+    summary's 'fits'."""
+    free = build_node("n", [t4(0)], {})
+    assert turned_down(free, ONE) is None and fit_pod_uncached(free, ONE, pod_options({}))
+    full = build_node("n", [t4(0)], {"GPU-0": Usage(1, 15360, 0)})
+    replaced = replace(free, cards=full.cards)
+    assert turned_down(replaced, ONE) == turned_down(full, ONE) == "1/1 CardInsufficientMemory"

@@ -9,7 +9,7 @@ from hami.engine.policy import (
     pod_options,
 )
 from hami.engine.reasons import unschedulable_message
-from hami.engine.score import Weights, card_score, format_score, make_card, node_score
+from hami.engine.score import Weights, card_score, make_card, node_score
 from tests.unit.engine.conftest import t4
 
 
@@ -103,14 +103,14 @@ def test_numa_bind_reads_as_hami_reads_it(value: str, on: bool) -> None:
     ],
 )
 def test_card_score_matches_hami_logs(usage: Usage, score: str) -> None:
-    assert format_score(card_score(t4("x", 0), usage)) == score
+    assert f"{card_score(t4('x', 0), usage):f}" == score  # Go's %f, as HAMi logs it
 
 
 def test_node_score_from_existing_usage() -> None:
     cards = [make_card(t4(f"g{i}", i), Usage(1, 1000, 0)) for i in range(3)] + [
         make_card(t4("g3", 3))
     ]
-    assert format_score(node_score(cards)) == "1.238281"
+    assert f"{node_score(cards):f}" == "1.238281"
 
 
 def test_unschedulable_message_groups_identical_reasons() -> None:

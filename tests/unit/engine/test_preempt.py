@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hami.engine.fit import fit_pod
 from hami.engine.model import ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import pod_options
-from hami.engine.preempt import Preemptor, Victim, dry_runs, enough, preempt, victims_on
+from hami.engine.preempt import Preemptor, Victim, choose, dry_runs, enough, victims_on
 from hami.engine.state import build_node
 
 T4 = 15360
@@ -42,10 +42,10 @@ def victim(
     return Victim(name, "ns", name, priority, start, {card: Usage(1, mem, cores)}, pdb)
 
 
-def wants(mem: int, policy: str = "binpack", priority: int = 100, never: bool = False) -> Preemptor:
+def wants(mem: int, policy: str = "binpack", priority: int = 100) -> Preemptor:
     request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
     options = pod_options({"hami.io/gpu-scheduler-policy": policy})
-    return Preemptor(request, options, priority, "Never" if never else "PreemptLowerPriority")
+    return Preemptor(request, options, priority)
 
 
 def test_the_smallest_lower_priority_share_that_makes_room_is_evicted() -> None:
@@ -61,12 +61,12 @@ def test_the_smallest_lower_priority_share_that_makes_room_is_evicted() -> None:
     assert [v.name for v in plan.victims] == ["small-low"]
 
 
-def test_equal_or_higher_priority_is_never_a_victim_and_never_means_never() -> None:
+def test_equal_or_higher_priority_is_never_a_victim() -> None:
+    # preemptionPolicy Never is the service's to refuse (tests/unit/service/test_preemption.py).
     base = node("n", cards=1)
     running = [victim("same", "n-0", 15000, 100), victim("higher", "n-0", 300, 200)]
     state = loaded(base, running)
     assert victims_on(state, running, wants(4000)) is None
-    assert preempt({"n": state}, {"n": running}, wants(4000, never=True), ["n"]) is None
 
 
 def test_mutex_needs_a_card_emptied_of_every_tenant() -> None:
@@ -98,8 +98,10 @@ def test_mutex_needs_a_card_emptied_of_every_tenant() -> None:
 def test_node_choice_follows_kube_schedulers_order(
     a: list[Victim], b: list[Victim], winner: str, why: str
 ) -> None:
-    cluster = {"a": loaded(node("a", cards=1), a), "b": loaded(node("b", cards=1), b)}
-    plan = preempt(cluster, {"a": a, "b": b}, wants(15360), ["a", "b"])
+    running = {"a": a, "b": b}
+    cluster = {n: loaded(node(n, cards=1), victims) for n, victims in running.items()}
+    plans = [victims_on(cluster[n], running[n], wants(15360)) for n in ("a", "b")]
+    plan = choose([p for p in plans if p is not None])
     assert plan is not None and plan.node == winner, why
 
 

@@ -4,7 +4,6 @@ The tables are also what tests/e2e/test_quantity.py sends to a real kube-apiserv
 checks that it agrees with every row.
 """
 
-import time
 from fractions import Fraction
 
 import pytest
@@ -180,14 +179,15 @@ def test_magnitudes_from_10_to_the_1000_are_refused_as_out_of_range(text: str) -
     ],
     ids=lambda t: f"{t[:6]}..{t[-6:]}",
 )
+# A parse whose work grew with the exponent, not the text, would run for minutes (as
+# kube-apiserver's may): the timeout catches that hang; it is no bound on a machine's speed.
+@pytest.mark.timeout(60)
 def test_work_is_bounded_by_the_length_of_the_text(text: str) -> None:
-    started = time.perf_counter()
     message = ""
     try:
         parse_quantity(text)
     except QuantityError as e:
         message = str(e)
-    assert time.perf_counter() - started < 1
     assert len(message) < 200  # the message does not echo the megabytes
 
 

@@ -1,10 +1,11 @@
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration
 
-from hami.kube.client import Kube
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership, NotLeading, is_holder
+from tests.fakes.kubeapi import FakeKube, until
 
 
 @pytest.mark.parametrize(
@@ -38,14 +39,13 @@ def lease(holder: str, renew: str, duration: int = 15) -> dict[str, object]:
 
 
 @pytest.fixture
-async def leadership() -> AsyncIterator[tuple[LeaseLeadership, list[float]]]:
+async def leadership() -> tuple[LeaseLeadership, list[float]]:
     now = [100.0]
-    kube = Kube(ApiClient(Configuration(host="http://127.0.0.1:9")))  # the watch is not run here
-    yield (
+    kube = FakeKube()  # the watch is not run here
+    return (
         LeaseLeadership(kube, "ns", "hami-scheduler", "hami-0", grace=5.0, clock=lambda: now[0]),
         now,
     )
-    await kube.close()
 
 
 async def test_a_term_starts_after_the_grace_and_ends_on_release(
@@ -94,3 +94,30 @@ async def test_serving_waits_for_the_grace_to_end(
     assert served is not None and served.number == 1
     lead.observe(lease("other_1", "t2"))
     assert await lead.serving(0.01) is None
+
+
+async def test_terms_follow_the_lease_through_its_watch() -> None:
+    """The Lease as the API server holds it, watched: a term starts when the Lease names this
+    replica and ends the moment the watch shows another holder."""
+    api = FakeKube()
+    api.add("leases", lease("hami-0_abc", "t1"))
+    lead = LeaseLeadership(api, "ns", "hami-scheduler", "hami-0", grace=0.0)
+    stop = asyncio.Event()
+    running = asyncio.create_task(lead.run(stop))
+    await until(lambda: lead.current() is not None)
+    first = lead.current()
+    assert first is not None and first.number == 1
+
+    def hand_over(holder: str) -> Callable[[dict[str, Any]], None]:
+        return lambda obj: obj["spec"].update(holderIdentity=holder, renewTime=holder)
+
+    api.edit("leases", "hami-scheduler", hand_over("hami-1_def"), "ns")
+    await until(lambda: not first.active)
+    assert lead.current() is None and not lead.is_leader
+    api.edit("leases", "hami-scheduler", hand_over("hami-0_ghi"), "ns")
+    await until(lambda: lead.current() is not None)
+    second = lead.current()
+    assert second is not None and second.number == 2 and not first.active
+    stop.set()
+    await running
+    assert not second.active  # a replica that stops leads no more

@@ -1,13 +1,11 @@
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from hami.kube.client import Kube
 from hami.kube.errors import Conflict, KubeError, Unavailable
 from hami.kube.lockrules import GONE, Action, Decision, Holder, Reason, decide_lock, holder_state
 from hami.kube.nodelock import (
@@ -16,8 +14,8 @@ from hami.kube.nodelock import (
     _retrying,
     go_duration,
     lock_node,
-    lock_owner,
 )
+from tests.fakes.kubeapi import FakeKube
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)
@@ -302,36 +300,27 @@ def test_holder_state(pod: dict[str, Any] | None, holder: Holder) -> None:
     assert holder_state(pod) == holder
 
 
-class _FakeKube:
-    """The three calls lock_node makes, against one node and a few pods."""
+def api_with(lock: str, pods: dict[str, dict[str, Any]]) -> FakeKube:
+    """One node locked with `lock`, and the pods of namespace default by name."""
+    api = FakeKube()
+    api.add("nodes", {"metadata": {"name": NODE, "annotations": {"hami.io/mutex.lock": lock}}})
+    for name, pod in pods.items():
+        api.add("pods", {**pod, "metadata": {**pod.get("metadata", {}), "name": name}})
+    return api
 
-    def __init__(self, lock: str, pods: dict[tuple[str, str], dict[str, Any]]) -> None:
-        self.annotations = {"hami.io/mutex.lock": lock}
-        self.pods = pods
 
-    async def get_node(self, name: str) -> dict[str, Any]:
-        return {"metadata": {"name": name, "annotations": self.annotations, "resourceVersion": "1"}}
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.pods.get((namespace, name))
-
-    async def patch_node_annotations(
-        self,
-        name: str,
-        annotations: dict[str, str | None],
-        resource_version: str,
-        request_timeout: float | None = None,
-        fence: Callable[[], None] | None = None,
-    ) -> None:
-        self.annotations = {k: v for k, v in annotations.items() if v is not None}
+def lock_of(api: FakeKube) -> str:
+    node = api.get("nodes", NODE)
+    assert node is not None
+    return str(node["metadata"]["annotations"].get("hami.io/mutex.lock"))
 
 
 async def test_take_over_logs_its_reason(caplog: pytest.LogCaptureFixture) -> None:
     bound_elsewhere = {"spec": {"nodeName": "node-b"}, "status": {"phase": "Running"}}
-    fake = _FakeKube(OTHERS, {("default", "other"): bound_elsewhere})
+    api = api_with(OTHERS, {"other": bound_elsewhere})
     with caplog.at_level(logging.INFO, logger="hami.kube.nodelock"):
-        await lock_node(cast(Kube, fake), NODE, "default", "gpu-pod", now=lambda: NOW)
-    assert fake.annotations["hami.io/mutex.lock"] == "2026-08-21T10:00:00Z,default,gpu-pod"
+        await lock_node(api, NODE, "default", "gpu-pod", now=lambda: NOW)
+    assert lock_of(api) == "2026-08-21T10:00:00Z,default,gpu-pod"
     (record,) = [r for r in caplog.records if r.getMessage() == "node lock taken over"]
     assert record.__dict__["reason"] == "holder-bound-elsewhere"
     assert record.__dict__["previous"] == OTHERS
@@ -342,36 +331,14 @@ async def test_expired_lock_of_a_pod_awaiting_allocate_is_kept_and_says_why() ->
         "spec": {"nodeName": NODE},
         "metadata": {"annotations": {"hami.io/bind-phase": "allocating"}},
     }
-    fake = _FakeKube(OTHERS_EXPIRED, {("default", "other"): bound_here})
+    api = api_with(OTHERS_EXPIRED, {"other": bound_here})
     with pytest.raises(NodeLockContention) as caught:
-        await lock_node(cast(Kube, fake), NODE, "default", "gpu-pod", now=lambda: NOW)
+        await lock_node(api, NODE, "default", "gpu-pod", now=lambda: NOW)
     message = str(caught.value)
     assert message.startswith(f"node {NODE} has been locked within 5m0s: node lock contention")
     assert "held by pod default/other" in message
     assert "past its 5m0s expiry too" in message
-    assert fake.annotations["hami.io/mutex.lock"] == OTHERS_EXPIRED
-
-
-@pytest.mark.parametrize(
-    ("annotations", "owner"),
-    [
-        ({}, None),
-        ({"hami.io/mutex.lock": ""}, None),
-        ({"hami.io/mutex.lock": "nonsense"}, None),
-        (
-            {"hami.io/mutex.lock": "2026-08-21T10:00:00Z,default,gpu-pod"},
-            (NOW, "default", "gpu-pod"),
-        ),
-        ({"hami.io/mutex.lock": "2026-08-21T10:00:00Z"}, (NOW, None, None)),
-    ],
-)
-def test_lock_owner(annotations: dict[str, str], owner: object) -> None:
-    assert lock_owner({"metadata": {"annotations": annotations}}) == owner
-
-
-def test_lock_owner_without_annotations() -> None:
-    assert lock_owner({"metadata": {}}) is None
-    assert lock_owner({"metadata": {"annotations": None}}) is None
+    assert lock_of(api) == OTHERS_EXPIRED
 
 
 @pytest.mark.parametrize(

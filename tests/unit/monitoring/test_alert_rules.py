@@ -9,9 +9,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.e2e.cluster import built_tool
+
+# helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
+# fast tier never starts the Go build (tests/e2e/README.md).
+pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).resolve().parent
 RULES = HERE.parents[2] / "helm" / "hami" / "monitoring" / "hami-rules.yaml"

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from tests.unit.test_helm_render import NAMESPACE, find, kinds, render
 
 from .dashboard import DASHBOARD
 from .test_alert_rules import RULES
+
+# helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
+# fast tier never starts the Go build (tests/e2e/README.md).
+pytestmark = pytest.mark.e2e
 
 
 def test_neither_is_installed_unless_asked() -> None:

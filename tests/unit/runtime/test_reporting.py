@@ -4,13 +4,12 @@ import logging
 from collections.abc import Mapping
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from hami.cache.store import ClusterCache
-from hami.kube.client import Kube
 from hami.kube.events import EventRecorder, EventType
 from hami.runtime.reporting import FilterReporter, LineBudget
 from hami.service.placement import Placement
+from tests.fakes.kubeapi import FakeKube
 
 
 def test_budget_caps_each_second_and_reports_what_it_refused(
@@ -31,7 +30,7 @@ class _Recorded(EventRecorder):
     """The events a reporter records, kept instead of posted."""
 
     def __init__(self) -> None:
-        super().__init__(Kube(ApiClient(Configuration(host="http://127.0.0.1:9"))))
+        super().__init__(FakeKube())
         self.seen: list[tuple[str, str, str]] = []
 
     def record(
@@ -60,4 +59,3 @@ async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events()
         "admissionPolicy.devicePluginUsers?)(cpu-1,cpu-2)",
         "1 nodes unregistered, the scheduler's cache has no node of that name(ghost)",
     ]
-    await events.kube.close()

@@ -74,4 +74,3 @@ async def test_refused_writes_are_logged_once_and_each_pod_gets_the_event(
     message = events.seen[0][2]
     assert re.search(rf"add {USER} to the chart's admissionPolicy.devicePluginUsers", message)
     assert "node gpu-1" in message
-    await events.kube.close()

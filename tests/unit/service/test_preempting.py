@@ -1,10 +1,11 @@
 """Carrying out a preemption: eviction order, refusals, the hold and what the filter then says.
 
-The API server is played by a small recording double (evictions refused by name); the
+The API server is the in-memory fake of tests/fakes (evictions refused by name); the
 real thing is exercised in tests/e2e/test_preemption.py.
 """
 
 import asyncio
+import copy
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -13,6 +14,7 @@ from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.preempting import Preempter, PreemptingPlacement
 from hami.service.preemption import PodFacts
+from tests.fakes.kubeapi import FakeKube, Fault
 from tests.unit.service.test_preemption import LOW, node
 
 BUDGET = {
@@ -22,24 +24,22 @@ BUDGET = {
 }
 
 
-class RecordingKube:
-    """Answers the three calls preemption makes; `refuse` maps pod names to the error."""
+def api(refuse: dict[str, KubeError] | None = None, budgets: bool = False) -> FakeKube:
+    """The pods of the scenario; evictions of the pods named in `refuse` fail with its error."""
+    kube = FakeKube()
+    for pod in [*LOW, HIGH]:
+        kube.add("pods", copy.deepcopy(pod))
+    if budgets:
+        kube.add("poddisruptionbudgets", copy.deepcopy(BUDGET))
+    for name, error in (refuse or {}).items():
+        kube.fail(Fault("evict_pod", error=error, target=name, times=100))
+    return kube
 
-    def __init__(self, refuse: dict[str, KubeError] | None = None, budgets: bool = False) -> None:
-        self.refuse = refuse or {}
-        self.budgets = budgets
-        self.calls: list[tuple[str, str, Any]] = []
 
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        return [BUDGET] if self.budgets else []
-
-    async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
-        self.calls.append(("evict", name, uid))
-        if name in self.refuse:
-            raise self.refuse[name]
-
-    async def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.calls.append(("status", name, status))
+def writes(kube: FakeKube) -> list[tuple[str, str, Any]]:
+    """(evict or status, pod name, uid or status) of the calls preemption wrote."""
+    short = {"evict_pod": "evict", "patch_pod_status": "status"}
+    return [(short[m], t.rpartition("/")[2], body) for m, t, body in kube.calls if m in short]
 
 
 class Clock:
@@ -63,7 +63,7 @@ HIGH = {
 }
 
 
-def world(kube: RecordingKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
+def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
     cache = ClusterCache(clock)
     cache.replace_nodes([node()])
@@ -72,10 +72,10 @@ def world(kube: RecordingKube) -> tuple[PreemptingPlacement, ClusterCache, list[
     facts.replace(LOW)
     seen: list[tuple[str, str]] = []
     preempter = Preempter(
-        kube,  # type: ignore[arg-type]
+        kube,
         cache,
         facts,
-        EventRecorder(kube, rate=0),  # type: ignore[arg-type]
+        EventRecorder(kube, rate=0),
         scheduler_name="hami-scheduler",
         hold_seconds=60,
         observe=lambda outcome, reason: seen.append((outcome, reason)),
@@ -92,17 +92,17 @@ async def filtered(placement: PreemptingPlacement) -> FilterOutcome:
 
 def test_the_victim_is_evicted_marked_and_the_pod_nominated_then_placed_on_the_held_card() -> None:
     async def run() -> None:
-        kube = RecordingKube()
+        kube = api()
         placement, cache, seen = world(kube)
         assert (await filtered(placement)).node_names is None
-        assert [c[:2] for c in kube.calls] == [("evict", "b"), ("status", "b"), ("status", "hi")]
-        assert kube.calls[1][2]["conditions"][0]["reason"] == "PreemptionByScheduler"
-        assert kube.calls[2][2] == {"nominatedNodeName": "n"}
+        assert [c[:2] for c in writes(kube)] == [("evict", "b"), ("status", "b"), ("status", "hi")]
+        assert writes(kube)[1][2]["conditions"][0]["reason"] == "PreemptionByScheduler"
+        assert writes(kube)[2][2] == {"nominatedNodeName": "n"}
         assert seen == [("attempted", ""), ("done", "")]
         # Victim still there: the hold stays and the answer says so; nothing more is evicted.
         again = await filtered(placement)
         assert "held for this pod while 1 preempted pod(s) terminate" in again.failed["n"]
-        assert cache.reservation("hi") is not None and len(kube.calls) == 3
+        assert cache.reservation("hi") is not None and len(writes(kube)) == 3
         cache.delete_pod(LOW[1])
         placed = await filtered(placement)
         assert placed.node_names == ["n"]
@@ -115,22 +115,22 @@ def test_the_victim_is_evicted_marked_and_the_pod_nominated_then_placed_on_the_h
 def test_a_refused_eviction_abandons_the_plan_and_the_refusal_is_in_the_answer() -> None:
     async def run() -> None:
         refusal = Unavailable("evict pod ns/b: HTTP 429: Cannot evict pod", status=429)
-        kube = RecordingKube(refuse={"b": refusal}, budgets=True)
+        kube = api(refuse={"b": refusal}, budgets=True)
         placement, cache, seen = world(kube)
         await filtered(placement)
-        assert kube.calls == [("evict", "b", "b")]
+        assert writes(kube) == [("evict", "b", "b")]
         assert seen == [("attempted", ""), ("refused", "disruption-budget")]
         assert cache.reservation("hi") is None  # the hold is lifted
         again = await filtered(placement)
         assert "preemption: eviction of ns/b refused" in again.failed["n"]
-        assert len(kube.calls) == 1  # not tried again within the retry interval
+        assert len(writes(kube)) == 1  # not tried again within the retry interval
 
     asyncio.run(run())
 
 
 def test_a_victim_already_gone_is_no_refusal() -> None:
     async def run() -> None:
-        kube = RecordingKube(refuse={"b": NotFound("gone", status=404)})
+        kube = api(refuse={"b": NotFound("gone", status=404)})
         placement, _, seen = world(kube)
         await filtered(placement)
         assert seen == [("attempted", ""), ("done", "")]
@@ -140,7 +140,7 @@ def test_a_victim_already_gone_is_no_refusal() -> None:
 
 def test_a_hold_that_outlives_its_victims_grace_lapses_and_nothing_more_is_evicted() -> None:
     async def run() -> None:
-        kube = RecordingKube()
+        kube = api()
         placement, cache, _ = world(kube)
         await filtered(placement)
         clock = placement.preempter.clock
@@ -149,13 +149,13 @@ def test_a_hold_that_outlives_its_victims_grace_lapses_and_nothing_more_is_evict
         assert [r.uid for r in cache.expire()] == ["hi"]
         answer = await filtered(placement)
         assert "have not terminated and the hold on their cards has expired" in answer.failed["n"]
-        assert [c[0] for c in kube.calls].count("evict") == 1
+        assert [c[0] for c in writes(kube)].count("evict") == 1
 
     asyncio.run(run())
 
 
 def test_placed_pods_and_pods_without_gpus_pass_untouched() -> None:
-    placement, _, _ = world(RecordingKube())
+    placement, _, _ = world(api())
     plain = {"metadata": {"uid": "p", "namespace": "ns", "name": "p"}, "spec": {"containers": []}}
     assert placement.filter(plain, ["n"]) == FilterOutcome(
         PodRef("ns", "p", "p"), node_names=["n"], gpu=False
@@ -164,7 +164,7 @@ def test_placed_pods_and_pods_without_gpus_pass_untouched() -> None:
 
 def test_a_pod_over_its_namespace_quota_preempts_nobody() -> None:
     async def run() -> None:
-        kube = RecordingKube()
+        kube = api()
         placement, cache, seen = world(kube)
         quota = {
             "metadata": {"namespace": "ns", "name": "gpu"},
@@ -174,6 +174,6 @@ def test_a_pod_over_its_namespace_quota_preempts_nobody() -> None:
         # 16000 MiB used in the namespace (the victims too), so 11000 more never fits it.
         answer = await filtered(placement)
         assert answer.node_names is None
-        assert kube.calls == [] and seen == []
+        assert writes(kube) == [] and seen == []
 
     asyncio.run(run())

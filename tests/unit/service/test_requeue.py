@@ -8,6 +8,7 @@ import pytest
 
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.requeue import Requeuer
+from tests.fakes.kubeapi import FakeKube
 
 
 class Clock:
@@ -30,7 +31,7 @@ def pod(uid: str, node: str = "") -> dict[str, object]:
 
 def test_waiting_counts_refused_pods_from_their_first_refusal() -> None:
     clock = Clock()
-    r = Requeuer(None, clock=clock)  # type: ignore[arg-type]  # no touches in this test
+    r = Requeuer(FakeKube(), clock=clock)
     assert r.waiting() == (0, 0.0)
     r.filtered(refused("a"))
     clock.now += 10
@@ -45,7 +46,7 @@ def test_waiting_counts_refused_pods_from_their_first_refusal() -> None:
 
 
 def test_errors_and_pods_without_gpus_are_not_waiting_for_a_card() -> None:
-    r = Requeuer(None, clock=Clock())  # type: ignore[arg-type]
+    r = Requeuer(FakeKube(), clock=Clock())
     r.filtered(FilterOutcome(PodRef("ns", "e", "e"), error="cannot filter"))
     r.filtered(FilterOutcome(PodRef("ns", "g", "g"), node_names=[], gpu=False))
     assert r.waiting() == (0, 0.0)
@@ -53,38 +54,27 @@ def test_errors_and_pods_without_gpus_are_not_waiting_for_a_card() -> None:
 
 def test_the_bound_drops_the_oldest_and_their_age() -> None:
     clock = Clock()
-    r = Requeuer(None, clock=clock, limit=2)  # type: ignore[arg-type]
+    r = Requeuer(FakeKube(), clock=clock, limit=2)
     for uid in "abc":
         r.filtered(refused(uid))
         clock.now += 1
     assert r.waiting() == (2, 2.0)
 
 
-class _Kube:
-    """Records the requeue touches instead of patching pods."""
-
-    def __init__(self) -> None:
-        self.touched: list[str] = []
-
-    async def patch_pod_metadata(
-        self, ns: str, name: str, annotations: object, labels: object
-    ) -> None:
-        self.touched.append(name)
-
-
 async def test_a_rescue_is_logged_from_the_release_to_the_placement(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock = Clock()
-    kube = _Kube()
-    r = Requeuer(kube, clock=clock, rate=1000.0)  # type: ignore[arg-type]
+    kube = FakeKube()
+    kube.add("pods", {"metadata": {"namespace": "ns", "name": "a", "uid": "a"}})
+    r = Requeuer(kube, clock=clock, rate=1000.0)
     r.filtered(refused("a"))
     clock.now += 7.5
     r.released("node-1")
     with caplog.at_level(logging.INFO, logger="hami.service.requeue"):
         await r._touch_all(asyncio.Event())
         r.filtered(FilterOutcome(PodRef("ns", "a", "a"), node_names=["node-1"]))
-    assert kube.touched == ["a"]
+    assert [target for _, target, _ in kube.written("patch_pod_metadata")] == ["ns/a"]
     asked, placed = caplog.records
     assert asked.getMessage() == "asked kube-scheduler to retry refused GPU pods: capacity freed up"
     assert (asked.pods, asked.freed_on) == (1, ["node-1"])  # type: ignore[attr-defined]
@@ -98,7 +88,7 @@ async def test_a_rescue_is_logged_from_the_release_to_the_placement(
 
 
 def test_a_pod_placed_without_a_requeue_logs_nothing_here(caplog: pytest.LogCaptureFixture) -> None:
-    r = Requeuer(None, clock=Clock())  # type: ignore[arg-type]
+    r = Requeuer(FakeKube(), clock=Clock())
     r.filtered(refused("a"))
     with caplog.at_level(logging.INFO, logger="hami.service.requeue"):
         r.filtered(FilterOutcome(PodRef("ns", "a", "a"), node_names=["n"]))

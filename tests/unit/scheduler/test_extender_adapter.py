@@ -7,7 +7,7 @@ server. Binding itself is left to the e2e tests.
 """
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +15,6 @@ import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from kubernetes_asyncio.client import ApiClient, Configuration
 from pytest_aiohttp import AiohttpClient
 
 import hami.extender.routes
@@ -23,7 +22,6 @@ from hami.cache.store import ClusterCache
 from hami.engine import names, reasons
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
-from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.runtime.apps import MAX_BODY
@@ -32,6 +30,7 @@ from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.lockwatch import LockWatch
 from hami.service.placement import FilterOutcome, Placement
+from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]
 Obj = dict[str, Any]
@@ -110,11 +109,10 @@ class Harness:
 
 
 @pytest.fixture
-async def kube() -> AsyncIterator[Kube]:
-    # Points at nothing: no case below may reach the API server.
-    k = Kube(ApiClient(Configuration(host="http://127.0.0.1:9")))
+def kube() -> Iterator[FakeKube]:
+    k = FakeKube()
     yield k
-    await k.close()
+    assert k.calls == [], "no case here may reach the API server"
 
 
 @pytest.fixture
@@ -123,7 +121,7 @@ def harness() -> Harness:
 
 
 @pytest.fixture
-async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: Kube) -> Client:
+async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube) -> Client:
     h = harness
     binder = NeverBinder(
         kube,

@@ -1,8 +1,8 @@
 """certs.bootstrap: the process's own CA and serving pair, in a Secret, rotated on a fake clock.
 
-The API is an in-memory fake with the real API server's concurrency rules (create of an existing
-name and update with a stale resourceVersion are 409s; a JSON patch whose `test` fails changes
-nothing). tests/e2e/test_helm.py runs the same code against a real kube-apiserver.
+The API is the shared in-memory fake (tests/fakes/kubeapi.py) with the real API server's
+concurrency rules (create of an existing name and update with a stale resourceVersion are 409s; a
+JSON patch whose `test` fails changes nothing). tests/e2e/test_helm.py runs the same code against a real kube-apiserver.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
 from hami.certs.material import MARKER, BootstrapError
 from hami.certs.renewal import Lifetimes
 from hami.certs.tls import ReloadingServerContext
-from hami.kube.errors import Conflict, KubeError, Unavailable
+from hami.kube.errors import KubeError, Unavailable
 from hami.runtime.config import ConfigError, load_settings
+from tests.fakes.kubeapi import FakeKube, Fault
 
 Obj = dict[str, Any]
 
@@ -38,93 +39,47 @@ T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
 
 
-class FakeAPI:
-    """Secrets and MutatingWebhookConfigurations with resourceVersions, like the API server."""
+class CertAPI(FakeKube):
+    """The shared fake API server, read as the bootstrap's Secret and webhook configuration."""
 
-    def __init__(self) -> None:
-        self.secrets: dict[tuple[str, str], Obj] = {}
-        self.webhooks: dict[str, Obj] = {}
-        self.writes: list[str] = []
-        self.patches: list[list[Obj]] = []
-        self.fail_next: list[KubeError] = []
-        self._rv = 0
+    @property
+    def writes(self) -> list[str]:
+        """create or update, for each write of the Secret that landed."""
+        kinds = {"create_secret": "create", "update_secret": "update"}
+        return [kinds[m] for m, _, _ in self.landed if m in kinds]
 
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
+    @property
+    def patches(self) -> list[list[Obj]]:
+        return [ops for m, _, ops in self.landed if m == "patch_mutating_webhook_configuration"]
 
-    def _maybe_fail(self) -> None:
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-
-    async def get_secret(self, namespace: str, name: str) -> Obj | None:
-        self._maybe_fail()
-        await asyncio.sleep(0)  # let concurrent replicas interleave
-        found = self.secrets.get((namespace, name))
-        return copy.deepcopy(found) if found is not None else None
-
-    async def create_secret(self, namespace: str, body: Obj) -> Obj:
-        self._maybe_fail()
-        key = (namespace, body["metadata"]["name"])
-        if key in self.secrets:
-            raise Conflict("AlreadyExists", status=409)
-        stored = copy.deepcopy(body)
-        stored["metadata"]["resourceVersion"] = self._next_rv()
-        self.secrets[key] = stored
-        self.writes.append("create")
-        return copy.deepcopy(stored)
-
-    async def update_secret(self, namespace: str, name: str, body: Obj) -> Obj:
-        self._maybe_fail()
-        current = self.secrets[(namespace, name)]
-        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise Conflict("the object has been modified", status=409)
-        stored = copy.deepcopy(body)
-        stored["metadata"]["resourceVersion"] = self._next_rv()
-        self.secrets[(namespace, name)] = stored
-        self.writes.append("update")
-        return copy.deepcopy(stored)
-
-    async def get_mutating_webhook_configuration(self, name: str) -> Obj | None:
-        self._maybe_fail()
-        found = self.webhooks.get(name)
-        return copy.deepcopy(found) if found is not None else None
-
-    async def patch_mutating_webhook_configuration(self, name: str, operations: list[Obj]) -> Obj:
-        self._maybe_fail()
-        patched = copy.deepcopy(self.webhooks[name])
-        for op in operations:
-            parts = op["path"].strip("/").split("/")
-            parent: Any = patched
-            for part in parts[:-1]:
-                parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-            last = int(parts[-1]) if isinstance(parent, list) else parts[-1]
-            if op["op"] == "test":
-                if parent[last] != op["value"]:
-                    raise KubeError("the test operation failed", status=422)
-            else:
-                parent[last] = op["value"]
-        self.webhooks[name] = patched
-        self.patches.append(operations)
-        return copy.deepcopy(patched)
+    def secret(self) -> Obj:
+        found = self.get("secrets", SECRET, NS)
+        assert found is not None
+        return found
 
     def add_configuration(self, *names: str) -> None:
-        self.webhooks[WEBHOOKS] = {
-            "metadata": {"name": WEBHOOKS},
-            "webhooks": [{"name": n, "clientConfig": {"url": "https://x/webhook"}} for n in names],
-        }
+        self.add(
+            "mutatingwebhookconfigurations",
+            {
+                "metadata": {"name": WEBHOOKS},
+                "webhooks": [
+                    {"name": n, "clientConfig": {"url": "https://x/webhook"}} for n in names
+                ],
+            },
+        )
 
     def ca_bundles(self) -> list[bytes | None]:
+        config = self.get("mutatingwebhookconfigurations", WEBHOOKS)
+        assert config is not None
         return [
             base64.b64decode(w["clientConfig"]["caBundle"])
             if "caBundle" in w["clientConfig"]
             else None
-            for w in self.webhooks[WEBHOOKS]["webhooks"]
+            for w in config["webhooks"]
         ]
 
     def secret_data(self) -> dict[str, bytes]:
-        data = self.secrets[(NS, SECRET)]["data"]
-        return {k: base64.b64decode(v) for k, v in data.items()}
+        return {k: base64.b64decode(v) for k, v in self.secret()["data"].items()}
 
 
 class Clock:
@@ -139,7 +94,7 @@ class Clock:
 
 
 def bootstrap(
-    api: FakeAPI,
+    api: CertAPI,
     folder: Path,
     clock: Callable[[], dt.datetime],
     hosts: tuple[str, ...] = HOSTS,
@@ -182,13 +137,13 @@ def sans(pem: bytes) -> set[str]:
 
 
 async def test_first_start_creates_the_secret_files_and_every_ca_bundle(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io", "second.hami.io")
     certs = bootstrap(api, tmp_path / "tls", Clock())
 
     await certs.start()
 
-    secret = api.secrets[(NS, SECRET)]
+    secret = api.secret()
     assert secret["metadata"]["annotations"][MARKER] == "v1"
     assert secret["type"] == "Opaque"
     data = api.secret_data()
@@ -217,7 +172,7 @@ async def test_first_start_creates_the_secret_files_and_every_ca_bundle(tmp_path
 
 
 async def test_a_restart_reuses_the_secret_and_writes_nothing(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io")
     clock = Clock()
     await bootstrap(api, tmp_path / "a", clock).start()
@@ -233,7 +188,7 @@ async def test_a_restart_reuses_the_secret_and_writes_nothing(tmp_path: Path) ->
 
 
 async def test_replicas_starting_together_end_up_with_one_pair(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io")
     clock = Clock()
     replicas = [bootstrap(api, tmp_path / f"r{i}", clock) for i in range(3)]
@@ -249,7 +204,7 @@ async def test_replicas_starting_together_end_up_with_one_pair(tmp_path: Path) -
 
 
 async def test_the_serving_cert_is_renewed_at_two_thirds_of_its_life(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io")
     clock = Clock()
     certs = bootstrap(api, tmp_path, clock)
@@ -272,7 +227,7 @@ async def test_the_serving_cert_is_renewed_at_two_thirds_of_its_life(tmp_path: P
 
 async def test_the_ca_rotates_with_an_overlapping_ca_bundle(tmp_path: Path) -> None:
     """At every step, the certificate being served is trusted by the caBundle already published."""
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io")
     clock = Clock()
     certs = bootstrap(api, tmp_path, clock)
@@ -317,7 +272,7 @@ async def test_the_ca_rotates_with_an_overlapping_ca_bundle(tmp_path: Path) -> N
 
 
 async def test_an_expired_ca_is_replaced_outright(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     clock = Clock()
     certs = bootstrap(api, tmp_path, clock, webhook_configuration="")
     await certs.start()
@@ -332,7 +287,7 @@ async def test_an_expired_ca_is_replaced_outright(tmp_path: Path) -> None:
 
 
 async def test_new_service_names_get_a_certificate_covering_old_and_new(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     clock = Clock()
     await bootstrap(api, tmp_path / "old", clock).start()
     renamed = service_hosts("renamed", NS)
@@ -349,12 +304,16 @@ async def test_new_service_names_get_a_certificate_covering_old_and_new(tmp_path
 
 
 async def test_a_reset_ca_bundle_is_set_again(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io", "other.hami.io")
     certs = bootstrap(api, tmp_path, Clock())
     await certs.start()
     # `helm upgrade` with a new webhook list, or a person, drops one caBundle.
-    del api.webhooks[WEBHOOKS]["webhooks"][1]["clientConfig"]["caBundle"]
+    api.edit(
+        "mutatingwebhookconfigurations",
+        WEBHOOKS,
+        lambda c: c["webhooks"][1]["clientConfig"].pop("caBundle"),
+    )
 
     await certs.reconcile()
 
@@ -367,7 +326,7 @@ async def test_a_reset_ca_bundle_is_set_again(tmp_path: Path) -> None:
 
 
 async def test_a_missing_webhook_configuration_is_retried_until_it_exists(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     certs = bootstrap(api, tmp_path, Clock())
     await certs.start()  # Helm creates the configuration after the Deployment
     assert certs.cert_file.is_file()
@@ -387,66 +346,68 @@ async def test_a_missing_webhook_configuration_is_retried_until_it_exists(tmp_pa
 
 
 async def test_a_secret_written_by_someone_else_is_left_alone(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     foreign = {
         "metadata": {"name": SECRET, "namespace": NS, "resourceVersion": "7"},
         "data": {"tls.crt": base64.b64encode(b"theirs").decode()},
     }
-    api.secrets[(NS, SECRET)] = copy.deepcopy(foreign)
+    api.add("secrets", copy.deepcopy(foreign))
 
     with pytest.raises(BootstrapError, match=f"lacks the {MARKER} annotation"):
         await bootstrap(api, tmp_path, Clock()).start()
-    assert api.secrets[(NS, SECRET)] == foreign
+    assert api.writes == [] and api.secret_data() == {"tls.crt": b"theirs"}
 
 
 async def test_a_damaged_secret_of_ours_is_replaced(tmp_path: Path) -> None:
-    api = FakeAPI()
-    api.secrets[(NS, SECRET)] = {
-        "metadata": {
-            "name": SECRET,
-            "namespace": NS,
-            "resourceVersion": "7",
-            "labels": {"team": "gpu"},
-            "annotations": {MARKER: "v1"},
+    api = CertAPI()
+    api.add(
+        "secrets",
+        {
+            "metadata": {
+                "name": SECRET,
+                "namespace": NS,
+                "resourceVersion": "7",
+                "labels": {"team": "gpu"},
+                "annotations": {MARKER: "v1"},
+            },
+            "data": {"ca.crt": base64.b64encode(b"garbage").decode()},
         },
-        "data": {"ca.crt": base64.b64encode(b"garbage").decode()},
-    }
+    )
 
     await bootstrap(api, tmp_path, Clock()).start()
 
     assert api.writes == ["update"]
-    assert api.secrets[(NS, SECRET)]["metadata"]["labels"] == {"team": "gpu"}
+    assert api.secret()["metadata"]["labels"] == {"team": "gpu"}
     assert ReloadingServerContext(tmp_path / "tls.crt", tmp_path / "tls.key")
 
 
 async def test_transient_errors_are_retried_and_permanent_ones_stop_the_start(
     tmp_path: Path,
 ) -> None:
-    api = FakeAPI()
-    api.fail_next = [Unavailable("connection refused"), Unavailable("HTTP 503", status=503)]
+    api = CertAPI()
+    api.fail(
+        Fault("", error=Unavailable("connection refused")),
+        Fault("", error=Unavailable("HTTP 503", status=503)),
+    )
     await bootstrap(api, tmp_path / "a", Clock()).start()
     assert api.writes == ["create"]
 
-    api = FakeAPI()
-    api.fail_next = [KubeError('secrets "x" is forbidden', status=403)]
+    api = CertAPI()
+    api.fail(Fault("", error=KubeError('secrets "x" is forbidden', status=403)))
     with pytest.raises(BootstrapError, match="forbidden"):
         await bootstrap(api, tmp_path / "b", Clock()).start()
 
 
 async def test_a_failing_ca_bundle_patch_does_not_stop_the_start(tmp_path: Path) -> None:
-    api = FakeAPI()
+    api = CertAPI()
     api.add_configuration("vgpu.hami.io")
     certs = bootstrap(api, tmp_path, Clock())
-    real_patch = api.patch_mutating_webhook_configuration
-
-    async def forbidden(name: str, operations: list[Obj]) -> Obj:
-        raise KubeError("forbidden", status=403)
-
-    api.patch_mutating_webhook_configuration = forbidden  # type: ignore[method-assign]
+    forbidden = KubeError("forbidden", status=403)
+    api.fail(Fault("patch_mutating_webhook_configuration", error=forbidden, times=100))
     await certs.start()
     assert certs.cert_file.is_file() and not certs.published
 
-    api.patch_mutating_webhook_configuration = real_patch  # type: ignore[method-assign]
+    api.heal()
     await certs.reconcile()
     assert certs.published
 

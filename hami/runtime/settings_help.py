@@ -1,0 +1,144 @@
+"""What each setting of `hami serve` means: the text `--help` shows beside each flag (the
+flag's default and environment variable are added by hami.runtime.config)."""
+
+HELP = {
+    "kubeconfig": "kubeconfig file; in-cluster credentials when empty",
+    "bind_address": "address of the HTTPS listener for /webhook, /healthz and /readyz",
+    "port": "HTTPS port for /webhook, /healthz and /readyz",
+    "extender_bind_address": (
+        "loopback address of the plain HTTP listener for kube-scheduler's /filter and /bind "
+        "(whoever reaches them can reserve cards, so nothing else may)"
+    ),
+    "extender_port": "port of /filter and /bind (and /healthz, /readyz)",
+    "metrics_bind_address": "address of /metrics (the chart sets the pod IP)",
+    "metrics_tls": "serve /metrics over HTTPS with the webhook's certificate",
+    "metrics_pod_labels": (
+        "publish the per-container series, which name every GPU pod's namespace and pod"
+    ),
+    "metrics_pod_series_limit": (
+        "leave the per-container and per-pod series out of a scrape while more GPU pods than "
+        "this are counted (at 150,000 pods they would be 60 MB a scrape); 0: no limit"
+    ),
+    "read_timeout_seconds": (
+        "deadline for a new connection's TLS handshake and first request headers (from the "
+        "accept), a later request's headers (from their first byte) and every body"
+    ),
+    "keepalive_timeout_seconds": (
+        "how long a connection that has sent a request is kept open idle for the next; longer "
+        "than the 90 s Go's HTTP clients keep idle connections (kube-apiserver's webhook "
+        "client, kube-scheduler's extender client), so that they close them, not us: a "
+        "POST sent on a connection the server is closing fails without a retry"
+    ),
+    "max_connections": (
+        "open connections per listener at most (lowered to what the open-file limit holds); "
+        "over it a new connection replaces the oldest that has sent no request, else the "
+        'longest idle one. About 44 KiB each over TLS (docs/trust-boundary.md, "Bounded work")'
+    ),
+    "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
+    "tls_key_file": "serving key (PEM)",
+    "metrics_port": "port of Prometheus /metrics (plain HTTP unless --metrics-tls)",
+    "scheduler_name": "schedulerName the webhook sets and the extender serves",
+    "gpu_scheduler_policy": "default card policy: binpack, spread, numa, mutex, topology-aware or a chain",
+    "node_scheduler_policy": "default node policy: binpack or spread",
+    "force_overwrite_default_scheduler": "take GPU pods that name default-scheduler",
+    "overwrite_env": (
+        "write NVIDIA_VISIBLE_DEVICES=none into the containers of a GPU pod that ask for no GPU "
+        "(HAMi's overwriteEnv), so that neither their image nor an envFrom can name cards"
+    ),
+    "default_memory": "MiB given to a container that asks for nvidia.com/gpu only (0: whole card)",
+    "default_cores": "percent of SMs given when nvidia.com/gpucores is absent",
+    "default_gpu_num": "nvidia.com/gpu set on containers that ask for memory or cores only",
+    "memory_factor": "multiplier applied to nvidia.com/gpumem",
+    "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
+    "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
+    "reservation_ttl_seconds": "how long a filter decision waits for its bind",
+    "admission_policy_binding": (
+        "the chart's ValidatingAdmissionPolicyBinding that lets only the scheduler and the "
+        "device plugin write scheduling state; hami serve will not start without it"
+    ),
+    "allow_without_admission_policy": (
+        "start even though that binding is missing (Kubernetes before 1.30, or the chart's "
+        "admissionPolicy.enabled=false): a tenant who edits a running pod's allocation "
+        "annotations then gets its cards handed out again after the next restart"
+    ),
+    "pair_healthz_url": (
+        "the /healthz of the kube-scheduler beside this process (the chart sets "
+        "https://127.0.0.1:10259/healthz): /healthz/pair answers ok only while it does, and is "
+        "that kube-scheduler's liveness probe, so a hung hami serve also restarts the "
+        "kube-scheduler holding the Lease and the other replica takes over (empty: this "
+        "process alone)"
+    ),
+    "watch_timeout_seconds": (
+        "how long one watch of pods, nodes or quotas runs before it is renewed; the API server "
+        "sends a bookmark just before it ends, so each watch is in touch at least this often, "
+        "and one silent for 1.5 times as long (plus the 5 s reconnect cap) makes filter and "
+        "bind refuse and /readyz fail"
+    ),
+    "watch_lag_limit_seconds": (
+        "filter and bind refuse, and /readyz fails, while a pod this process bound has waited "
+        "longer than this for the pods watch to show it (the watch is stalled or far behind)"
+    ),
+    "events_per_second": (
+        "Kubernetes Events posted a second at most (FilteringFailed, BindingFailed, ...); "
+        "the rest are dropped and counted in hami_events_dropped (0: post none)"
+    ),
+    "success_events": (
+        "post HAMi's FilteringSucceed and BindingSucceed Events for every placed pod: two "
+        "writes per GPU pod that say what kube-scheduler's Scheduled Event and the pod's "
+        "allocation annotations already say"
+    ),
+    "requeue_rate": (
+        "pods a second at most that are touched (annotation hami.io/requeue) so kube-scheduler "
+        "retries them once capacity they were refused for frees up (0: never)"
+    ),
+    "preemption": (
+        "let a GPU pod that fits nowhere evict lower-priority GPU pods (Eviction API, so "
+        "PodDisruptionBudgets hold) and take their cards; off: HAMi's behaviour"
+    ),
+    "preemption_hold_seconds": (
+        "how long the cards a preemption frees stay held for the preemptor beyond the "
+        "victims' termination grace period"
+    ),
+    "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
+    "identity": "this replica's name in the Lease",
+    "logging_format": "text (klog's, as Kubernetes components log) or json",
+    "log_level": "debug, info, warning or error",
+    "kube_timeout_seconds": "deadline of one API server call",
+    "extender_http_timeout": (
+        "kube-scheduler's extender httpTimeout as its configuration writes it (a Go duration; "
+        "the chart passes scheduler.kubeScheduler.httpTimeout): every bind answers before it"
+    ),
+    "bind_write_timeout_seconds": (
+        "how long one write of a bind (node lock, Binding) may take; a replica that has just "
+        "become the leader waits this long before serving, for the last writes of the previous "
+        "leader to land"
+    ),
+    "api_write_limit": (
+        "API writes in flight at most; more wait their turn, Bindings first, then the node "
+        "lock, then Events and the rest"
+    ),
+    "leader_elect_resource_name": "the kube-scheduler Lease followed with --leader-elect",
+    "leader_elect_resource_namespace": "namespace of that Lease",
+    "shutdown_grace_seconds": "on SIGTERM, how long binds under way may take to finish",
+    "cert_bootstrap_secret": (
+        "Secret keeping a CA and serving pair this process creates and rotates itself "
+        "(empty: use --tls-cert-file and --tls-key-file as given)"
+    ),
+    "cert_dir": "folder the bootstrapped tls.crt, tls.key and ca.crt are written to and served from",
+    "webhook_configuration_name": (
+        "MutatingWebhookConfiguration whose caBundle the certificate bootstrap keeps current"
+    ),
+    "service_name": "Service in front of the webhook: the serving certificate's DNS names",
+    "service_namespace": "namespace of that Service and of the certificate Secret",
+    "node_integration": "hami-device-plugin (its Allocate injects libvgpu and limits) or standalone (we do)",
+    "driver_profile": "driver libraries to mount into GPU containers: gke, generic or none",
+    "driver_host_lib": "generic profile: the host folder holding libcuda.so.1",
+    "driver_container_lib": "generic profile: where that folder appears in containers (added to LD_LIBRARY_PATH)",
+    "legacy_metrics": "publish HAMi's metric names from before v2.9 (GPUDeviceMemoryAllocated, ...)",
+    "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
+    "gfd_split_count": (
+        "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
+        "labels (nvidia.com/gpu.count, .memory, .product) and allocatable nvidia.com/gpu, each "
+        "card shared by this many tasks (0: off, such nodes stay unregistered)"
+    ),
+}

@@ -1,0 +1,76 @@
+"""The objects tests feed the scheduler, built one way: cards, registered nodes, GPU pods.
+
+Each builder gives the smallest object the product reads as the real thing (a Node as HAMi's
+device plugin registers it, a Pod as kube-apiserver holds it); a test adds what it is about.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from hami.engine import names
+from hami.engine.codec import encode_node_devices
+from hami.engine.model import DeviceInfo
+
+Obj = dict[str, Any]
+T4 = "NVIDIA-Tesla T4"
+T4_MIB = 15360
+
+
+def t4(index: int, *, uuid: str = "", count: int = 10, numa: int = 0) -> DeviceInfo:
+    """A Tesla T4 as HAMi's device plugin registers it: 15360 MiB, 100 % cores, `count` slots;
+    its UUID is GPU-<index> unless given."""
+    return DeviceInfo(uuid or f"GPU-{index}", index, count, T4_MIB, 100, T4, numa)
+
+
+def t4s(n: int, prefix: str = "GPU") -> tuple[DeviceInfo, ...]:
+    return tuple(t4(i, uuid=f"{prefix}-{i}") for i in range(n))
+
+
+def registered_node(name: str, cards: Sequence[DeviceInfo], **annotations: str) -> Obj:
+    """A Node with HAMi's register annotation for `cards` and their slots allocatable."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {names.NODE_REGISTER: encode_node_devices(tuple(cards)), **annotations},
+        },
+        "status": {"allocatable": {"nvidia.com/gpu": str(sum(c.count for c in cards))}},
+    }
+
+
+def gpu_pod(
+    name: str,
+    namespace: str = "ns",
+    *,
+    gpus: int = 1,
+    mem: int | None = 1000,
+    uid: str = "",
+    node: str = "",
+    annotations: dict[str, str] | None = None,
+    phase: str = "Pending",
+) -> Obj:
+    """A pod of one container asking for `gpus` cards of `mem` MiB each (None: whole cards),
+    with uid uid-<name> unless given, bound to `node` when one is given."""
+    # Quantities as the API server gives them: strings.
+    limits = {"nvidia.com/gpu": str(gpus)}
+    if mem is not None:
+        limits["nvidia.com/gpumem"] = str(mem)
+    spec: Obj = {
+        "schedulerName": "hami-scheduler",
+        "containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{name}",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }

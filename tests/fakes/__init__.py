@@ -1,0 +1,1 @@
+"""Test doubles shared by the fast tier: an in-memory API server (kubeapi)."""
