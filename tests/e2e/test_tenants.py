@@ -67,4 +67,9 @@ def test_a_binpack_flood_spreads_its_binds_and_a_small_tenant_is_not_held_up(
         failed = bind_failures(control_plane) - failed_before
         assert failed <= 0.1 * (FLOOD + SMALL), failed
     finally:
-        kube("delete", "pods", "--all", "-n", small, "--grace-period=0", "--wait=false")
+        # As the namespace fixture does: gone before the simulated nodes are, or they would be
+        # left bound to nodes that no longer exist for the tests after this one.
+        kube(
+            "delete", "pods", "--all", "-n", small, "--force", "--grace-period=0",
+            "--wait=true", "--timeout=60s", timeout=90,
+        )  # fmt: skip
