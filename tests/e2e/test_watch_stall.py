@@ -190,6 +190,7 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     wait_for(lambda: node.cards[0].uuid in invariant.served(control_plane), 30)
     # 410: the watch cannot resume where it was cut, as after etcd compacted past it.
     cut_off(faulty, NODES, "/api/v1/nodes", status=410)
+    cut = faults_on(faulty, "/api/v1/nodes")
     obj = kube.get("node", node.name)
     old_uid = obj["metadata"]["uid"]
     kube("delete", "node", node.name, "--wait=true")
@@ -208,6 +209,8 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     status = json.dumps({"status": {"allocatable": obj["status"]["allocatable"]}})
     kube("patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)
     assert kube.get("node", node.name)["metadata"]["uid"] != old_uid
+    # Our process has met the 410 itself (not only the cut), so it must list again.
+    wait_for(lambda: faults_on(faulty, "/api/v1/nodes") > cut, 30, what="a 410 on a nodes watch")
     relists = lists_of(control_plane, "nodes")
     faulty.set()
     # The relist shows the new Node, then deletes the old uid: the cards must stay known.
