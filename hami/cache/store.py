@@ -398,12 +398,16 @@ class ClusterCache:
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes."""
         self._drop_reservation(uid)
-        ttl = self._ttl if uid in self._known else self._unknown_ttl
-        expires = self._clock() + ttl if until is None else until
+        expires = self._clock() + self._ttl_of(uid) if until is None else until
         res = Reservation(uid, namespace, name, node, devices, n_init, expires)
         self._reservations.put(res)
         self._account(node, namespace, pod_usage(devices, n_init), +1)
         return res
+
+    def _ttl_of(self, uid: str) -> float:
+        """How long a decision for the pod waits for its bind: less for one the watch never
+        showed (see _unknown_ttl)."""
+        return self._ttl if uid in self._known else self._unknown_ttl
 
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
@@ -455,8 +459,7 @@ class ClusterCache:
     def bind_failed(self, uid: str) -> None:
         """The bind did not land: the decision waits for kube-scheduler's next try as any does."""
         now = self._clock()
-        ttl = self._ttl if uid in self._known else self._unknown_ttl
-        self._reservations.move(uid, Stage.DECIDED, now, now + ttl)
+        self._reservations.move(uid, Stage.DECIDED, now, now + self._ttl_of(uid))
 
     def relisting(self) -> None:
         """A complete list of the pods starts (hami.kube.informer calls it)."""

@@ -634,12 +634,9 @@ class ControlPlane:
             "current-context": "e2e",
         }
 
-    def apply_admission_policy(self, *scheduler_users: str) -> None:
-        """Install the chart's ValidatingAdmissionPolicy as a release in hami-system renders it,
-        with `scheduler_users` trusted besides SCHEDULER_USER, and wait until it is enforced."""
-        self._scheduler_users = tuple(scheduler_users)
-        self._policy_dropped = False
-        rendered = subprocess.run(
+    def render_chart(self, template: str, *values: str) -> str:
+        """One template of the chart as a release `hami` in hami-system renders it."""
+        return subprocess.run(
             [
                 str(self.bin_dir / "helm"),
                 "template",
@@ -651,15 +648,25 @@ class ControlPlane:
                 "--kube-version",
                 KUBE_VERSION,
                 "--show-only",
-                "templates/admission-policy.yaml",
-                "--set-json",
-                f"admissionPolicy.schedulerUsers={json.dumps(list(scheduler_users))}",
+                template,
+                *values,
             ],
             capture_output=True,
             text=True,
             timeout=60,
             check=True,
         ).stdout
+
+    def apply_admission_policy(self, *scheduler_users: str) -> None:
+        """Install the chart's ValidatingAdmissionPolicy as a release in hami-system renders it,
+        with `scheduler_users` trusted besides SCHEDULER_USER, and wait until it is enforced."""
+        self._scheduler_users = tuple(scheduler_users)
+        self._policy_dropped = False
+        rendered = self.render_chart(
+            "templates/admission-policy.yaml",
+            "--set-json",
+            f"admissionPolicy.schedulerUsers={json.dumps(list(scheduler_users))}",
+        )
         self.kube.apply(rendered)
 
         def enforced() -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .cluster import CHART, KUBE_VERSION, RELEASE_NAMESPACE, WEBHOOK_CONFIGURATION, ControlPlane
+from .cluster import WEBHOOK_CONFIGURATION, ControlPlane
 from .kube import Kube, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -171,24 +171,7 @@ def test_kubectl_debug_containers_of_a_gpu_pod_are_pinned_to_no_card(
 
 
 def chart_match_conditions(control_plane: ControlPlane) -> list[dict[str, Any]]:
-    rendered = subprocess.run(
-        [
-            str(control_plane.bin_dir / "helm"),
-            "template",
-            "hami",
-            str(CHART),
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--kube-version",
-            KUBE_VERSION,
-            "--show-only",
-            "templates/webhook.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    rendered = control_plane.render_chart("templates/webhook.yaml")
     conditions: list[dict[str, Any]] = yaml.safe_load(rendered)["webhooks"][0]["matchConditions"]
     return conditions
 
