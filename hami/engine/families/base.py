@@ -1,0 +1,152 @@
+"""The seam: the facts and rules one accelerator family contributes to a decision.
+
+A family is split the way HAMi's `device.Devices` interface is, so that its
+answers can be compared with HAMi's one function at a time:
+
+* `FamilyWire` holds the wire names (annotation keys, the node lock, resource names)
+  a family shares with its vendor's device plugin. They are data, not behaviour, so
+  the cache, the bind path and the webhook read them without knowing the family.
+* `Family` is the behaviour: decode the registration, read a container's request,
+  fit one container onto the family's cards, score a node, encode what the bind
+  writes, and say whether the webhook claims a container.
+
+Everything here is pure: a family gets the pod's annotations and the cards' state,
+never a client or a clock.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hami.engine.model import (
+    PERCENTAGE_UNSET,
+    Card,
+    ContainerDevices,
+    DeviceInfo,
+    PodDevices,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyResources:
+    """The extended resources a family's pods ask for (HAMi's `ResourceNames`)."""
+
+    count: str
+    memory: str = ""
+    cores: str = ""
+    # Further names the family reads (a memory percentage, Ascend's per-chip names...).
+    extra: tuple[str, ...] = ()
+    memory_factor: int = 1
+
+    def all(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.count, self.memory, self.cores, *self.extra) if n)
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyWire:
+    """The names a family shares with its device plugin: changing one breaks it."""
+
+    type: str  # HAMi's request Type and allocation word, e.g. "DCU"
+    vendor: str  # the metrics label HAMi uses for the family
+    resources: FamilyResources
+    register_annotation: str  # node: the device plugin's card list
+    handshake_annotation: str  # node: the device plugin's liveness handshake
+    to_allocate_annotation: str  # pod: what the plugin still has to hand out
+    allocated_annotation: str  # pod: what the scheduler gave the pod
+    lock_name: str = "hami.io/mutex.lock"  # node annotation held while binding
+    use_type: str = ""  # pod annotation: only these card models
+    nouse_type: str = ""  # pod annotation: never these card models
+    use_uuid: str = ""
+    nouse_uuid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyRequest:
+    """One container's ask of one family: HAMi's ContainerDeviceRequest."""
+
+    type: str  # FamilyWire.type of the family asked
+    nums: int
+    memreq: int = 0  # MiB per device; 0 with a percentage means "that share of it"
+    mem_percentage: int = PERCENTAGE_UNSET
+    coresreq: int = 0
+    # What only one family reads (an Ascend template, a MetaX QoS policy...), as sorted
+    # pairs so the request stays hashable and comparable.
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class FitPod:
+    """What a family may read of the pod it fits: its annotations and GPU policy."""
+
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    mutex: bool = False  # the GPU policy has the `mutex` filter
+    binpack: bool = True  # the GPU policy's first sort key (families that score cards)
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFit:
+    """One container on one node: the devices picked, or HAMi's reason text."""
+
+    devices: ContainerDevices | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What the webhook does for one container of a family (HAMi's MutateAdmission)."""
+
+    claimed: bool
+    # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
+    pod_fields: tuple[tuple[str, str], ...] = ()
+    error: str = ""  # non-empty: the pod is refused with this message
+
+
+class Family(Protocol):
+    """The behaviour one accelerator family contributes (see the module docstring)."""
+
+    @property
+    def wire(self) -> FamilyWire: ...
+
+    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+        """The cards registered on a node, None when the family is not registered there.
+
+        Raises hami.engine.codec.CodecError for a registration it cannot read."""
+        ...
+
+    def container_request(
+        self, container: Mapping[str, Any], *, strict: bool = False
+    ) -> FamilyRequest | None:
+        """The container's ask of this family, None when it asks for none.
+
+        Lenient like HAMi (a malformed value reads as no ask) unless `strict`, where it
+        raises hami.engine.requests.RequestError naming the value."""
+        ...
+
+    def fit(
+        self,
+        cards: Sequence[Card],
+        request: FamilyRequest,
+        pod: FitPod,
+        allocated: PodDevices,
+    ) -> FamilyFit:
+        """Pick devices for one container from this family's cards on one node.
+
+        `cards` are in HAMi's sorted order (the preferred card last, as HAMi walks from
+        the tail); `allocated` holds what the pod's earlier containers took of this
+        family on this node."""
+        ...
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+        """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
+        ...
+
+    def annotations(self, devices: PodDevices) -> dict[str, str]:
+        """The pod annotations a bind writes for the family's device plugin."""
+        ...
+
+    def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
+        """Whether the webhook claims this container for the scheduler, and what it sets."""
+        ...

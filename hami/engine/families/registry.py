@@ -1,0 +1,31 @@
+"""The one list of device families, and lookups by the names the wire carries.
+
+Adding a family is one module under hami.engine.families, one entry in FAMILIES, its
+tests and its chart values.
+"""
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from hami.engine.families.base import Family
+
+
+@dataclass(frozen=True)
+class Families:
+    """The families one process schedules, in the order HAMi registers them."""
+
+    members: tuple[Family, ...] = ()
+
+    def __iter__(self) -> Iterator[Family]:
+        return iter(self.members)
+
+    def by_type(self) -> Mapping[str, Family]:
+        return {f.wire.type: f for f in self.members}
+
+    def resource_names(self) -> tuple[str, ...]:
+        """Every extended resource some family's pods ask for."""
+        return tuple(n for f in self.members for n in f.wire.resources.all())
+
+
+# Filled as each family lands behind the seam (issue 31).
+FAMILIES = Families()
