@@ -19,6 +19,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine.checks import no_room
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -75,8 +76,13 @@ class ClusterCache:
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
+        families: Families = FAMILIES,
     ) -> None:
         self._clock = clock
+        # The other device families whose registrations and allocations are read beside
+        # NVIDIA's; their cards are counted like NVIDIA's, outside the NVIDIA quotas.
+        self._families = families
+        self._family_types = families.types()
         # > 0: nodes without HAMi's registration are read from their GFD labels, each card
         # shared by this many tasks (hami.engine.gfd).
         self._gfd_split = gfd_split
@@ -126,12 +132,12 @@ class ClusterCache:
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
         self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
-        key = inventory_key(node, self._gpu_resource, self._gfd_split)
+        key = inventory_key(node, self._gpu_resource, self._gfd_split, self._families)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
             return name
         self._node_keys[name] = key
-        inv = node_inventory(node, self._gpu_resource, self._gfd_split)
+        inv = node_inventory(node, self._gpu_resource, self._gfd_split, self._families)
         if isinstance(inv, Unregistered):
             if inv.name in self._inventory:
                 self._drop_node(inv.name)
@@ -221,16 +227,34 @@ class ClusterCache:
         usage: Mapping[str, Usage] = self._usage.get(name, {})
         usage = self._outside.usage(name, inv.devices, usage)
         self._states[name] = build_node(
-            name, inv.devices, usage, inv.cordoned, inv.links, self._states.get(name)
+            name,
+            inv.devices,
+            usage,
+            inv.cordoned,
+            inv.links,
+            self._states.get(name),
+            inv.families,
         )
 
     # --- usage bookkeeping ------------------------------------------------
 
-    def _account(self, node: str, namespace: str, usage: Mapping[str, Usage], sign: int) -> None:
+    def _account(
+        self,
+        node: str,
+        namespace: str,
+        usage: Mapping[str, Usage],
+        sign: int,
+        family_cards: frozenset[str] = frozenset(),
+    ) -> None:
+        """Add (sign > 0) or remove one pod's usage; `family_cards` are the cards of other
+        families among it, which NVIDIA's quotas do not count."""
+        quoted = usage if not family_cards else {
+            k: u for k, u in usage.items() if k not in family_cards
+        }
         if sign > 0:
-            self.quotas.add(namespace, card_total(usage))
+            self.quotas.add(namespace, card_total(quoted))
         else:
-            self.quotas.remove(namespace, card_total(usage))
+            self.quotas.remove(namespace, card_total(quoted))
         per_card = self._usage.setdefault(node, {})
         for uuid, u in usage.items():
             total = per_card.get(uuid, Usage()) + u if sign > 0 else per_card.get(uuid, Usage()) - u
@@ -280,7 +304,7 @@ class ClusterCache:
             return
         node = seen.written.node if seen.written is not None else seen.bound_to
         inv = self._inventory.get(node)
-        devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
+        devmem = {d.id: d.share_base for d in inv.all_devices()} if inv is not None else None
         counted = count(seen, devmem, self._locks.holder(node))
         self._records.distrusted(seen, counted.problem)
         if counted.own is None and seen.bound_to:
@@ -314,7 +338,7 @@ class ClusterCache:
             self._reservations.pop(uid)
             return
         self._drop_reservation(uid)
-        self._account(alloc.node, alloc.namespace, usage, +1)
+        self._account(alloc.node, alloc.namespace, usage, +1, _cards(alloc.family_devices))
 
     def _counts(self, uid: str, counted: Counted) -> bool:
         """Whether the pod is counted so already (on cards as their MIG modes stand)."""
@@ -357,7 +381,8 @@ class ClusterCache:
         alloc = self._pods.pop(uid, None)
         if alloc is None:
             return None
-        self._account(alloc.node, alloc.namespace, self._pod_usage.pop(uid), -1)
+        usage = self._pod_usage.pop(uid)
+        self._account(alloc.node, alloc.namespace, usage, -1, _cards(alloc.family_devices))
         return alloc.node
 
     def _released(self, node: str | None) -> None:
@@ -401,7 +426,7 @@ class ClusterCache:
         expires = self._clock() + self._ttl_of(uid) if until is None else until
         res = Reservation(uid, namespace, name, node, devices, n_init, expires)
         self._reservations.put(res)
-        self._account(node, namespace, pod_usage(devices, n_init), +1)
+        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices))
         return res
 
     def _ttl_of(self, uid: str) -> float:
@@ -424,8 +449,15 @@ class ClusterCache:
         res = self._reservations.pop(uid)
         if res is None:
             return None
-        self._account(res.node, res.namespace, pod_usage(res.devices, res.n_init), -1)
+        usage = pod_usage(res.devices, res.n_init)
+        self._account(res.node, res.namespace, usage, -1, self._others(res.devices))
         return res.node
+
+    def _others(self, devices: PodDevices) -> frozenset[str]:
+        """The cards of other families than NVIDIA's among `devices`."""
+        if not self._family_types:
+            return frozenset()
+        return frozenset(d.uuid for c in devices for d in c if d.type in self._family_types)
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.
@@ -487,8 +519,15 @@ class ClusterCache:
         own = pod_instances(devices)
         wanted = {d.uuid for c in devices for d in c}
         out = []
-        for c in state.cards if state is not None else ():
+        cards = () if state is None else state.cards
+        if state is not None and state.families:
+            cards = (*cards, *(c for fc in state.families.values() for c in fc))
+        for c in cards:
             why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
             if why is not None:
                 out.append(f"{c.info.id} ({why})")
         return out
+
+
+def _cards(devices: PodDevices) -> frozenset[str]:
+    return frozenset(d.uuid for c in devices for d in c)

@@ -12,6 +12,7 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
+from hami.engine.familyadmit import claim_families
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
@@ -241,6 +242,8 @@ def admit(
         kai.translate(out, cfg.resources.names)
         gpu = [_mutate_container(c, cfg) for c in containers]
         request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
+        # Other device families' containers make the pod ours too, without NVIDIA's injection.
+        family = not ignored and claim_families(out, containers, cfg.resources)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
         problems = pod_escapes(pod, pod, _folders(cfg), injected) if gpu_in else []
@@ -256,6 +259,12 @@ def admit(
         message = "" if request is None else IGNORED
         return _leave(pod, _pinned(pod, cfg, adopt), cfg, "", message)
     if request is None:
+        if family:
+            try:
+                pod_options(out["metadata"].get("annotations") or {}, cfg.policies)
+            except PolicyError as e:
+                return _deny(str(e))
+            out_spec["schedulerName"] = cfg.scheduler_name
         if not gpu_in:
             return Admission(True, out)
         pin(containers, gpu, cfg.overwrite_env)

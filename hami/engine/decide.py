@@ -7,7 +7,9 @@ from operator import attrgetter
 from hami.engine import reasons as r
 from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
+from hami.engine.familyfit import fit_families
 from hami.engine.fit import fit_pod
+from hami.engine.inventory import merge_devices
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -73,6 +75,8 @@ def schedule(
             failed[name] = r.NODE_UNREGISTERED
         else:
             known.append(node)
+    if request.families:
+        return _schedule_families(known, request, options, failed, quota)
     scores: list[CardScores] = []
     key = hash((request, options, quota))
     turned_down = summary_check(request, options) if quota is None else None
@@ -87,3 +91,35 @@ def schedule(
             return Decision(node.name, fit.devices, failed, tuple(scores), node.score)
         failed[node.name] = fit.reason
     return Decision(None, None, failed, tuple(scores))
+
+
+def _schedule_families(
+    known: list[NodeState],
+    request: PodRequest,
+    options: PodOptions,
+    failed: dict[str, str],
+    quota: NamespaceQuota | None,
+) -> Decision:
+    """schedule for a pod asking another device family: every node is fitted, NVIDIA's asks
+    first, and the nodes that fit are ordered by HAMi's node score with each family's
+    ScoreNode added (which depends on the devices chosen, so no node can be skipped)."""
+    scores: list[CardScores] = []
+    fits: list[tuple[NodeState, PodDevices, float]] = []
+    for node in known:
+        fit = fit_pod(node, request, options, None, quota)
+        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        if fit.devices is None:
+            failed[node.name] = fit.reason
+            continue
+        other = fit_families(node, request, options)
+        if other.devices is None:
+            failed[node.name] = other.reason
+            continue
+        fits.append((node, merge_devices(fit.devices, other.devices), node.score + other.score))
+    by_name = sorted(fits, key=lambda f: f[0].name)
+    busiest_first = _BUSIEST_FIRST[NodePolicy(options.node_policy)]
+    ranked = sorted(by_name, key=lambda f: f[2], reverse=busiest_first)
+    if not ranked:
+        return Decision(None, None, failed, tuple(scores))
+    node, devices, score = ranked[0]
+    return Decision(node.name, devices, failed, tuple(scores), score)

@@ -24,6 +24,7 @@ from hami.engine.codec import (
     decode_pod_devices,
     split_list,
 )
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
@@ -40,6 +41,13 @@ class NodeInventory:
     handshake: bool = True
     # The node's allocatable nvidia.com/gpu: what its kubelet admits (hami.engine.advertised).
     advertised: int = 0
+    # The other device families registered on the node: (FamilyWire.type, its cards), in
+    # registry order. A node with only these is registered too, with no NVIDIA card.
+    families: tuple[tuple[str, tuple[DeviceInfo, ...]], ...] = ()
+
+    def all_devices(self) -> tuple[DeviceInfo, ...]:
+        """Every card of the node, NVIDIA's first."""
+        return self.devices + tuple(d for _, cards in self.families for d in cards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,10 @@ def _allocatable(node: Mapping[str, Any], gpu_resource: str) -> int:
 
 
 def inventory_key(
-    node: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu", gfd_split: int = 0
+    node: Mapping[str, Any],
+    gpu_resource: str = "nvidia.com/gpu",
+    gfd_split: int = 0,
+    families: Families = FAMILIES,
 ) -> tuple[Any, ...]:
     """Everything of a Node that node_inventory reads: equal keys give equal inventories.
 
@@ -75,11 +86,70 @@ def inventory_key(
         annotations.get(names.DEVICE_CORDON),
         ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
         tuple(sorted(labels.items())) if gfd_split > 0 and not registered else (),
+        _family_key(node, annotations, families),
     )
 
 
+def _family_key(
+    node: Mapping[str, Any], annotations: Mapping[str, str], families: Families
+) -> tuple[Any, ...]:
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return tuple(
+        (annotations.get(f.wire.register_annotation), allocatable.get(f.wire.resources.count))
+        for f in families
+    )
+
+
+def family_cards(
+    node: Mapping[str, Any], families: Families
+) -> tuple[tuple[tuple[str, tuple[DeviceInfo, ...]], ...], list[str]]:
+    """Each family registered on the node with its cards, and why each family that wrote a
+    registration is not registered (as for NVIDIA: cards listed, and the kubelet advertising
+    the family's count resource, HAMi's CheckHealth)."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
+    why: list[str] = []
+    for family in families:
+        wire = family.wire
+        try:
+            cards = family.decode_node(annotations)
+        except CodecError as e:
+            why.append(f"{wire.register_annotation}: {e}")
+            continue
+        if cards is None:
+            continue
+        if not cards:
+            why.append(f"{wire.register_annotation}: no {wire.type} device found on node")
+        elif not _allocatable(node, wire.resources.count):
+            why.append(f"node allocatable {wire.resources.count} is 0")
+        else:
+            found.append((wire.type, cards))
+    return tuple(found), why
+
+
 def node_inventory(
-    node: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu", gfd_split: int = 0
+    node: Mapping[str, Any],
+    gpu_resource: str = "nvidia.com/gpu",
+    gfd_split: int = 0,
+    families: Families = FAMILIES,
+) -> NodeInventory | Unregistered:
+    """The node's cards: NVIDIA's, and those of each family of `families` registered on it.
+    A node is registered when either is (HAMi schedules a node with only, say, DCUs)."""
+    nvidia = _nvidia_inventory(node, gpu_resource, gfd_split)
+    if not families.members:
+        return nvidia
+    found, why = family_cards(node, families)
+    if not found:
+        if isinstance(nvidia, Unregistered) and why:
+            return Unregistered(nvidia.name, "; ".join([nvidia.why, *why]))
+        return nvidia
+    if isinstance(nvidia, Unregistered):
+        return NodeInventory(nvidia.name, (), handshake=True, families=found)
+    return replace(nvidia, families=found)
+
+
+def _nvidia_inventory(
+    node: Mapping[str, Any], gpu_resource: str, gfd_split: int
 ) -> NodeInventory | Unregistered:
     meta = node.get("metadata") or {}
     name = str(meta.get("name", ""))
@@ -148,6 +218,54 @@ class PodAllocation:
     bound: bool  # spec.nodeName is set
     # hami.io/vgpu-mig-allocations; those that match an entry of `devices` are on it as well.
     mig: tuple[MigAllocation, ...] = ()
+    # The other device families' cards, from each family's allocated annotation: one entry per
+    # container, init first (every family's devices of a container together); () for none.
+    family_devices: PodDevices = ()
+
+    def all_devices(self) -> PodDevices:
+        """Per container, NVIDIA's cards and then the other families'."""
+        return merge_devices(self.devices, self.family_devices)
+
+
+def merge_devices(first: PodDevices, second: PodDevices) -> PodDevices:
+    """Two per-container allocations as one (the shorter padded with empty entries)."""
+    if not second:
+        return first
+    if not first:
+        return second
+    n = max(len(first), len(second))
+    pad: PodDevices = ((),) * n
+    return tuple(a + b for a, b in zip((*first, *pad)[:n], (*second, *pad)[:n], strict=True))
+
+
+def family_allocation(
+    annotations: Mapping[str, str], spec: Mapping[str, Any], families: Families
+) -> PodDevices:
+    """Each family's allocated annotation, per container (init first), all families merged.
+
+    Written by us, an annotation has one entry per container; HAMi's scheduler writes only
+    the entries of the containers given cards, which go, in order, to the containers that
+    name the family's count resource."""
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    out: PodDevices = ()
+    for family in families:
+        raw = annotations.get(family.wire.allocated_annotation)
+        if not raw:
+            continue
+        devices = decode_pod_devices(raw)
+        if len(devices) != len(containers):
+            given = iter(d for d in devices if d)
+            devices = tuple(
+                next(given, ()) if _names(c, family.wire.resources.count) else ()
+                for c in containers
+            )
+        out = merge_devices(out, devices)
+    return out
+
+
+def _names(container: Mapping[str, Any], resource: str) -> bool:
+    resources = container.get("resources") or {}
+    return any(resource in (resources.get(s) or {}) for s in ("limits", "requests"))
 
 
 def init_done(pod: Mapping[str, Any], n_init: int) -> bool:
@@ -164,7 +282,9 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
+def pod_allocation(
+    pod: Mapping[str, Any], families: Families = FAMILIES
+) -> PodAllocation | None:
     """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
@@ -180,6 +300,10 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
     except CodecError:
         mig = ()  # as HAMi: none at all, so the MIG cards it holds are no longer trusted
     spec = pod.get("spec") or {}
+    try:
+        family_devices = family_allocation(annotations, spec, families)
+    except CodecError:
+        family_devices = ()  # as HAMi: an entry it cannot decode holds nothing
     n_init = len(spec.get("initContainers") or ())
     return PodAllocation(
         uid=str(meta.get("uid", "")),
@@ -192,6 +316,7 @@ def pod_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
         init_done=init_done(pod, n_init),
         bound=bool(spec.get("nodeName")),
         mig=mig,
+        family_devices=family_devices,
     )
 
 
@@ -205,7 +330,7 @@ def placement_of(alloc: PodAllocation) -> tuple[object, ...]:
                 (d.uuid, d.usedmem, d.usedcores, d.mig and (d.mig.profile, d.mig.placement))
                 for d in container
             )
-            for container in alloc.devices
+            for container in alloc.all_devices()
         ),
     )
 

@@ -184,6 +184,9 @@ class NodeState:
     cordoned: frozenset[str] = frozenset()
     # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.
     links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # The other device families' cards, by FamilyWire.type, in registration order; their
+    # usage is in `score` too, as HAMi's node score sums every device of the node.
+    families: Mapping[str, tuple[Card, ...]] = field(default_factory=dict)
     # What the engine derives from this exact state (fit results by request and options, the
     # cards summed up by hami.engine.capacity), so that pods of one shape cost a lookup per
     # unchanged node. Not an argument: dataclasses.replace makes a new state with an empty
@@ -210,15 +213,41 @@ class ContainerRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class FamilyRequest:
+    """One container's ask of one device family other than NVIDIA: HAMi's ContainerDeviceRequest
+    (hami.engine.families; here so that a PodRequest can carry it)."""
+
+    type: str  # FamilyWire.type of the family asked
+    nums: int
+    memreq: int = 0  # MiB per device; 0 with a percentage means "that share of it"
+    mem_percentage: int = PERCENTAGE_UNSET
+    coresreq: int = 0
+    # What only one family reads (an Ascend template, a MetaX QoS policy...), as sorted
+    # pairs so the request stays hashable and comparable.
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
 class PodRequest:
     """Per-container requests, init containers first; None where a container asks for no GPU."""
 
     init: tuple[ContainerRequest | None, ...] = ()
     app: tuple[ContainerRequest | None, ...] = ()
+    # What each container (init first) asks of the other device families, in registry order;
+    # () when no container asks any: an NVIDIA pod's request is what it always was.
+    families: tuple[tuple[FamilyRequest, ...], ...] = ()
+
+    @property
+    def wants_nvidia(self) -> bool:
+        return any(r is not None for r in self.init) or any(r is not None for r in self.app)
 
     @property
     def wants_gpu(self) -> bool:
-        return any(r is not None for r in self.init) or any(r is not None for r in self.app)
+        """Whether the pod asks for any device this scheduler places, of any family."""
+        return self.wants_nvidia or bool(self.families)
 
 
 @dataclass(frozen=True, slots=True)

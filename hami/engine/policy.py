@@ -143,6 +143,9 @@ class PodOptions:
     numa_bind: bool = False
     # None: no `nvidia.com/vgpu-mode`; set, even empty, a card's mode must be part of it.
     vgpu_mode: str | None = None
+    # The pod's annotations that other device families' fits read (hami.engine.asks); set
+    # only for a pod asking some family.
+    family_annotations: tuple[tuple[str, str], ...] = ()
 
     @property
     def selects_cards(self) -> bool:

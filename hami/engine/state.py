@@ -25,9 +25,11 @@ def build_node(
     cordoned: frozenset[str] = frozenset(),
     links: Mapping[str, Mapping[str, int]] | None = None,
     previous: NodeState | None = None,
+    families: Iterable[tuple[str, Iterable[DeviceInfo]]] = (),
 ) -> NodeState:
     """The node's state; cards unchanged since `previous` (its last state) are reused as they
-    are, so a pod arriving costs one card's score, not every card's."""
+    are, so a pod arriving costs one card's score, not every card's. `families` are the other
+    device families' cards by type (NodeInventory.families); `usage` holds theirs too."""
     usage = usage or {}
     before = {c.info.id: c for c in previous.cards} if previous is not None else {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
@@ -38,7 +40,17 @@ def build_node(
         for d in nvidia
         for u in (usage.get(d.id, Usage()),)
     )
-    return NodeState(name, cards, node_score(cards), cordoned, links or {})
+    if not families:
+        return NodeState(name, cards, node_score(cards), cordoned, links or {})
+    if previous is not None:
+        before = {c.info.id: c for fc in previous.families.values() for c in fc}
+    others = {
+        kind: tuple(_card(before.get(d.id), d, usage.get(d.id, Usage()), False) for d in infos)
+        for kind, infos in families
+    }
+    # HAMi's node score sums every device of the node, whichever family.
+    score = node_score((*cards, *(c for fc in others.values() for c in fc)))
+    return NodeState(name, cards, score, cordoned, links or {}, others)
 
 
 def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool) -> Card:
@@ -118,5 +130,8 @@ def mig_devices(devices: Iterable[DeviceInfo]) -> frozenset[str]:
 
 def held(alloc: PodAllocation, mig: frozenset[str]) -> dict[str, Usage]:
     """What a pod's allocation annotations take from each card of its node; `mig` are the
-    node's cards in MIG mode."""
-    return pod_usage(alloc.devices, alloc.n_init, alloc.init_done, by_card(alloc.mig), mig)
+    node's cards in MIG mode. The other families' cards are counted as NVIDIA's without MIG."""
+    usage = pod_usage(alloc.devices, alloc.n_init, alloc.init_done, by_card(alloc.mig), mig)
+    if alloc.family_devices:
+        usage.update(pod_usage(alloc.family_devices, alloc.n_init, alloc.init_done, {}))
+    return usage

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hami.engine.asks import pod_request
 from hami.engine.codec import encode_pod_devices
 from hami.engine.inventory import (
     PodAllocation,
@@ -34,7 +35,7 @@ from hami.engine.inventory import (
 )
 from hami.engine.model import PodRequest
 from hami.engine.outside import OutsideClaim, kubelet_gpus
-from hami.engine.requests import RequestError, ResourceDefaults, names_gpu, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults, names_gpu
 from hami.engine.vetting import Vetted, vet_allocation
 
 

@@ -42,7 +42,7 @@ def vet_allocation(
     if bound_to and bound_to != alloc.node:
         return Vetted(None, f"allocated on node {alloc.node} but the pod runs on {bound_to}")
     if devmem is not None:
-        unknown = sorted({d.uuid for c in alloc.devices for d in c} - devmem.keys())
+        unknown = sorted({d.uuid for c in alloc.all_devices() for d in c} - devmem.keys())
         if unknown:
             return Vetted(
                 None, f"it names card {', '.join(unknown)}, which node {alloc.node} does not have"

@@ -6,15 +6,16 @@ as a reservation in the cache and written out by bind.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import reasons
+from hami.engine.asks import family_annotations, pod_request
 from hami.engine.decide import Decision, schedule
 from hami.engine.model import PodRequest
 from hami.engine.policy import Defaults, PodOptions, PolicyError, pod_options
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,10 @@ class Placement:
         if not request.wants_gpu:
             return None
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        return request, pod_options(annotations, self.policies)
+        options = pod_options(annotations, self.policies)
+        if request.families:
+            options = replace(options, family_annotations=family_annotations(annotations))
+        return request, options
 
     def decide(
         self,

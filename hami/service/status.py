@@ -10,10 +10,11 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
+from hami.engine.asks import pod_request
 from hami.engine.inventory import is_terminal
 from hami.engine.mig import label
 from hami.engine.migalloc import summary
-from hami.engine.requests import RequestError, ResourceDefaults, pod_request
+from hami.engine.requests import RequestError, ResourceDefaults
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hami.engine.model import (
-    PERCENTAGE_UNSET,
-    Card,
-    ContainerDevices,
-    DeviceInfo,
-    PodDevices,
-)
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
+
+# One container's ask of one family (HAMi's ContainerDeviceRequest): defined with the engine's
+# other requests, since a PodRequest carries them, and named here too, where families read it.
+from hami.engine.model import FamilyRequest as FamilyRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +56,14 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
+    # Further pod annotations the family's fit reads (FitPod.annotations carries only these
+    # and the four above, so that a pod's options stay small and comparable).
+    reads: tuple[str, ...] = ()
 
-
-@dataclass(frozen=True, slots=True)
-class FamilyRequest:
-    """One container's ask of one family: HAMi's ContainerDeviceRequest."""
-
-    type: str  # FamilyWire.type of the family asked
-    nums: int
-    memreq: int = 0  # MiB per device; 0 with a percentage means "that share of it"
-    mem_percentage: int = PERCENTAGE_UNSET
-    coresreq: int = 0
-    # What only one family reads (an Ascend template, a MetaX QoS policy...), as sorted
-    # pairs so the request stays hashable and comparable.
-    extra: tuple[tuple[str, str], ...] = ()
-
-    def get(self, key: str, default: str = "") -> str:
-        return dict(self.extra).get(key, default)
+    def pod_annotations(self) -> tuple[str, ...]:
+        """Every pod annotation the family's fit may read."""
+        keys = (self.use_type, self.nouse_type, self.use_uuid, self.nouse_uuid, *self.reads)
+        return tuple(k for k in keys if k)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from hami.engine.families.base import Family
+from hami.engine.families.hygon import HYGON
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class Families:
         """Every extended resource some family's pods ask for."""
         return tuple(n for f in self.members for n in f.wire.resources.all())
 
+    def types(self) -> frozenset[str]:
+        """The FamilyWire.type of every member: the device types that are not NVIDIA's."""
+        return frozenset(f.wire.type for f in self.members)
 
-# Filled as each family lands behind the seam (issue 31).
-FAMILIES = Families()
+
+# One entry per family, in the order HAMi registers them; keep it one list (issue 31).
+FAMILIES = Families((HYGON,))

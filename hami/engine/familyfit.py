@@ -1,0 +1,124 @@
+"""Fitting a pod's asks of the other device families onto one node, as HAMi's fitInDevices.
+
+For each container and each family it asks, HAMi sorts the node's whole device list with
+the GPU policy's comparator, keeps the devices whose type names the family, turns the node
+down with NodeInsufficientDevice when they are fewer than asked, and calls the family's Fit
+(which walks from the tail). The sort is stable on the cards' scores, so the family's cards
+keep the order among themselves they have in the whole list; they are sorted here alone, with
+the same key as NVIDIA's cards (hami.engine.fit). Init containers each see the node as it
+is; app containers see what the ones before them took, and the order the last sort left.
+The node's score gains each family's ScoreNode for the devices chosen.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hami.engine import reasons as r
+from hami.engine.families.base import Family, FitPod
+from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.fit import first_order, resorted
+from hami.engine.model import (
+    Card,
+    ContainerDevices,
+    FamilyRequest,
+    NodeState,
+    PodDevices,
+    PodRequest,
+    Usage,
+)
+from hami.engine.policy import CardKey, NodePolicy, PodOptions
+from hami.engine.score import make_card
+
+
+@dataclass(frozen=True, slots=True)
+class FamiliesFit:
+    """Per container (init first) the families' devices, or HAMi's reason; the node score's
+    addition (the families' ScoreNode)."""
+
+    devices: PodDevices | None
+    reason: str = ""
+    score: float = 0.0
+
+
+@dataclass
+class _Cards:
+    """One family's cards of the node as the app containers leave them, in HAMi's order."""
+
+    cards: list[Card]
+    order: list[int]
+
+
+def fit_families(
+    node: NodeState, request: PodRequest, opts: PodOptions, families: Families = FAMILIES
+) -> FamiliesFit:
+    by_type = families.by_type()
+    pod = FitPod(
+        annotations=dict(opts.family_annotations),
+        mutex=opts.gpu_policy.mutex,
+        binpack=opts.gpu_policy.keys[:1] == (CardKey.BINPACK,),
+    )
+    n_init = len(request.init)
+    app: dict[str, _Cards] = {}
+    taken: dict[str, list[ContainerDevices]] = {}
+    out: list[ContainerDevices] = []
+    for index, asks in enumerate(request.families):
+        picked: list[ContainerDevices] = []
+        for ask in asks:
+            family = by_type.get(ask.type)
+            if family is None:
+                return FamiliesFit(None, f"Device type not found: {ask.type}")
+            state = _state(node, ask.type, app) if index >= n_init else None
+            cards = node.families.get(ask.type, ()) if state is None else state.cards
+            order = first_order(cards) if state is None else state.order
+            got, why = _fit_one(family, cards, order, ask, opts, pod, taken)
+            if got is None:
+                return FamiliesFit(None, why)
+            picked.append(got)
+            taken.setdefault(ask.type, []).append(got)
+            if state is not None:
+                state.order = resorted(cards, order, opts)
+                state.cards = _add(state.cards, got)
+        out.append(tuple(d for got in picked for d in got))
+    binpack = opts.node_policy == NodePolicy.BINPACK
+    score = sum(
+        by_type[kind].score_node(node.families.get(kind, ()), tuple(chosen), binpack)
+        for kind, chosen in taken.items()
+    )
+    return FamiliesFit(tuple(out), "", score)
+
+
+def _state(node: NodeState, kind: str, app: dict[str, _Cards]) -> _Cards:
+    state = app.get(kind)
+    if state is None:
+        cards = list(node.families.get(kind, ()))
+        state = app[kind] = _Cards(cards, first_order(cards))
+    return state
+
+
+def _fit_one(
+    family: Family,
+    cards: Sequence[Card],
+    order: Sequence[int],
+    ask: FamilyRequest,
+    opts: PodOptions,
+    pod: FitPod,
+    taken: Mapping[str, list[ContainerDevices]],
+) -> tuple[ContainerDevices | None, str]:
+    if ask.nums > len(cards):
+        return None, r.NODE_INSUFFICIENT_DEVICE
+    ordered = [cards[i] for i in resorted(cards, order, opts)]
+    fit = family.fit(ordered, ask, pod, tuple(taken.get(ask.type, ())))
+    if fit.devices is None:
+        return None, fit.reason
+    return fit.devices, ""
+
+
+def _add(cards: list[Card], devices: ContainerDevices) -> list[Card]:
+    """The cards with what one container took (HAMi's AddResourceUsage: a slot each)."""
+    taken: dict[str, Usage] = {}
+    for d in devices:
+        taken[d.uuid] = taken.get(d.uuid, Usage()) + Usage(1, d.usedmem, d.usedcores)
+    return [
+        c if (u := taken.get(c.info.id)) is None else make_card(c.info, c.usage + u, c.untrusted)
+        for c in cards
+    ]
