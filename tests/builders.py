@@ -9,6 +9,7 @@ from typing import Any
 
 from hami.engine import names
 from hami.engine.codec import encode_node_devices
+from hami.engine.families.base import Family
 from hami.engine.model import DeviceInfo
 
 Obj = dict[str, Any]
@@ -74,3 +75,64 @@ def gpu_pod(
         "spec": spec,
         "status": {"phase": phase},
     }
+
+
+# --- the other device families (hami/engine/families) ---------------------------------------------
+
+# A sample card per family, by FamilyWire.type: (model, MiB, cores, slots). Stand-ins chosen
+# for the tests, not read from a vendor's device plugin; a family missing here gets the
+# generic one, so that a family added to the registry is tested without an edit here.
+SAMPLE_CARDS: dict[str, tuple[str, int, int, int]] = {
+    "DCU": ("DCU-Z100L", 32768, 100, 4),
+}
+
+
+def sample_card(family: Family, index: int, *, uuid: str = "", numa: int = 0) -> DeviceInfo:
+    """Card `index` of the family's sample model, with UUID <type>-<index> unless given."""
+    kind = family.wire.type
+    model, mib, cores, slots = SAMPLE_CARDS.get(kind, (f"{kind}-SAMPLE", 16384, 100, 4))
+    return DeviceInfo(uuid or f"{kind}-{index}", index, slots, mib, cores, model, numa)
+
+
+def family_node(name: str, family: Family, cards: Sequence[DeviceInfo], **annotations: str) -> Obj:
+    """A Node as the family's device plugin registers it: its registration annotation and
+    handshake, and its count resource allocatable (one per card's slot)."""
+    wire = family.wire
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                wire.register_annotation: encode_node_devices(tuple(cards)),
+                wire.handshake_annotation: "Reported_2026-08-21 10:00:00",
+                **annotations,
+            },
+        },
+        "status": {"allocatable": {wire.resources.count: str(sum(c.count for c in cards))}},
+    }
+
+
+def family_limits(family: Family, count: int = 1, mem: int | None = None) -> dict[str, str]:
+    """A container's limits asking `count` of the family's devices, `mem` MiB each where the
+    family has a memory resource."""
+    names = family.wire.resources
+    limits = {names.count: str(count)}
+    if mem is not None and names.memory:
+        limits[names.memory] = str(mem)
+    return limits
+
+
+def family_pod(
+    name: str,
+    family: Family,
+    namespace: str = "ns",
+    *,
+    count: int = 1,
+    mem: int | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    """gpu_pod's counterpart: one container asking for the family's devices."""
+    pod = gpu_pod(name, namespace, annotations=annotations)
+    pod["spec"]["containers"][0]["resources"] = {"limits": family_limits(family, count, mem)}
+    return pod

@@ -12,7 +12,7 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
-from hami.engine.familyadmit import claim_families
+from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
@@ -109,11 +109,14 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
 
 
 def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
-    """Scheduler-owned keys present at creation: only the scheduler may write them."""
+    """Scheduler-owned keys present at creation: only the scheduler may write them (the
+    other families' allocation annotations among them)."""
     return sorted(
         k
         for k in annotations
-        if k in names.SCHEDULER_OWNED_KEYS or k.startswith(names.SCHEDULER_OWNED_PREFIXES)
+        if k in names.SCHEDULER_OWNED_KEYS
+        or k.startswith(names.SCHEDULER_OWNED_PREFIXES)
+        or k in FAMILY_OWNED_KEYS
     )
 
 

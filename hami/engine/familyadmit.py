@@ -13,6 +13,11 @@ from hami.engine.asks import pod_request
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.requests import RequestError, ResourceDefaults
 
+# The pod annotations a bind writes for the families' device plugins: only the scheduler may.
+FAMILY_OWNED_KEYS = frozenset(
+    k for f in FAMILIES for k in (f.wire.to_allocate_annotation, f.wire.allocated_annotation)
+)
+
 
 def claim_families(
     pod: dict[str, Any],

@@ -238,6 +238,19 @@ def merge_devices(first: PodDevices, second: PodDevices) -> PodDevices:
     return tuple(a + b for a, b in zip((*first, *pad)[:n], (*second, *pad)[:n], strict=True))
 
 
+def split_devices(
+    devices: PodDevices, families: Families = FAMILIES
+) -> tuple[PodDevices, dict[str, PodDevices]]:
+    """NVIDIA's part of a per-container allocation, and each other family's (by type), each
+    with one entry per container; `devices` itself when it holds no other family's card."""
+    types = families.types()
+    kinds = {d.type for c in devices for d in c if d.type in types}
+    if not kinds:
+        return devices, {}
+    nvidia = tuple(tuple(d for d in c if d.type not in types) for c in devices)
+    return nvidia, {k: tuple(tuple(d for d in c if d.type == k) for c in devices) for k in kinds}
+
+
 def family_allocation(
     annotations: Mapping[str, str], spec: Mapping[str, Any], families: Families
 ) -> PodDevices:

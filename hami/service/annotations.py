@@ -2,23 +2,38 @@
 
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
+from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.inventory import split_devices
 from hami.engine.migalloc import allocations, encode_allocations
 from hami.engine.model import PodDevices
 
 
 def allocation_annotations(
-    node: str, devices: PodDevices, unix_now: int, phase: str = names.PHASE_ALLOCATING
+    node: str,
+    devices: PodDevices,
+    unix_now: int,
+    phase: str = names.PHASE_ALLOCATING,
+    families: Families = FAMILIES,
 ) -> dict[str, str]:
-    """`phase` is `success` on a node without HAMi's device plugin: no Allocate will follow."""
-    encoded = encode_pod_devices(devices)
+    """`phase` is `success` on a node without HAMi's device plugin: no Allocate will follow.
+
+    NVIDIA's cards go under HAMi's NVIDIA keys, each other family's under its own (its
+    Family.annotations); a pod with no NVIDIA card has no NVIDIA keys, as in HAMi."""
+    devices, others = split_devices(devices, families)
     out = {
         names.ASSIGNED_NODE: node,
         names.ASSIGNED_TIME: str(unix_now),
-        names.DEVICES_TO_ALLOCATE: encoded,
-        names.DEVICES_ALLOCATED: encoded,
         names.BIND_PHASE: phase,
         names.BIND_TIME: str(unix_now),
     }
+    by_type = families.by_type()
+    for kind, theirs in others.items():
+        out.update(by_type[kind].annotations(theirs))
+    if others and not any(devices):
+        return out
+    encoded = encode_pod_devices(devices)
+    out[names.DEVICES_TO_ALLOCATE] = encoded
+    out[names.DEVICES_ALLOCATED] = encoded
     # Cards in MIG mode: which profile and placement each instance takes, for HAMi's device
     # plugin to create (written only when there is one, as HAMi writes it).
     mig = encode_allocations(allocations(devices))

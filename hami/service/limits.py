@@ -7,6 +7,7 @@ failed before this point can never start without its limits.
 from typing import Any
 
 from hami.engine.injection import CONFIG_ANNOTATION, config_data
+from hami.engine.inventory import split_devices
 from hami.engine.model import PodDevices
 from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict
@@ -43,7 +44,8 @@ class LimitsWriter:
                 "ownerReferences": [owner],
                 "labels": {"app.kubernetes.io/managed-by": "hami-scheduler"},
             },
-            "data": config_data(names, devices),
+            # hami-core's limits: NVIDIA's cards only, whatever else the pod holds.
+            "data": config_data(names, split_devices(devices)[0]),
         }
         try:
             await self.kube.create_configmap(namespace, body)
