@@ -1,0 +1,135 @@
+"""Family cards in the cache: counted from each pod's allocation annotation and from filter's
+reservations, released on delete, never over-committed; NVIDIA's quotas do not count them."""
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hami.cache.store import ClusterCache
+from hami.engine.families.hygon import HYGON
+from hami.engine.model import ContainerDevice, Usage
+from hami.engine.quota import QuotaUsage
+from hami.service.annotations import allocation_annotations
+from hami.service.placement import Placement
+from tests.builders import family_node, family_pod, sample_card
+
+NODES = ("node-0", "node-1")
+
+
+def cluster() -> tuple[ClusterCache, Placement]:
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache.replace_nodes(
+        family_node(n, HYGON, [sample_card(HYGON, i, uuid=f"{n}-DCU-{i}") for i in range(2)])
+        for n in NODES
+    )
+    return cache, Placement(cache)
+
+
+def dcu_usage(cache: ClusterCache) -> dict[str, Usage]:
+    return {c.info.id: c.usage for n in cache.view.values() for c in n.families.get("DCU", ())}
+
+
+def test_a_bound_pods_dcus_count_until_it_is_deleted() -> None:
+    cache, placement = cluster()
+    pod = family_pod("p", HYGON, mem=1000)
+    out = placement.filter(pod, list(NODES))
+    d = out.decision
+    assert d is not None and d.node is not None and d.devices is not None
+    taken = d.devices[0][0].uuid
+    # Reserved at filter: counted before any annotation is written.
+    assert dcu_usage(cache)[taken] == Usage(1, 1000, 100)
+    pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+    pod["spec"]["nodeName"] = d.node
+    cache.upsert_pod(pod)
+    assert cache.reservation("uid-p") is None
+    assert dcu_usage(cache)[taken] == Usage(1, 1000, 100)
+    cache.delete_pod(pod)
+    assert all(u.empty for u in dcu_usage(cache).values())
+
+
+def test_a_bind_refuses_a_dcu_an_allocation_took_since_filter() -> None:
+    cache, _ = cluster()
+    devices = ((ContainerDevice("node-0-DCU-1", 32768, 100, "DCU"),),)
+    cache.reserve("u1", "ns", "a", "node-0", devices, 0)
+    assert cache.overcommitted("node-0", devices) == []
+    cache.reserve("u2", "ns", "b", "node-0", devices, 0)
+    assert cache.overcommitted("node-0", devices) == ["node-0-DCU-1 (65536 MiB counted of 32768)"]
+
+
+def test_nvidias_quota_does_not_count_dcus() -> None:
+    cache, _ = cluster()
+    devices = ((ContainerDevice("node-0-DCU-1", 1000, 30, "DCU"),),)
+    cache.reserve("u1", "ns", "a", "node-0", devices, 0)
+    assert cache.quotas.used("ns") == QuotaUsage()
+    nvidia = ((ContainerDevice("GPU-0", 500, 10),),)
+    cache.reserve("u2", "ns", "b", "node-1", nvidia, 0)
+    assert cache.quotas.used("ns") == QuotaUsage(500, 10)
+    cache.forget("u1")
+    assert all(u.empty for u in dcu_usage(cache).values())
+
+
+container = st.fixed_dictionaries(
+    {"hygon.com/dcunum": st.integers(1, 2)},
+    optional={"hygon.com/dcumem": st.integers(1, 40000), "hygon.com/dcucores": st.integers(0, 100)},
+)
+pod_spec = st.tuples(
+    st.lists(container, min_size=1, max_size=2),
+    st.lists(container, max_size=1),
+    st.sampled_from(["binpack", "spread", "mutex"]),
+    st.sampled_from(["binpack", "spread"]),
+    st.booleans(),  # bound (its annotations seen) or only reserved
+)
+ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=30)
+
+
+def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
+    apps, inits, gpu_policy, node_policy, _ = spec
+    pod = family_pod(f"p{i}", HYGON)
+    pod["metadata"]["annotations"] = {
+        "hami.io/gpu-scheduler-policy": gpu_policy,
+        "hami.io/node-scheduler-policy": node_policy,
+    }
+    limits = lambda c: {k: str(v) for k, v in c.items()}  # noqa: E731
+    pod["spec"]["initContainers"] = [
+        {"name": f"i{k}", "resources": {"limits": limits(c)}} for k, c in enumerate(inits)
+    ]
+    pod["spec"]["containers"] = [
+        {"name": f"c{k}", "resources": {"limits": limits(c)}} for k, c in enumerate(apps)
+    ]
+    return pod
+
+
+def check_capacity(cache: ClusterCache) -> None:
+    for node in cache.view.values():
+        for card in node.families.get("DCU", ()):
+            u, info = card.usage, card.info
+            assert 0 <= u.used <= info.count, (node.name, card)
+            assert 0 <= u.usedmem <= info.devmem, (node.name, card)
+            assert 0 <= u.usedcores <= info.devcore, (node.name, card)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops)
+def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
+    cache, placement = cluster()
+    assert len(dcu_usage(cache)) == 4  # the nodes' DCUs are registered
+    live: list[dict[str, Any]] = []
+    for i, op in enumerate(operations):
+        if isinstance(op, int):
+            if live:
+                cache.delete_pod(live.pop(op % len(live)))
+            continue
+        pod = manifest(i, op)
+        d = placement.filter(pod, list(NODES)).decision
+        if d is None or d.node is None or d.devices is None:
+            continue
+        if op[4]:
+            pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+            pod["spec"]["nodeName"] = d.node
+            cache.upsert_pod(pod)
+        live.append(pod)
+        check_capacity(cache)
+    for pod in live:
+        cache.delete_pod(pod)
+    assert all(u.empty for u in dcu_usage(cache).values())

@@ -1,0 +1,99 @@
+"""The webhook and the device families: a claimed container makes the pod ours, with the
+family's pod fields and none of NVIDIA's node-side injection."""
+
+from typing import Any
+
+import pytest
+
+from hami.engine.admission import AdmissionConfig, admit
+from hami.engine.families.base import Claim
+from hami.engine.families.hygon import HYGON
+from hami.engine.families.registry import FAMILIES
+from hami.engine.familyadmit import claim_families
+from hami.engine.injection import InjectionConfig, driver_profile
+from hami.engine.requests import ResourceDefaults
+from tests.builders import family_limits
+
+STANDALONE = AdmissionConfig(
+    injection=InjectionConfig(
+        mode="standalone",
+        driver=driver_profile("gke"),
+        hook_path="/home/kubernetes/bin/nvidia/vgpu",
+    )
+)
+
+
+def pod(*limits: dict[str, str], **spec: Any) -> dict[str, Any]:
+    containers = [
+        {"name": f"c{i}", "image": "busybox", "resources": {"limits": dict(lim)}}
+        for i, lim in enumerate(limits)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES.members, ids=lambda f: f.wire.type)
+def test_a_family_pod_gets_our_scheduler_and_no_nvidia_injection(family: Any) -> None:
+    a = admit(pod(family_limits(family, 1)), STANDALONE)
+    assert a.allowed, a.message
+    assert a.pod["spec"]["schedulerName"] == "hami-scheduler"
+    c = a.pod["spec"]["containers"][0]
+    assert "volumeMounts" not in c and "env" not in c
+    assert "volumes" not in a.pod["spec"]
+    assert not (a.pod["metadata"].get("annotations") or {})
+
+
+def test_a_pod_asking_nvidia_and_a_family_is_injected_for_its_nvidia_container_only() -> None:
+    a = admit(
+        pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, family_limits(HYGON, 1)),
+        STANDALONE,
+    )
+    assert a.allowed, a.message
+    nvidia, dcu = a.pod["spec"]["containers"]
+    assert any(m["mountPath"] == "/etc/ld.so.preload" for m in nvidia["volumeMounts"])
+    assert not any(m["mountPath"] == "/etc/ld.so.preload" for m in dcu.get("volumeMounts") or ())
+
+
+def test_a_family_pod_of_another_scheduler_is_left_alone() -> None:
+    a = admit(pod(family_limits(HYGON, 1), schedulerName="volcano"), AdmissionConfig())
+    assert a.allowed and a.pod["spec"]["schedulerName"] == "volcano"
+
+
+def test_a_family_ask_hami_cannot_read_is_refused_naming_it() -> None:
+    a = admit(pod({"hygon.com/dcunum": "1", "hygon.com/dcumem": "lots"}), AdmissionConfig())
+    assert not a.allowed and "hygon.com/dcumem" in a.message
+
+
+def test_forged_family_allocation_is_refused() -> None:
+    p = pod(family_limits(HYGON, 1))
+    p["metadata"]["annotations"] = {HYGON.wire.allocated_annotation: "DCU-0,DCU,0,100:;"}
+    a = admit(p, AdmissionConfig())
+    assert not a.allowed and HYGON.wire.allocated_annotation in a.message
+
+
+class _Fields:
+    """A family that sets a pod field when it claims (as Ascend's runtimeClassName)."""
+
+    wire = HYGON.wire
+
+    def claim(self, container: Any, pod: Any) -> Claim:
+        return Claim(True, (("runtimeClassName", "vendor"),))
+
+    def container_request(self, container: Any, *, strict: bool = False) -> None:
+        return None
+
+
+def test_family_pod_fields_are_set_only_when_absent() -> None:
+    from hami.engine.families.registry import Families
+
+    families = Families((_Fields(),))  # type: ignore[arg-type]
+    bare = pod({})
+    assert claim_families(bare, bare["spec"]["containers"], ResourceDefaults(), families)
+    assert bare["spec"]["runtimeClassName"] == "vendor"
+    own = pod({}, runtimeClassName="mine")
+    claim_families(own, own["spec"]["containers"], ResourceDefaults(), families)
+    assert own["spec"]["runtimeClassName"] == "mine"
