@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
+from hami.engine.families.registry import FAMILIES
 
 from . import faultproxy, loopback
 from .kube import Kube, wait_for
@@ -76,6 +77,8 @@ MANAGED_RESOURCES = (
     "nvidia.com/gpumem-percentage",
     "nvidia.com/gpucores",
     "nvidia.com/priority",
+    # Every other device family's, as the chart lists them (helm/hami/families.yaml).
+    *FAMILIES.resource_names(),
 )
 
 # A cold build of the Kubernetes binaries takes 15-30 minutes on two cores.

@@ -149,9 +149,17 @@ Certificates and the webhook
 {{- if eq .Values.webhook.injection.mode "standalone" }}true{{ end }}
 {{- end }}
 
-{{/* CEL: does container c request or limit any GPU resource? */}}
+{{/* The other device families' resources (families.yaml, the registry's list). */}}
+{{- define "hami.familyResources" -}}
+{{- toJson ((.Files.Get "families.yaml" | fromYaml).resources | default list) -}}
+{{- end }}
+
+{{/* CEL: does container c request or limit any GPU resource, of NVIDIA or another family? */}}
 {{- define "hami.celContainerWantsGpu" -}}
-{{- $r := "['nvidia.com/gpu', 'nvidia.com/gpumem', 'nvidia.com/gpumem-percentage', 'nvidia.com/gpucores']" -}}
+{{- $names := concat (list "nvidia.com/gpu" "nvidia.com/gpumem" "nvidia.com/gpumem-percentage" "nvidia.com/gpucores") (include "hami.familyResources" . | fromJsonArray) -}}
+{{- $quoted := list -}}
+{{- range $names }}{{ $quoted = append $quoted (printf "'%s'" .) }}{{ end -}}
+{{- $r := printf "[%s]" (join ", " $quoted) -}}
 has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k in {{ $r }})) || (has(c.resources.requests) && c.resources.requests.exists(k, k in {{ $r }})))
 {{- end }}
 

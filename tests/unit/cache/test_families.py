@@ -83,6 +83,10 @@ pod_spec = st.tuples(
 ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=30)
 
 
+def limits(container: dict[str, int]) -> dict[str, str]:
+    return {k: str(v) for k, v in container.items()}
+
+
 def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
     apps, inits, gpu_policy, node_policy, _ = spec
     pod = family_pod(f"p{i}", HYGON)
@@ -90,7 +94,6 @@ def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
         "hami.io/gpu-scheduler-policy": gpu_policy,
         "hami.io/node-scheduler-policy": node_policy,
     }
-    limits = lambda c: {k: str(v) for k, v in c.items()}  # noqa: E731
     pod["spec"]["initContainers"] = [
         {"name": f"i{k}", "resources": {"limits": limits(c)}} for k, c in enumerate(inits)
     ]
