@@ -55,9 +55,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from . import nodesim_mig
 from .nodespec import (
     GPU_RESOURCE,
-    REGISTER_ANNOTATION,
     NodeSpec,
     load_specs,
+    plugin_wire,
     register_annotation,
 )
 
@@ -157,6 +157,8 @@ class Simulator:
 
     async def _register(self, node: NodeSpec) -> None:
         hami = node.plugin == "hami"
+        wire = plugin_wire(node)
+        handshake = {wire.handshake: f"Reported_{_now()}"} if wire.handshake else {}
         metadata = {
             "labels": {
                 **({"gpu": "on"} if hami else {}),
@@ -165,7 +167,7 @@ class Simulator:
                 "kubernetes.io/arch": "amd64",
                 **node.labels,
             },
-            "annotations": {REGISTER_ANNOTATION: register_annotation(node)} if hami else {},
+            "annotations": {wire.register: register_annotation(node), **handshake} if hami else {},
         }
         status = _node_status(node)
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, **metadata}}
@@ -291,8 +293,9 @@ class Simulator:
             return
         if uid in self.settled or pod.get("status", {}).get("phase", "Pending") != "Pending":
             return
-        hami = self.nodes[pod["spec"]["nodeName"]].plugin == "hami"
-        if hami and _gpu_requests(pod) and uid not in self.admitted:
+        node = self.nodes[pod["spec"]["nodeName"]]
+        hami = node.plugin == "hami"
+        if hami and _gpu_requests(pod, plugin_wire(node).resource) and uid not in self.admitted:
             if pod["metadata"].get("annotations", {}).get(BIND_PHASE) == "success":
                 self.admitted.add(uid)  # allocated before this process started
             else:
@@ -439,14 +442,15 @@ class Simulator:
 
     async def _allocate_containers(self, pod: Obj, node: NodeSpec) -> None:
         annotations = pod["metadata"].setdefault("annotations", {})
-        segments = annotations.get(TO_ALLOCATE, "").split(";")
+        wire = plugin_wire(node)
+        segments = annotations.get(wire.to_allocate, "").split(";")
         cards = {c.uuid: c for c in node.cards}
         others = await self._other_pods(pod) if any(c.mode == "mig" for c in node.cards) else []
-        for container, wanted in _gpu_requests(pod):
-            index = next((i for i, s in enumerate(segments) if VENDOR in s), None)
+        for container, wanted in _gpu_requests(pod, wire.resource):
+            index = next((i for i, s in enumerate(segments) if wire.vendor in s), None)
             if index is None:
                 raise AdmissionError(f"device request not found for container {container}")
-            devices = _decode_container(segments[index])
+            devices = _decode_container(segments[index], wire.vendor)
             if len(devices) != wanted:
                 raise AdmissionError("device number not matched")
             unknown = [d for d in devices if d not in cards]
@@ -458,12 +462,12 @@ class Simulator:
             except nodesim_mig.MigRefusedError as e:
                 raise AdmissionError(str(e)) from None
             segments[index] = ""
-            patch = {TO_ALLOCATE: ";".join(segments)}
+            patch = {wire.to_allocate: ";".join(segments)}
             if mig is not None:
                 patch[nodesim_mig.MIG_ALLOCATIONS] = annotations[nodesim_mig.MIG_ALLOCATIONS] = mig
             await self._patch_annotations(pod, patch)
             log.info("%s: container %s gets %s", _key(pod), container, ",".join(devices))
-        if any(VENDOR in s for s in segments):
+        if any(wire.vendor in s for s in segments):
             # The real plugin keeps waiting for an Allocate call that never comes: the pod runs,
             # bind-phase stays "allocating" and the node lock stays taken until it expires.
             log.error("%s: devices left after the last GPU container: %r", _key(pod), segments)
@@ -555,10 +559,11 @@ def _node_status(node: NodeSpec) -> Obj:
     healthy = sum(1 for c in node.cards if c.health)
     base = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     now = _now()
+    resource = plugin_wire(node).resource
     return {
-        "capacity": {**base, GPU_RESOURCE: str(node.gpu_capacity)},
+        "capacity": {**base, resource: str(node.gpu_capacity)},
         # Kubelet counts only healthy devices as allocatable.
-        "allocatable": {**base, GPU_RESOURCE: str(healthy * node.per_card)},
+        "allocatable": {**base, resource: str(healthy * node.per_card)},
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": node.name},
@@ -576,14 +581,15 @@ def _node_status(node: NodeSpec) -> Obj:
     }
 
 
-def _gpu_requests(pod: Obj) -> list[tuple[str, int]]:
-    """(container, nvidia.com/gpu count) in the order kubelet calls Allocate: init first."""
+def _gpu_requests(pod: Obj, resource: str = GPU_RESOURCE) -> list[tuple[str, int]]:
+    """(container, count of the node plugin's resource) in the order kubelet calls Allocate:
+    init first."""
     spec = pod["spec"]
     result = []
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         resources = container.get("resources", {})
-        value = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(
-            GPU_RESOURCE
+        value = resources.get("limits", {}).get(resource) or resources.get("requests", {}).get(
+            resource
         )
         if value is not None and int(value) > 0:
             result.append((container["name"], int(value)))
@@ -598,12 +604,12 @@ def _container_index(pod: Obj, name: str) -> int:
     return names.index(name)
 
 
-def _decode_container(segment: str) -> list[str]:
-    """UUIDs of the NVIDIA devices in one container segment of a HAMi pod device string."""
+def _decode_container(segment: str, vendor: str = VENDOR) -> list[str]:
+    """UUIDs of the `vendor` devices in one container segment of a HAMi pod device string."""
     uuids = []
     for piece in segment.split(":"):
         fields = piece.split(",")
-        if len(fields) >= 4 and fields[1] == VENDOR:
+        if len(fields) >= 4 and fields[1] == vendor:
             uuids.append(fields[0])
     return uuids
 

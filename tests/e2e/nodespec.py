@@ -15,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hami.engine.families.base import Family
+from hami.engine.families.registry import FAMILIES
+from tests.builders import sample_card
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE
 from tests.reference.hami_v210_mig import Profile
 
@@ -61,6 +64,9 @@ class NodeSpec:
     # Seconds the simulated device plugin takes for each pod's Allocate: a slow plugin keeps
     # the node lock longer, so binds to the node queue behind it.
     allocate_delay: float = 0.0
+    # With plugin "hami": the device family whose vendor plugin the node runs (its
+    # FamilyWire.type, hami/engine/families); "" for HAMi's NVIDIA plugin.
+    family: str = ""
 
     def __post_init__(self) -> None:
         if self.plugin not in PLUGINS:
@@ -155,6 +161,47 @@ def a100_mig_node(name: str, profiles: Sequence[Profile] = A100_EXAMPLE) -> Node
     return NodeSpec(name=name, cards=(card,), split=7)
 
 
+@dataclass(frozen=True)
+class PluginWire:
+    """What a node's device plugin writes and reads: its registration annotation and
+    handshake, the resource it advertises, the pod annotation its Allocate takes devices from,
+    and the word its entries carry. For another family these are the names the family module
+    declares (its FamilyWire: the names shared with that vendor's plugin)."""
+
+    register: str
+    handshake: str
+    resource: str
+    to_allocate: str
+    vendor: str
+
+
+NVIDIA_PLUGIN = PluginWire(
+    REGISTER_ANNOTATION, "", GPU_RESOURCE, "hami.io/vgpu-devices-to-allocate", "NVIDIA"
+)
+
+
+def plugin_wire(node: NodeSpec) -> PluginWire:
+    if not node.family:
+        return NVIDIA_PLUGIN
+    wire = FAMILIES.by_type()[node.family].wire
+    return PluginWire(
+        wire.register_annotation,
+        wire.handshake_annotation,
+        wire.resources.count,
+        wire.to_allocate_annotation,
+        wire.type,
+    )
+
+
+def family_node(name: str, family: Family, cards: int = 2, split: int = 0) -> NodeSpec:
+    """A node running `family`'s vendor plugin with `cards` of its sample card
+    (tests/builders.SAMPLE_CARDS: stand-in values), each shared by `split` tasks (the sample's
+    slots unless given)."""
+    infos = [sample_card(family, i, uuid=f"{name}-{family.wire.type}-{i}") for i in range(cards)]
+    specs = tuple(CardSpec(d.id, d.index, d.devmem, d.devcore, d.type) for d in infos)
+    return NodeSpec(name=name, cards=specs, split=split or infos[0].count, family=family.wire.type)
+
+
 def register_annotation(node: NodeSpec) -> str:
     """The device plugin's v2.8+ ``hami.io/node-nvidia-register`` value for ``node``.
 
@@ -215,6 +262,7 @@ def load_specs(text: str) -> list[NodeSpec]:
                 labels=raw.get("labels", {}),
                 plugin=raw.get("plugin", "hami"),
                 allocate_delay=raw.get("allocate_delay", 0.0),
+                family=raw.get("family", ""),
             )
         )
     return nodes
