@@ -80,7 +80,7 @@ def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     allocated = annotations[wire.allocated_annotation]
     assert allocated.startswith(f"{card},{wire.type},"), allocated
     assert allocated.endswith(":;"), allocated
-    assert annotations[wire.to_allocate_annotation] == ""
+    assert annotations[wire.to_allocate_annotation] == ";"  # every entry handed out
     assert annotations["hami.io/bind-phase"] == "success"
     assert "hami.io/vgpu-devices-allocated" not in annotations
     node_annotations = kube.get("node", node.name)["metadata"].get("annotations") or {}
@@ -88,12 +88,16 @@ def test_a_family_pod_is_placed_bound_run_and_its_card_released(
 
     kube.apply(manifest("second", family), namespace)
 
-    def refused() -> bool:
-        return any(
-            e.get("reason") == "FailedScheduling" for e in kube.pod_events(namespace, "second")
-        )
+    def refused() -> list[str]:
+        return [
+            e.get("message") or ""
+            for e in kube.pod_events(namespace, "second")
+            if e.get("reason") == "FailedScheduling"
+        ]
 
-    wait_for(refused, timeout=60, what="the second pod to find no room")
+    messages = wait_for(refused, timeout=60, what="the second pod to find no room")
+    # Our extender's reason, in HAMi's words: the card's one slot is taken.
+    assert any("1/1 CardTimeSlicingExhausted" in m for m in messages), messages
     assert not kube.pod(namespace, "second")["spec"].get("nodeName")
 
     kube("delete", "pod", "first", "-n", namespace, "--wait=true", "--timeout=60s")
