@@ -519,10 +519,7 @@ class ClusterCache:
         own = pod_instances(devices)
         wanted = {d.uuid for c in devices for d in c}
         out = []
-        cards = () if state is None else state.cards
-        if state is not None and state.families:
-            cards = (*cards, *(c for fc in state.families.values() for c in fc))
-        for c in cards:
+        for c in () if state is None else state.all_cards():
             why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
             if why is not None:
                 out.append(f"{c.info.id} ({why})")

@@ -193,6 +193,13 @@ class NodeState:
     # memo, so a derived value can never outlive the state it was derived from.
     memo: dict[object, object] = field(default_factory=dict, init=False, compare=False, repr=False)
 
+    def all_cards(self) -> tuple[Card, ...]:
+        """Every card of the node: NVIDIA's, then each other family's (for views and checks
+        that cover them all; decisions read `cards` and `families` apart)."""
+        if not self.families:
+            return self.cards
+        return (*self.cards, *(c for cards in self.families.values() for c in cards))
+
 
 @dataclass(frozen=True, slots=True)
 class ContainerRequest:

@@ -244,18 +244,20 @@ class ClusterExposition:
 
     def _node_lines(self, node: NodeState) -> list[str]:
         """The node's samples of each card series, in the order of CARD_SERIES."""
-        labels = [self._card_label_text(node.name, card) for card in node.cards]
+        cards = node.all_cards()
+        labels = [self._card_label_text(node.name, card) for card in cards]
         return [
             "".join(
                 f"{name}{text[index]} {go_float(series.value(card))}\n"
-                for card, text in zip(node.cards, labels, strict=True)
+                for card, text in zip(cards, labels, strict=True)
             )
             for index, series in enumerate(CARD_SERIES)
             for name in (self._name(series),)
         ]
 
     def _lines(self, snap: Snapshot) -> Iterator[str]:
-        cards = [(node.name, card) for node in snap.nodes for card in node.cards]
+        # Every family's cards, told apart by their device_type (the model the plugin registers).
+        cards = [(node.name, card) for node in snap.nodes for card in node.all_cards()]
         labels = [self._card_label_text(node, card) for node, card in cards]
         for index, series in enumerate(CARD_SERIES):
             name = self._name(series)

@@ -11,6 +11,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names, reasons
 from hami.engine.codec import CodecError
+from hami.engine.families.registry import FAMILIES
 from hami.engine.mig import blocked, label
 from hami.engine.migalloc import allocations, decode_allocations
 from hami.engine.model import NodeState, PodRequest
@@ -40,7 +41,7 @@ def explain(
     short = node_shortfall(cache, str(spec.get("nodeName", "")))
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
-        f"  cards: {annotations.get(names.DEVICES_ALLOCATED, '(no allocation annotation)')}",
+        f"  cards: {_written_cards(annotations)}",
         *written_instances(annotations.get(names.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
         *([f"  warning: {short}"] if short else []),
@@ -95,6 +96,17 @@ def explain(
                 for uuid, score in cs.items()
             )
     return lines
+
+
+def _written_cards(annotations: Mapping[str, str]) -> str:
+    """NVIDIA's allocation annotation and every other family's, as written on the pod."""
+    parts = [annotations[names.DEVICES_ALLOCATED]] if names.DEVICES_ALLOCATED in annotations else []
+    parts += [
+        f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
+        for f in FAMILIES
+        if f.wire.allocated_annotation in annotations
+    ]
+    return " ".join(parts) or "(no allocation annotation)"
 
 
 def outside_pod_lines(cache: ClusterCache, uid: str) -> list[str]:

@@ -79,7 +79,7 @@ def status(
     """`cache` was filled from `pods` and the nodes: its usage is the scheduler's count."""
     holders: dict[tuple[str, str], list[Holder]] = {}
     for alloc in cache.pods():
-        for index, container in enumerate(alloc.devices):
+        for index, container in enumerate(alloc.all_devices()):
             for d in container:
                 instance = "" if d.mig is None else label(d.mig)
                 holders.setdefault((alloc.node, d.uuid), []).append(
@@ -106,7 +106,11 @@ def status(
                     (c.usage.used, c.info.count),
                     tuple(sorted(holders.get((node.name, c.info.id), ()), key=_holder_key)),
                 )
-                for c in sorted(node.cards, key=lambda c: c.info.index)
+                # NVIDIA's cards by index, then each other family's (the TYPE column tells them)
+                for c in (
+                    *sorted(node.cards, key=lambda c: c.info.index),
+                    *(c for fc in node.families.values() for c in fc),
+                )
             ),
         )
         for node in sorted(cache.view.values(), key=lambda n: n.name)
