@@ -65,5 +65,3 @@ def test_the_per_card_series_carry_the_dcus() -> None:
     ]
     assert len(allocated) == 1 and 'device_type="DCU-Z100L"' in allocated[0]
     assert allocated[0].endswith(" 1.048576e+09")
-        " 1.048576e+09"
-    )
