@@ -104,12 +104,18 @@ def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def check_capacity(cache: ClusterCache) -> None:
-    for node in cache.view.values():
-        for card in node.families.get("DCU", ()):
-            u, info = card.usage, card.info
-            assert 0 <= u.used <= info.count, (node.name, card)
-            assert 0 <= u.usedmem <= info.devmem, (node.name, card)
-            assert 0 <= u.usedcores <= info.devcore, (node.name, card)
+    """Every DCU holds at most its slots, memory and cores."""
+    over = [
+        (node.name, c)
+        for node in cache.view.values()
+        for c in node.families.get("DCU", ())
+        if not (
+            0 <= c.usage.used <= c.info.count
+            and 0 <= c.usage.usedmem <= c.info.devmem
+            and 0 <= c.usage.usedcores <= c.info.devcore
+        )
+    ]
+    assert not over, over
 
 
 @settings(max_examples=120, deadline=None)
