@@ -7,6 +7,7 @@ always was, so NVIDIA's pods pay one look per container and family, nothing more
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from hami.engine.families.registry import FAMILIES, Families
@@ -25,35 +26,39 @@ def pod_request(
     """The pod's per-container asks, NVIDIA's and each family's; raises RequestError (strict)
     or LimitError as hami.engine.requests.pod_request does."""
     request = nvidia_request(spec, defaults, strict=strict)
-    if not families.members:
-        return request
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    wanted = _resources(families)
+    if not any(_names_any(c, wanted) for c in containers):
+        return request  # an NVIDIA pod: a set lookup per container, nothing more
     asks = tuple(_container(c, families, strict) for c in containers)
     if not any(asks):
         return request
     return replace(request, families=asks)
 
 
+@lru_cache(maxsize=8)
+def _resources(families: Families) -> frozenset[str]:
+    return frozenset(families.resource_names())
+
+
+def _names_any(container: Mapping[str, Any], wanted: frozenset[str]) -> bool:
+    resources = container.get("resources") or {}
+    return not wanted.isdisjoint(resources.get("limits") or ()) or not wanted.isdisjoint(
+        resources.get("requests") or ()
+    )
+
+
 def _container(
     container: Mapping[str, Any], families: Families, strict: bool
 ) -> tuple[FamilyRequest, ...]:
+    if not _names_any(container, _resources(families)):
+        return ()
     out = []
     for family in families:
         ask = family.container_request(container, strict=strict)
         if ask is not None:
             out.append(ask)
     return tuple(out)
-
-
-def names_family(spec: Mapping[str, Any], families: Families = FAMILIES) -> bool:
-    """Whether any container names a resource of some family (requests or limits)."""
-    wanted = set(families.resource_names())
-    for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
-        resources = c.get("resources") or {}
-        for section in ("limits", "requests"):
-            if wanted.intersection(resources.get(section) or {}):
-                return True
-    return False
 
 
 def family_annotations(
