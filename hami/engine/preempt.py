@@ -24,7 +24,9 @@ facts (priority, start time, whether a PDB forbids evicting it).
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from hami.engine.familyfit import fit_families
 from hami.engine.fit import fit_pod
+from hami.engine.inventory import merge_devices
 from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -64,17 +66,26 @@ class Preemptor:
 
 
 def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
-    usage = {c.info.id: c.usage for c in node.cards}
+    usage = {c.info.id: c.usage for c in node.all_cards()}
     for victim in gone:
         for uuid, u in victim.usage.items():
             if uuid in usage:
                 usage[uuid] = usage[uuid] - u
-    return build_node(node.name, (c.info for c in node.cards), usage, node.cordoned, node.links)
+    families = [(kind, tuple(c.info for c in cards)) for kind, cards in node.families.items()]
+    return build_node(
+        node.name, (c.info for c in node.cards), usage, node.cordoned, node.links, None, families
+    )
 
 
 def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
+    """Where the pod fits on the node: NVIDIA's asks and, for a pod asking them, the other
+    families' (without them, a pod asking only a DCU would fit anywhere, and evict for it)."""
     key = hash((pod.request, pod.options, pod.quota))
-    return fit_pod(node, pod.request, pod.options, key, pod.quota).devices
+    devices = fit_pod(node, pod.request, pod.options, key, pod.quota).devices
+    if devices is None or not pod.request.families:
+        return devices
+    other = fit_families(node, pod.request, pod.options)
+    return None if other.devices is None else merge_devices(devices, other.devices)
 
 
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:

@@ -15,6 +15,7 @@ from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import NodeInventory, Unregistered, node_inventory, pod_allocation
 from hami.engine.model import ContainerDevice, FamilyRequest, NodeState, PodRequest, Usage
 from hami.engine.policy import Defaults, pod_options
+from hami.engine.preempt import Preemptor, Victim, victims_on
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node, held
 from hami.service.annotations import allocation_annotations
@@ -252,3 +253,23 @@ def test_hami_form_of_the_allocation_goes_to_the_containers_naming_the_family() 
 def test_pod_request_without_families_is_nvidias() -> None:
     request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults(), families=Families())
     assert request == PodRequest(app=(None,))
+
+
+def test_preemption_evicts_for_a_dcu_pod_only_what_frees_a_dcu() -> None:
+    """Without the families' fit a DCU-only pod "fits" every node's NVIDIA cards, and a plan
+    would evict NVIDIA pods for it."""
+    node = family_node("n", HYGON, dcus(1))
+    node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = encode_node_devices(t4s(1))
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "10"
+    inv = node_inventory(node)
+    assert isinstance(inv, NodeInventory)
+    on_gpu = Victim("g", "ns", "g", 1, 0, {"GPU-0": Usage(1, 1000, 0)})
+    on_dcu = Victim("d", "ns", "d", 1, 0, {"DCU-0": Usage(1, 32768, 100)})
+    usage = {"GPU-0": Usage(1, 1000, 0), "DCU-0": Usage(1, 32768, 100)}
+    state = build_node("n", inv.devices, usage, families=inv.families)
+    request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults())
+    pod = Preemptor(request, pod_options({}, Defaults()), 100)
+    plan = victims_on(state, [on_gpu, on_dcu], pod)
+    assert plan is not None and [v.name for v in plan.victims] == ["d"]
+    assert plan.devices == ((ContainerDevice("DCU-0", 32768, 100, "DCU"),),)
+    assert victims_on(state, [on_gpu], pod) is None
