@@ -1,5 +1,7 @@
 """The annotations and label a bind sends inside the Binding, in HAMi's format."""
 
+from collections.abc import Mapping
+
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.registry import FAMILIES, Families
@@ -40,6 +42,18 @@ def allocation_annotations(
     if mig:
         out[names.MIG_ALLOCATIONS] = mig
     return out
+
+
+def written_cards(annotations: Mapping[str, str], families: Families = FAMILIES) -> str | None:
+    """The pod's allocation as written: NVIDIA's annotation, then each other family's
+    prefixed with its type (`DCU <list>`); None when it carries none."""
+    parts = [annotations[names.DEVICES_ALLOCATED]] if names.DEVICES_ALLOCATED in annotations else []
+    parts += [
+        f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
+        for f in families
+        if f.wire.allocated_annotation in annotations
+    ]
+    return " ".join(parts) or None
 
 
 def allocation_labels(node: str) -> dict[str, str]:

@@ -11,7 +11,6 @@ from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names, reasons
 from hami.engine.codec import CodecError
-from hami.engine.families.registry import FAMILIES
 from hami.engine.mig import blocked, label
 from hami.engine.migalloc import allocations, decode_allocations
 from hami.engine.model import NodeState, PodRequest
@@ -20,6 +19,7 @@ from hami.engine.policy import Defaults, PolicyError
 from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import ResourceDefaults
 from hami.service.advertised import node_shortfall
+from hami.service.annotations import written_cards
 from hami.service.placement import Placement
 
 
@@ -41,7 +41,7 @@ def explain(
     short = node_shortfall(cache, str(spec.get("nodeName", "")))
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
-        f"  cards: {_written_cards(annotations)}",
+        f"  cards: {written_cards(annotations) or '(no allocation annotation)'}",
         *written_instances(annotations.get(names.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
         *([f"  warning: {short}"] if short else []),
@@ -96,17 +96,6 @@ def explain(
                 for uuid, score in cs.items()
             )
     return lines
-
-
-def _written_cards(annotations: Mapping[str, str]) -> str:
-    """NVIDIA's allocation annotation and every other family's, as written on the pod."""
-    parts = [annotations[names.DEVICES_ALLOCATED]] if names.DEVICES_ALLOCATED in annotations else []
-    parts += [
-        f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
-        for f in FAMILIES
-        if f.wire.allocated_annotation in annotations
-    ]
-    return " ".join(parts) or "(no allocation annotation)"
 
 
 def outside_pod_lines(cache: ClusterCache, uid: str) -> list[str]:

@@ -15,6 +15,7 @@ from hami.engine.inventory import is_terminal
 from hami.engine.mig import label
 from hami.engine.migalloc import summary
 from hami.engine.requests import RequestError, ResourceDefaults
+from hami.service.annotations import written_cards
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def _gpu_pod(pod: Mapping[str, Any], resources: ResourceDefaults) -> GpuPod | No
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     annotations = meta.get("annotations") or {}
-    allocated = annotations.get(names.DEVICES_ALLOCATED)
+    allocated = written_cards(annotations)
     try:
         wants = pod_request(spec, resources).wants_gpu
     except RequestError:

@@ -65,3 +65,9 @@ def test_the_per_card_series_carry_the_dcus() -> None:
     ]
     assert len(allocated) == 1 and 'device_type="DCU-Z100L"' in allocated[0]
     assert allocated[0].endswith(" 1.048576e+09")
+
+
+def test_status_shows_a_dcu_pods_allocation() -> None:
+    cache, pod = cluster()
+    (shown,) = status(cache, [pod]).pods
+    assert shown.allocated == f"DCU {pod['metadata']['annotations'][WIRE.allocated_annotation]}"
