@@ -68,7 +68,7 @@ def fit_families(
             if family is None:
                 return FamiliesFit(None, f"Device type not found: {ask.type}")
             state = _state(node, ask.type, app) if index >= n_init else None
-            cards = node.families.get(ask.type, ()) if state is None else state.cards
+            cards = _typed(node, ask.type) if state is None else state.cards
             order = first_order(cards) if state is None else state.order
             got, why = _fit_one(family, cards, order, ask, opts, pod, taken)
             if got is None:
@@ -87,10 +87,17 @@ def fit_families(
     return FamiliesFit(tuple(out), "", score)
 
 
+def _typed(node: NodeState, kind: str) -> list[Card]:
+    """The family's cards HAMi offers its Fit: those whose model names the request's type, in
+    any case (HAMi's getNodeResources)."""
+    word = kind.lower()
+    return [c for c in node.families.get(kind, ()) if word in c.info.type.lower()]
+
+
 def _state(node: NodeState, kind: str, app: dict[str, _Cards]) -> _Cards:
     state = app.get(kind)
     if state is None:
-        cards = list(node.families.get(kind, ()))
+        cards = _typed(node, kind)
         state = app[kind] = _Cards(cards, first_order(cards))
     return state
 

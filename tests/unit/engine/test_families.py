@@ -273,3 +273,13 @@ def test_preemption_evicts_for_a_dcu_pod_only_what_frees_a_dcu() -> None:
     assert plan is not None and [v.name for v in plan.victims] == ["d"]
     assert plan.devices == ((ContainerDevice("DCU-0", 32768, 100, "DCU"),),)
     assert victims_on(state, [on_gpu], pod) is None
+
+
+def test_only_cards_whose_model_names_the_type_are_offered() -> None:
+    """HAMi filters the node's devices by the request type in the model, in any case."""
+    odd = replace(sample_card(HYGON, 1), type="Z100L")
+    nodes = {"n": node_of("n", family_node("n", HYGON, [sample_card(HYGON, 0), odd]))}
+    assert decide(nodes, [family_limits(HYGON, 2)]).failed == {"n": r.NODE_INSUFFICIENT_DEVICE}
+    assert decide(nodes, [family_limits(HYGON, 1)]).devices == (
+        (ContainerDevice("DCU-0", 32768, 100, "DCU"),),
+    )
