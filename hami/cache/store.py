@@ -167,10 +167,12 @@ class ClusterCache:
     def inventory(self, node: str) -> NodeInventory | None:
         return self._inventory.get(node)
 
-    def handshake(self, node: str) -> bool:
-        """Whether a device plugin on `node` allocates through HAMi's node lock and bind phase."""
+    def handshake(self, node: str, devices: PodDevices = ()) -> bool:
+        """Whether a device plugin on `node` allocates `devices` through HAMi's node lock and
+        bind phase: NVIDIA's unless its cards were read from GFD labels, every other family's
+        (their vendors' plugins follow HAMi's protocol)."""
         inv = self._inventory.get(node)
-        return inv is None or inv.handshake
+        return inv is None or inv.handshake or bool(self._others(devices))
 
     def delete_node(self, node: Mapping[str, Any]) -> bool:
         """Forget the node, unless it is an older object of that name (a Node deleted and made

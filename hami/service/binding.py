@@ -298,7 +298,7 @@ class Binder:
         # Taken whenever any container gets a device, init containers included (HAMi looks at
         # the app containers only): the plugin's Allocate for a pod whose only GPU is an init
         # container's would otherwise find the next pod bound to the node through the lock.
-        handshake = self.cache.handshake(job.node)
+        handshake = self.cache.handshake(job.node, plan.devices)
         needs_lock = handshake and any(plan.devices)
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify

@@ -142,3 +142,21 @@ def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
     for pod in live:
         cache.delete_pod(pod)
     assert all(u.empty for u in dcu_usage(cache).values())
+
+
+def test_a_dcu_on_a_node_whose_nvidia_cards_come_from_gfd_labels_takes_the_lock() -> None:
+    """GKE's NVIDIA plugin knows nothing of HAMi's lock; the DCU vendor's plugin does."""
+    cache = ClusterCache(clock=lambda: 0.0, gfd_split=2)
+    node = family_node("n", HYGON, [sample_card(HYGON, 0)])
+    node["metadata"]["labels"] = {
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/gpu.memory": "15360",
+        "nvidia.com/gpu.product": "Tesla-T4",
+    }
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "1"
+    cache.upsert_node(node)
+    inv = cache.inventory("n")
+    assert inv is not None and not inv.handshake and inv.families
+    dcu = ((ContainerDevice("DCU-0", 0, 100, "DCU"),),)
+    assert cache.handshake("n", dcu)
+    assert not cache.handshake("n", ((ContainerDevice(inv.devices[0].id, 0, 0),),))
