@@ -7,22 +7,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
+from hami.engine import names
+from hami.engine.codec import encode_node_devices
 from hami.engine.families.hygon import HYGON
 from hami.engine.model import ContainerDevice, Usage
 from hami.engine.quota import QuotaUsage
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import family_node, family_pod, sample_card, t4
 
 NODES = ("node-0", "node-1")
 
 
 def cluster() -> tuple[ClusterCache, Placement]:
+    """Two DCUs on each node; node-0 has two T4s (split 4) beside them."""
     cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
-    cache.replace_nodes(
+    nodes = [
         family_node(n, HYGON, [sample_card(HYGON, i, uuid=f"{n}-DCU-{i}") for i in range(2)])
         for n in NODES
-    )
+    ]
+    t4s = tuple(t4(i, uuid=f"node-0-GPU-{i}", count=4) for i in range(2))
+    nodes[0]["metadata"]["annotations"][names.NODE_REGISTER] = encode_node_devices(t4s)
+    nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+    cache.replace_nodes(nodes)
     return cache, Placement(cache)
 
 
@@ -69,10 +76,19 @@ def test_nvidias_quota_does_not_count_dcus() -> None:
     assert all(u.empty for u in dcu_usage(cache).values())
 
 
-container = st.fixed_dictionaries(
+dcu = st.fixed_dictionaries(
     {"hygon.com/dcunum": st.integers(1, 2)},
     optional={"hygon.com/dcumem": st.integers(1, 40000), "hygon.com/dcucores": st.integers(0, 100)},
 )
+nvidia = st.fixed_dictionaries(
+    {"nvidia.com/gpu": st.integers(1, 2)},
+    optional={
+        "nvidia.com/gpumem": st.integers(1, 20000),
+        "nvidia.com/gpucores": st.integers(0, 100),
+    },
+)
+# A container asking DCUs, NVIDIA cards, or both (a pod asking two families).
+container = st.one_of(dcu, nvidia, st.tuples(dcu, nvidia).map(lambda both: {**both[0], **both[1]}))
 pod_spec = st.tuples(
     st.lists(container, min_size=1, max_size=2),
     st.lists(container, max_size=1),
@@ -104,11 +120,11 @@ def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def check_capacity(cache: ClusterCache) -> None:
-    """Every DCU holds at most its slots, memory and cores."""
+    """Every card, DCU or NVIDIA, holds at most its slots, memory and cores."""
     over = [
         (node.name, c)
         for node in cache.view.values()
-        for c in node.families.get("DCU", ())
+        for c in node.all_cards()
         if not (
             0 <= c.usage.used <= c.info.count
             and 0 <= c.usage.usedmem <= c.info.devmem
@@ -141,7 +157,7 @@ def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
         check_capacity(cache)
     for pod in live:
         cache.delete_pod(pod)
-    assert all(u.empty for u in dcu_usage(cache).values())
+    assert all(c.usage.empty for n in cache.view.values() for c in n.all_cards())
 
 
 def test_a_dcu_on_a_node_whose_nvidia_cards_come_from_gfd_labels_takes_the_lock() -> None:
