@@ -2,6 +2,7 @@
 node, and the cards of each node they are counted on as its usage last stood."""
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from hami.engine.model import DeviceInfo, Usage
 from hami.engine.outside import OutsideClaim, attribute, with_outside
@@ -38,15 +39,30 @@ class OutsideBook:
         return self._cards.get(node, {})
 
     def usage(
-        self, node: str, devices: Sequence[DeviceInfo], usage: Mapping[str, Usage]
+        self,
+        node: str,
+        devices: Sequence[DeviceInfo],
+        usage: Mapping[str, Usage],
+        families: Sequence[tuple[str, Sequence[DeviceInfo]]] = (),
     ) -> Mapping[str, Usage]:
-        """The node's usage with its outside pods' whole cards on top, placed afresh."""
+        """The node's usage with its outside pods' whole cards on top, placed afresh: NVIDIA's
+        on `devices`, each other family's on that family's cards."""
         claims = self._by_node.get(node)
         if not claims:
             self._cards.pop(node, None)
             return usage
-        placed = self._cards[node] = attribute(devices, usage, claims.values())
-        return with_outside(devices, usage, placed)
+        placed = attribute(devices, usage, claims.values())
+        out = with_outside(devices, usage, placed)
+        for kind, cards in families:
+            asking = [
+                replace(c, cards=n) for c in claims.values() for k, n in c.families if k == kind
+            ]
+            if asking:
+                theirs = attribute(cards, out, asking)
+                out = with_outside(cards, out, theirs)
+                placed.update(theirs)
+        self._cards[node] = placed
+        return out
 
     def forget_node(self, node: str) -> None:
         self._cards.pop(node, None)

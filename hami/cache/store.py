@@ -227,7 +227,7 @@ class ClusterCache:
         if inv is None:
             return
         usage: Mapping[str, Usage] = self._usage.get(name, {})
-        usage = self._outside.usage(name, inv.devices, usage)
+        usage = self._outside.usage(name, inv.devices, usage, inv.families)
         self._states[name] = build_node(
             name,
             inv.devices,

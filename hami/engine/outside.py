@@ -31,6 +31,9 @@ class OutsideClaim:
     node: str
     cards: int  # whole cards: what the kubelet gives it
     why: str  # how it came to be outside the scheduler, for `hami explain`
+    # The devices of other families its kubelet gives it: (FamilyWire.type, how many), each
+    # counted as whole cards of that family the same way.
+    families: tuple[tuple[str, int], ...] = ()
 
 
 def _count(container: Mapping[str, Any], gpu_resource: str) -> int:

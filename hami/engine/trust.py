@@ -26,6 +26,7 @@ from typing import Any
 
 from hami.engine.asks import pod_request
 from hami.engine.codec import encode_pod_devices
+from hami.engine.families.registry import FAMILIES
 from hami.engine.inventory import (
     PodAllocation,
     init_done,
@@ -55,6 +56,8 @@ class Seen:
     unreadable: str  # why the request cannot be read
     gpus: int  # nvidia.com/gpu the kubelet gives it
     fixed: bool  # bound: `written` no longer follows the annotations
+    # The other families' devices the kubelet gives it: (FamilyWire.type, how many).
+    family_gpus: tuple[tuple[str, int], ...] = ()
 
     def nodes(self) -> set[str]:
         """The nodes whose cards or lock decide how the pod is counted."""
@@ -89,7 +92,8 @@ def observe(
         kept = None if fixed is None else replace(fixed, init_done=init_done(pod, fixed.n_init))
         return replace(before, written=kept), ignored_edit(fixed, raw)
     gpus = kubelet_gpus(spec, resources.names.gpu)
-    if raw is None and not (bound_to and gpus > 0):
+    family_gpus = _family_gpus(spec) if bound_to else ()
+    if raw is None and not (bound_to and (gpus > 0 or family_gpus)):
         return None, ""
     try:
         request: PodRequest | None = pod_request(spec, resources)
@@ -106,9 +110,20 @@ def observe(
         request=request,
         unreadable=unreadable,
         gpus=gpus,
+        family_gpus=family_gpus,
         fixed=bool(bound_to),
     )
     return seen, ""
+
+
+def _family_gpus(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The other families' devices the kubelet gives the pod, by type (none for most pods)."""
+    out = []
+    for family in FAMILIES:
+        n = kubelet_gpus(spec, family.wire.resources.count)
+        if n > 0:
+            out.append((family.wire.type, n))
+    return tuple(out)
 
 
 def ignored_edit(fixed: PodAllocation | None, now: PodAllocation | None) -> str:
@@ -145,14 +160,16 @@ def count(
     if seen.bound_to:
         if alloc is not None:
             return Counted(own=alloc, problem=problem)
-        if seen.gpus <= 0:
+        if seen.gpus <= 0 and not seen.family_gpus:
             return Counted(problem=problem)
         why = (
             f"bound by {seen.scheduler} without an allocation of this scheduler"
             if seen.written is None
             else f"its allocation is not counted: {problem}"
         )
-        claim = OutsideClaim(seen.uid, seen.namespace, seen.name, seen.bound_to, seen.gpus, why)
+        claim = OutsideClaim(
+            seen.uid, seen.namespace, seen.name, seen.bound_to, seen.gpus, why, seen.family_gpus
+        )
         return Counted(outside=claim, problem=problem)
     if alloc is not None and lock_holder == (seen.namespace, seen.name):
         return Counted(own=alloc, problem=problem)

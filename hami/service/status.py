@@ -88,7 +88,7 @@ def status(
                 )
     for node in cache.view.values():
         for uuid, claims in cache.outside_cards(node.name).items():
-            card = next(c.info for c in node.cards if c.info.id == uuid)
+            card = next(c.info for c in node.all_cards() if c.info.id == uuid)
             holders.setdefault((node.name, uuid), []).extend(
                 Holder(c.namespace, c.name, 0, card.devmem, card.devcore, outside=True)
                 for c in claims

@@ -176,3 +176,23 @@ def test_a_dcu_on_a_node_whose_nvidia_cards_come_from_gfd_labels_takes_the_lock(
     dcu = ((ContainerDevice("DCU-0", 0, 100, "DCU"),),)
     assert cache.handshake("n", dcu)
     assert not cache.handshake("n", ((ContainerDevice(inv.devices[0].id, 0, 0),),))
+
+
+def test_a_pod_bound_outside_the_scheduler_holds_whole_dcus() -> None:
+    """Bound by another scheduler with no allocation of ours, its vendor's plugin still gives it
+    the devices: counted as whole DCUs (the least used), so nothing is placed on them."""
+    cache, placement = cluster()
+    outsider = family_pod("outsider", HYGON, count=2)
+    outsider["spec"]["schedulerName"] = "default-scheduler"
+    outsider["spec"]["nodeName"] = "node-1"
+    outsider["status"]["phase"] = "Running"
+    cache.upsert_pod(outsider)
+    claim = cache.claim("uid-outsider")
+    assert claim is not None and claim.families == (("DCU", 2),) and claim.cards == 0
+    held = {k: u for k, u in dcu_usage(cache).items() if k.startswith("node-1")}
+    assert held == {"node-1-DCU-0": Usage(1, 32768, 100), "node-1-DCU-1": Usage(1, 32768, 100)}
+    assert set(cache.outside_cards("node-1")) == {"node-1-DCU-0", "node-1-DCU-1"}
+    decision = placement.filter(family_pod("p", HYGON), ["node-1"]).decision
+    assert decision is not None and decision.node is None
+    cache.delete_pod(outsider)
+    assert all(u.empty for u in dcu_usage(cache).values())
