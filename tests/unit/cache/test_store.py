@@ -18,6 +18,7 @@ from hami.engine.model import (
 from hami.engine.policy import pod_options
 from hami.engine.state import pod_usage
 from hami.service.annotations import allocation_annotations
+from hami.service.nodelock.table import NodeLocks
 
 DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
 
@@ -392,7 +393,7 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
 
 
 def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), locks=NodeLocks())
     cache.replace_nodes([node()])
     before = cache.view["n"]
     cache.upsert_node(node(**{"hami.io/mutex.lock": "2026-12-04T10:00:00Z,ns,p"}))

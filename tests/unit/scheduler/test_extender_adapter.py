@@ -28,7 +28,7 @@ from hami.runtime.apps import MAX_BODY
 from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import FilterOutcome, Placement
 from tests.fakes.kubeapi import FakeKube
 
@@ -128,7 +128,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube
         h.cache,
         EventRecorder(kube),
         now=lambda: datetime.now(UTC),
-        locks=LockWatch(),
+        locks=NodeLocks(),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )

@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from hami.engine.names import NODE_LOCK
 from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 from hami.kube.leader import Term
-from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 from hami.service.deadline import Deadline
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import NodeLockContention
+from hami.service.nodelock.writes import lock_node, release_node
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class NodeLocker:
     def __init__(
         self,
         kube: KubeAPI,
-        locks: LockWatch,
+        locks: NodeLocks,
         *,
         now: Callable[[], datetime],
         expiry: timedelta,
@@ -52,8 +52,6 @@ class NodeLocker:
         self.binding = binding
         # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        # node -> (lock value, loop time) of the locks this process wrote lately.
-        self._own: dict[str, tuple[str, float]] = {}
         # node -> binds of ours waiting for or taking its lock; and how many in all.
         self._waiting: dict[str, int] = {}
         self._queued = 0
@@ -79,21 +77,14 @@ class NodeLocker:
 
     def _written(self, node: Mapping[str, Any]) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
-        self.locks.seen(node)
-        name = str((node.get("metadata") or {}).get("name", ""))
-        value = ((node.get("metadata") or {}).get("annotations") or {}).get(NODE_LOCK)
-        if value:
-            self._own[name] = (value, asyncio.get_running_loop().time())
-        else:
-            self._own.pop(name, None)
+        self.locks.written(node, asyncio.get_running_loop().time())
 
     def _trusted(self, node: str, seen: str | None) -> bool:
         """Whether `seen` is a lock this process took moments ago."""
-        own = self._own.get(node)
-        if own is None or seen is None:
+        since = self.locks.written_at(node)
+        if since is None or seen is None or self.locks.value(node) != seen:
             return False
-        value, since = own
-        return value == seen and asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
+        return asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
     async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
         """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
