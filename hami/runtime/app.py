@@ -41,8 +41,8 @@ from hami.service.limits import LimitsWriter
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.pluginrefusal import PluginRefusals
-from hami.service.preempting import Preempter, PreemptingPlacement
-from hami.service.preemption import PodFacts
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)

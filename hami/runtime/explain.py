@@ -14,7 +14,7 @@ from hami.kube.errors import KubeError
 from hami.runtime.logs import one_line
 from hami.service.explain import explain
 from hami.service.nodelock.table import NodeLocks
-from hami.service.preemption import preemption_lines
+from hami.service.preemption.lines import preemption_lines
 
 
 async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:

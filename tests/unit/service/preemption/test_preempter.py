@@ -12,10 +12,10 @@ from hami.cache.store import ClusterCache
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
-from hami.service.preempting import Preempter, PreemptingPlacement
-from hami.service.preemption import PodFacts
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
 from tests.fakes.kubeapi import FakeKube, Fault
-from tests.unit.service.test_preemption import LOW, node
+from tests.unit.service.preemption.test_plan import LOW, node
 
 BUDGET = {
     "metadata": {"namespace": "ns", "name": "keep"},
