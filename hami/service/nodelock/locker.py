@@ -56,6 +56,9 @@ class NodeLocker:
         self._waiting: dict[str, int] = {}
         self._queued = 0
         self._fewer = asyncio.Event()
+        # (node, namespace, name) of binds whose lock write went out and got no answer (yet): it
+        # may have landed though neither we nor the watch have seen it.
+        self._unanswered: set[tuple[str, str, str]] = set()
 
     async def room(self, limit: int, within: float) -> None:
         """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
@@ -93,6 +96,7 @@ class NodeLocker:
         self._queued += 1
         try:
             await self._take(node, namespace, name, term, wait)
+            self._unanswered.discard((node, namespace, name))  # taken: nothing to give back
         finally:
             self._queued -= 1
             self._fewer.set()
@@ -114,6 +118,16 @@ class NodeLocker:
                 "contention (other binds to this node were still waiting for its lock)"
             ) from None
         contention: NodeLockContention | None = None  # what the last attempt met
+        key = (node, namespace, name)
+
+        def sending() -> None:
+            term.check()
+            self._unanswered.add(key)
+
+        def answered(patched: Mapping[str, Any]) -> None:
+            self._unanswered.discard(key)
+            self._written(patched)
+
         try:
             while True:
                 term.check()
@@ -142,8 +156,8 @@ class NodeLocker:
                             # afresh, so a lagging watch never makes a bind wait for nothing.
                             known=self.locks.node(node) if seen is None else None,
                             binding=self.binding,
-                            written=self._written,
-                            fence=term.check,
+                            written=answered,
+                            fence=sending,
                         )
                     return
                 except NodeLockContention as e:
@@ -161,10 +175,13 @@ class NodeLocker:
 
     async def give_back(self, node: str, namespace: str, name: str) -> None:
         """Release the lock a failed bind may hold; a lock the watch shows as another pod's
-        costs no call, and a failure is only logged (the lock rules free such a lock: its holder
-        is neither bound to the node nor being bound)."""
+        costs no call, unless a lock write of this bind went unanswered (it may have landed
+        after what the watch shows), and a failure is only logged (the lock rules free such a
+        lock: its holder is neither bound to the node nor being bound)."""
+        unanswered = (node, namespace, name) in self._unanswered
+        self._unanswered.discard((node, namespace, name))
         owner = self.locks.value(node) or ""
-        if owner and not owner.endswith(f",{namespace},{name}"):
+        if owner and not owner.endswith(f",{namespace},{name}") and not unanswered:
             return
         try:
             # A few attempts at most (each a read and a write), whatever the API server does.

@@ -472,6 +472,27 @@ async def test_an_orphaned_lock_is_taken_over_after_its_grace() -> None:
     assert w.lock() == encode_node_lock(later, NS, POD)
 
 
+async def test_a_lock_write_that_lands_after_the_wait_ran_out_is_given_back() -> None:
+    w = world(lock_wait=0.15)
+    later = NOW + timedelta(seconds=5)
+    w.binder.now = w.binder.locker.now = lambda: later
+    # Being bound elsewhere for all we know (within the orphan grace): the first attempt waits.
+    other_lock(w, gpu_pod("holder", NS))
+    w.api.fail(
+        Fault("get_node"),  # the first attempt's read, as it is
+        # The holder is deleted before the next attempt, which takes the lock over: its write
+        # lands, its answer comes after the wait has run out.
+        Fault("get_node", meanwhile=lambda api: api.remove("pods", "holder", NS)),
+        Fault("patch_node_annotations", lands=True, delay=10),
+    )
+    refused = await w.refused()
+    assert refused.reason == "lock-contention"
+    ours = {names.NODE_LOCK: encode_node_lock(later, NS, POD)}
+    # The watch still showed the holder's lock: ours is released all the same.
+    assert [body for _, _, body in w.api.landed if body] == [ours, {names.NODE_LOCK: None}]
+    assert w.lock() is None
+
+
 async def test_binds_to_one_node_take_its_lock_in_turn() -> None:
     w = world(lock_wait=2.0)
     for name in ("q1", "q2"):
