@@ -4,8 +4,7 @@ import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
+from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
@@ -13,18 +12,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts, preemptor_of
 from hami.service.preemption.lines import describe, kube_scheduler_words
 from hami.service.preemption.plan import NODES_PER_TURN, Planned, at_once, field, paced
-
-DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
-
-
-def node() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "n",
-            "annotations": {"hami.io/node-nvidia-register": encode_node_devices(DEVS)},
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": "20"}},
-    }
+from tests.builders import registered_node, t4s
 
 
 def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
@@ -57,7 +45,7 @@ def plan_of(*args: Any, **kw: Any) -> Preemption | None:
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
     cache = ClusterCache(lambda: 0.0)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()
     facts.replace(pods)
