@@ -227,6 +227,8 @@ _MISMATCH = -1
 # A state that outlives pods of many core counts would otherwise keep a text for each.
 SEEN_SIZE = 32
 _UNSEEN = "\0unseen"  # not a reason any check gives
+# Nodes a decision looks at before it judges whether they repeat enough to group.
+_SAMPLE = 256
 
 
 def _remember(cap: Capacity, key: int, seen: tuple[str, int]) -> None:
@@ -262,8 +264,11 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
     mutex, numa_bind, by_type = opts.gpu_policy.mutex, opts.numa_bind, opts.selects_cards
     weights = None if opts.weights == DEFAULT_WEIGHTS else opts.weights
     key = cores * 2 + mutex
-    # Each class of equal summaries answered once for this decision: reason, or None.
+    # Each class of equal summaries answered once for this decision: reason, or None. Where
+    # nodes are mostly unalike (each filled its own way) the lookups cost more than they
+    # save, so after a sample of nodes with few repeats the decision answers each directly.
     answered: dict[str, str | None] = {}
+    asked = [0]  # nodes looked up while grouping; -1 once grouping is given up
 
     def check(node: NodeState, log: list[CardScores]) -> str | None:
         # The memo read inline: this runs once per node, and a call is a third of it.
@@ -272,10 +277,16 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
             cap = capacity_of(node)
         if not isinstance(cap, Capacity):
             return None
-        text = answered.get(cap.signature, _UNSEEN)
-        if text is _UNSEEN:
+        if asked[0] < 0:
             text = answer(cap)
-            answered[cap.signature] = text
+        else:
+            text = answered.get(cap.signature, _UNSEEN)
+            if text is _UNSEEN:
+                text = answer(cap)
+                answered[cap.signature] = text
+            asked[0] += 1
+            if asked[0] == _SAMPLE and len(answered) * 2 > _SAMPLE:
+                asked[0] = -1
         if text is None:
             return None
         if index or weights is not None:
