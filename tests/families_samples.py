@@ -15,6 +15,19 @@ SAMPLE_NODE["Biren"] = {
         '[{"id":"br-0","index":0,"count":4,"devmem":65536,"type":"Biren","health":true},'
         '{"id":"br-1","index":1,"count":4,"devmem":65536,"type":"Biren","health":true}]'
     ),
-    "hami.io/node-handshake-biren": "Reported_2026-01-01 00:00:00",
+    "hami.io/node-handshake-biren": "Reported 2026-01-01 00:00:00",
 }
 SAMPLE_ALLOCATABLE["Biren"] = {"birentech.com/gpu": "8"}
+
+# Vastai: hami.io/node-va-register, a JSON list of dies (two per physical card, `AIC`).
+SAMPLE_NODE["Vastai"] = {
+    "hami.io/node-va-register": "["
+    + ",".join(
+        f'{{"id":"va-die-{i}","index":{i},"count":1,"devmem":16384,"type":"Vastai",'
+        f'"health":true,"custominfo":{{"DeviceStrategy":"die","AIC":"{i // 2}"}}}}'
+        for i in range(4)
+    )
+    + "]",
+    "hami.io/node-handshake-va": "Reported 2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["Vastai"] = {"vastaitech.com/va": "4"}

@@ -230,6 +230,16 @@ class WalkRules:
     card_type: bool = False
 
 
+# Families that count devices only: the split count and `mutex` decide, and a device
+# records no memory or cores.
+COUNT_ONLY = WalkRules(
+    cores=False,
+    exclusive_full_core=False,
+    core_exhausted=False,
+    memory=nothing,
+    core_amount=nothing,
+)
+
 # A family's own check of a card, made after the common ones (None: the card passes).
 Check = Callable[[Card], str | None]
 
