@@ -31,3 +31,14 @@ SAMPLE_NODE["Vastai"] = {
     "hami.io/node-handshake-va": "Reported 2026-01-01 00:00:00",
 }
 SAMPLE_ALLOCATABLE["Vastai"] = {"vastaitech.com/va": "4"}
+
+# AMD: hami.io/node-amd-register, a JSON card list (no handshake; health is the capacity).
+SAMPLE_NODE["AMD"] = {
+    "hami.io/node-amd-register": (
+        '[{"id":"amd-gpu-0","index":0,"count":4,"devmem":196608,"devcore":304,'
+        '"type":"AMD-Instinct-MI300X","health":true},'
+        '{"id":"amd-gpu-1","index":1,"count":4,"devmem":196608,"devcore":304,'
+        '"type":"AMD-Instinct-MI300X","numa":1,"health":true}]'
+    ),
+}
+SAMPLE_ALLOCATABLE["AMD"] = {"amd.com/gpu": "2"}

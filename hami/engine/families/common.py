@@ -316,10 +316,14 @@ def resources_from(
     section: Mapping[str, Any], defaults: FamilyResources, memory_factor: int = 1
 ) -> FamilyResources:
     """The resource names of a family's section of HAMi's device-config.yaml (its keys
-    resourceCountName, resourceMemoryName and resourceCoreName), the chart's where absent."""
+    resourceCountName, resourceMemoryName and resourceCoreName); the chart's defaults when
+    there is no section. A key a given section leaves out names no resource, as in HAMi,
+    which takes the section's values as they are."""
 
     def name(key: str, default: str) -> str:
-        return str(section.get(key) or default)
+        if not section:
+            return default
+        return str(section.get(key) or "")
 
     return FamilyResources(
         count=name("resourceCountName", defaults.count),
