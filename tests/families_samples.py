@@ -42,3 +42,14 @@ SAMPLE_NODE["AMD"] = {
     ),
 }
 SAMPLE_ALLOCATABLE["AMD"] = {"amd.com/gpu": "2"}
+
+# Iluvatar, one family per chip (here MR-V100): hami.io/node-MR-V100-register in the
+# `:`-separated form (id,count,MiB,cores,type,numa,health[,index,mode]).
+SAMPLE_NODE["MR-V100"] = {
+    "hami.io/node-MR-V100-register": (
+        "GPU-ilu-0,10,32768,100,MR-V100,0,true,0,hami-core:"
+        "GPU-ilu-1,10,32768,100,MR-V100,0,true,1,hami-core:"
+    ),
+    "hami.io/node-handshake-MR-V100": "Reported 2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["MR-V100"] = {"iluvatar.ai/MR-V100-vgpu": "20"}

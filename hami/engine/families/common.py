@@ -149,9 +149,14 @@ def decode_registration(
     is_json = value.strip().startswith("[")
     if form == "json" and not is_json:
         raise CodecError(f"{wire.register_annotation} must be a JSON array, got {value!r}")
-    if form == "legacy" and (is_json or ":" not in value):
+    if form == "legacy" and (
+        is_json
+        or ":" not in value
+        or any(len(p.split(",")) not in (7, 9) for p in value.split(":") if p)
+    ):
         raise CodecError(
-            f"{wire.register_annotation} must be the `:`-separated card list, got {value!r}"
+            f"{wire.register_annotation} must be the `:`-separated list of cards of 7 or 9 "
+            f"fields, got {value!r}"
         )
     return decode_node_devices(value)
 
