@@ -53,3 +53,12 @@ SAMPLE_NODE["MR-V100"] = {
     "hami.io/node-handshake-MR-V100": "Reported 2026-01-01 00:00:00",
 }
 SAMPLE_ALLOCATABLE["MR-V100"] = {"iluvatar.ai/MR-V100-vgpu": "20"}
+
+# Cambricon: no card list; HAMi derives one card per 100 vcore of the node's capacity and
+# shares the vmemory (units of 256 MiB) among them: four 24 GiB MLUs.
+SAMPLE_NODE["MLU"] = {}
+SAMPLE_ALLOCATABLE["MLU"] = {
+    "cambricon.com/vmlu": "400",  # the plugin's virtual count; HAMi does not read it
+    "cambricon.com/mlu.smlu.vcore": "400",
+    "cambricon.com/mlu.smlu.vmemory": "384",
+}

@@ -317,6 +317,22 @@ def walk(
     return FamilyFit(None, r.card_reasons(counts, len(cards)))
 
 
+def capacity_of(node: NodeFacts, name: str) -> int | None:
+    """A node's capacity of `name` as Go's AsInt64 reads it: 0 when the node reports
+    none (or the caller knows no capacity), None when it is not a whole number."""
+    if node.capacity is None or not name:
+        return 0
+    return as_whole(node.capacity.get(name, "0"))
+
+
+def index_suffix(uuid: str) -> int:
+    """The card index a capacity-derived card id (`<node>-<word>-<index>`) ends with; the
+    allocation annotation carries ids alone, so a family that writes the index reads it
+    back from there (0 for an id of another form, as Go's zero value)."""
+    tail = uuid.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
 def resources_from(
     section: Mapping[str, Any], defaults: FamilyResources, memory_factor: int = 1
 ) -> FamilyResources:
