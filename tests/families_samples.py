@@ -62,3 +62,12 @@ SAMPLE_ALLOCATABLE["MLU"] = {
     "cambricon.com/mlu.smlu.vcore": "400",
     "cambricon.com/mlu.smlu.vmemory": "384",
 }
+
+# Moore Threads: no card list; HAMi derives one card per 16 sgpu-core of the node's
+# capacity and shares the sgpu-memory (units of 512 MiB) among them: two 48 GiB cards.
+SAMPLE_NODE["Mthreads"] = {}
+SAMPLE_ALLOCATABLE["Mthreads"] = {
+    "mthreads.com/vgpu": "200",  # the plugin's virtual count; HAMi does not read it
+    "mthreads.com/sgpu-core": "32",
+    "mthreads.com/sgpu-memory": "192",
+}

@@ -29,6 +29,7 @@ from hami.engine.families.common import (
     RequestRules,
     capacity_of,
     index_suffix,
+    int32,
     resources_from,
 )
 from hami.engine.model import DeviceInfo, PodDevices
@@ -70,7 +71,7 @@ class Cambricon(CommonFamily):
             return None
         memory = capacity_of(node, names.memory) or 0
         # int64 arithmetic, then Go's int32 conversion of the per-card MiB.
-        devmem = to_int32(memory * MEMORY_FACTOR * 100 // cores) if cores > 0 else 0
+        devmem = int32(memory * MEMORY_FACTOR * 100 // cores) if cores > 0 else 0
         return tuple(
             DeviceInfo(f"{node.name}-cambricon-mlu-{i}", i, 100, devmem, 100, TYPE)
             for i in range(-(-cores // 100))
@@ -84,10 +85,6 @@ class Cambricon(CommonFamily):
             units = int(first.usedmem / MEMORY_FACTOR)  # Go's int32 division
             out[PROFILE] = f"{index_suffix(first.uuid)}_{first.usedcores}_{units}"
         return out
-
-
-def to_int32(n: int) -> int:
-    return (n + 2**31) % 2**32 - 2**31
 
 
 def from_config(section: Mapping[str, Any]) -> Cambricon:

@@ -10,6 +10,7 @@ writes its own fit and may still use the pieces.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from math import ceil
 from typing import Any, Literal
 
 from hami.engine import reasons as r
@@ -27,7 +28,7 @@ from hami.engine.families.base import (
     NodeFacts,
 )
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 
@@ -123,6 +124,15 @@ def read_cores(resources: Mapping[str, Any], name: str, cname: str, rules: Reque
     if not low <= cores <= high:
         raise RequestError(f"container {cname}: {name} must be from {low} to {high}, got {raw!r}")
     return cores
+
+
+def quantity_value(value: Any) -> int:
+    """Go's Quantity.Value(), which webhooks read counts with: rounded up to a whole number
+    (0 for what is no quantity)."""
+    try:
+        return ceil(parse_quantity(value))
+    except QuantityError:
+        return 0
 
 
 def as_whole(value: Any) -> int | None:
@@ -323,6 +333,11 @@ def capacity_of(node: NodeFacts, name: str) -> int | None:
     if node.capacity is None or not name:
         return 0
     return as_whole(node.capacity.get(name, "0"))
+
+
+def int32(n: int) -> int:
+    """Go's int32(n) of an int64: the low 32 bits, signed."""
+    return (n + 2**31) % 2**32 - 2**31
 
 
 def index_suffix(uuid: str) -> int:

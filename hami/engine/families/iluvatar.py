@@ -14,12 +14,10 @@ limit becomes 100 per device) and names the container in `SOL_CONTINER_NAME`.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from math import ceil
 from typing import Any
 
 from hami.engine.families.base import Claim, FamilyResources, FamilyWire
-from hami.engine.families.common import CommonFamily, RequestRules, resources_from
-from hami.engine.quantity import QuantityError, parse_quantity
+from hami.engine.families.common import CommonFamily, RequestRules, quantity_value, resources_from
 
 MEMORY_FACTOR = 256  # one vMem unit is 256 MiB
 CHIPS = ("MR-V100", "MR-V50", "BI-V150", "BI-V100")  # the chart's `iluvatars`, in its order
@@ -50,14 +48,6 @@ def wire(word: str, resources: FamilyResources) -> FamilyWire:
     )
 
 
-def count_value(value: Any) -> int:
-    """Go's Quantity.Value(): rounded up to a whole number."""
-    try:
-        return ceil(parse_quantity(value))
-    except QuantityError:
-        return 0
-
-
 @dataclass(frozen=True, slots=True)
 class Iluvatar(CommonFamily):
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
@@ -65,7 +55,7 @@ class Iluvatar(CommonFamily):
         limits = (container.get("resources") or {}).get("limits") or {}
         if names.count not in limits:
             return Claim(False)
-        count = count_value(limits[names.count])
+        count = quantity_value(limits[names.count])
         # HAMi writes the core limit even when the config names no core resource.
         set_limits = ((names.cores, str(count * 100)),) if count > 1 else ()
         name = str(container.get("name") or "")

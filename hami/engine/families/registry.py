@@ -7,7 +7,7 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from hami.engine.families import amd, biren, cambricon, iluvatar, vastai
+from hami.engine.families import amd, biren, cambricon, iluvatar, mthreads, vastai
 from hami.engine.families.base import Family
 
 
@@ -32,4 +32,6 @@ class Families:
 # InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
 # then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
 # AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
-FAMILIES = Families((cambricon.FAMILY, amd.FAMILY, vastai.FAMILY, biren.FAMILY, *iluvatar.FAMILIES))
+FAMILIES = Families(
+    (cambricon.FAMILY, mthreads.FAMILY, amd.FAMILY, vastai.FAMILY, biren.FAMILY, *iluvatar.FAMILIES)
+)
