@@ -71,3 +71,9 @@ SAMPLE_ALLOCATABLE["Mthreads"] = {
     "mthreads.com/sgpu-core": "32",
     "mthreads.com/sgpu-memory": "192",
 }
+
+# AWS Neuron: no card list; HAMi derives the devices from the node's capacity of devices
+# and NeuronCores (a trn1.32xlarge: 16 devices of 2 cores) and reads the node's
+# node.kubernetes.io/instance-type label (runs of devices are aligned off Inferentia).
+SAMPLE_NODE["AWSNeuron"] = {}
+SAMPLE_ALLOCATABLE["AWSNeuron"] = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32"}

@@ -7,7 +7,7 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from hami.engine.families import amd, biren, cambricon, iluvatar, mthreads, vastai
+from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
 from hami.engine.families.base import Family
 
 
@@ -33,5 +33,13 @@ class Families:
 # then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
 # AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
 FAMILIES = Families(
-    (cambricon.FAMILY, mthreads.FAMILY, amd.FAMILY, vastai.FAMILY, biren.FAMILY, *iluvatar.FAMILIES)
+    (
+        cambricon.FAMILY,
+        mthreads.FAMILY,
+        awsneuron.FAMILY,
+        amd.FAMILY,
+        vastai.FAMILY,
+        biren.FAMILY,
+        *iluvatar.FAMILIES,
+    )
 )

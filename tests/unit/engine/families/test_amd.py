@@ -6,7 +6,7 @@ import pytest
 
 from hami.engine.codec import CodecError
 from hami.engine.families import amd
-from hami.engine.families.base import FamilyRequest, NodeFacts
+from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
 from hami.engine.requests import RequestError
 from tests.unit.engine.families.kit import Step, card, check, ctr
@@ -174,19 +174,13 @@ def test_fit(step: Step) -> None:
 
 def test_allocation_names_the_model() -> None:
     # HAMi: "retains the registered product type in the allocation".
-    got = F.fit([gpu("d", model="AMD_Instinct_MI300X_VF")], req(1, 100, 10), _pod(), ())
+    got = F.fit([gpu("d", model="AMD_Instinct_MI300X_VF")], req(1, 100, 10), FitPod(), ())
     assert got.devices == (ContainerDevice("d", 100, 10, "AMD_Instinct_MI300X_VF"),)
     text = "d,AMD_Instinct_MI300X_VF,100,10:;"
     assert F.annotations((got.devices,)) == {
         "hami.io/amd-devices-to-allocate": text,
         "hami.io/amd-devices-allocated": text,
     }
-
-
-def _pod() -> Any:
-    from hami.engine.families.base import FitPod
-
-    return FitPod()
 
 
 @pytest.mark.parametrize(
