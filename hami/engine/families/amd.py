@@ -21,13 +21,8 @@ from hami.engine.families.base import (
     FamilyWire,
     NodeFacts,
 )
-from hami.engine.families.common import (
-    CommonFamily,
-    RequestRules,
-    WalkRules,
-    as_whole,
-    resources_from,
-)
+from hami.engine.families.basic import CommonFamily, resources_from
+from hami.engine.families.common import RequestRules, WalkRules, as_whole
 from hami.engine.model import DeviceInfo
 
 TYPE = "AMD"

@@ -28,16 +28,8 @@ from hami.engine.families.base import (
     FitPod,
     NodeFacts,
 )
-from hami.engine.families.common import (
-    as_whole,
-    capacity_of,
-    encode_allocation,
-    index_suffix,
-    int32,
-    lookup,
-    resources_from,
-    uuid_allowed,
-)
+from hami.engine.families.basic import capacity_of, index_suffix, int32, resources_from
+from hami.engine.families.common import as_whole, encode_allocation, lookup, uuid_allowed
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 

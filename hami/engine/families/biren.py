@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from hami.engine.families.base import FamilyResources, FamilyWire
-from hami.engine.families.common import COUNT_ONLY, CommonFamily, RequestRules, resources_from
+from hami.engine.families.basic import CommonFamily, resources_from
+from hami.engine.families.common import COUNT_ONLY, RequestRules
 
 TYPE = "Biren"
 RESOURCES = FamilyResources(count="birentech.com/gpu")

@@ -24,14 +24,13 @@ from hami.engine.families.base import (
     FamilyWire,
     NodeFacts,
 )
-from hami.engine.families.common import (
+from hami.engine.families.basic import (
     CommonFamily,
-    RequestRules,
-    capacity_of,
+    capacity_cards,
     index_suffix,
-    int32,
     resources_from,
 )
+from hami.engine.families.common import RequestRules
 from hami.engine.model import DeviceInfo, PodDevices
 
 TYPE = "MLU"
@@ -65,17 +64,7 @@ class Cambricon(CommonFamily):
     def decode_node(
         self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
     ) -> tuple[DeviceInfo, ...] | None:
-        names = self.wire.resources
-        cores = capacity_of(node, names.cores)
-        if not cores:
-            return None
-        memory = capacity_of(node, names.memory) or 0
-        # int64 arithmetic, then Go's int32 conversion of the per-card MiB.
-        devmem = int32(memory * MEMORY_FACTOR * 100 // cores) if cores > 0 else 0
-        return tuple(
-            DeviceInfo(f"{node.name}-cambricon-mlu-{i}", i, 100, devmem, 100, TYPE)
-            for i in range(-(-cores // 100))
-        )
+        return capacity_cards(node, self.wire.resources, "cambricon-mlu", 100, TYPE)
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         out = CommonFamily.annotations(self, devices, bind)

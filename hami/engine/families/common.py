@@ -9,23 +9,18 @@ writes its own fit and may still use the pieces.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import ceil
 from typing import Any, Literal
 
 from hami.engine import reasons as r
 from hami.engine.codec import CodecError, decode_node_devices, encode_pod_devices, split_list
 from hami.engine.families.base import (
-    NO_BIND,
-    NO_NODE,
-    BindContext,
     Claim,
     FamilyFit,
     FamilyRequest,
-    FamilyResources,
     FamilyWire,
     FitPod,
-    NodeFacts,
 )
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
@@ -325,87 +320,3 @@ def walk(
     if picked:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
     return FamilyFit(None, r.card_reasons(counts, len(cards)))
-
-
-def capacity_of(node: NodeFacts, name: str) -> int | None:
-    """A node's capacity of `name` as Go's AsInt64 reads it: 0 when the node reports
-    none (or the caller knows no capacity), None when it is not a whole number."""
-    if node.capacity is None or not name:
-        return 0
-    return as_whole(node.capacity.get(name, "0"))
-
-
-def int32(n: int) -> int:
-    """Go's int32(n) of an int64: the low 32 bits, signed."""
-    return (n + 2**31) % 2**32 - 2**31
-
-
-def index_suffix(uuid: str) -> int:
-    """The card index a capacity-derived card id (`<node>-<word>-<index>`) ends with; the
-    allocation annotation carries ids alone, so a family that writes the index reads it
-    back from there (0 for an id of another form, as Go's zero value)."""
-    tail = uuid.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
-def resources_from(
-    section: Mapping[str, Any], defaults: FamilyResources, memory_factor: int = 1
-) -> FamilyResources:
-    """The resource names of a family's section of HAMi's device-config.yaml (its keys
-    resourceCountName, resourceMemoryName and resourceCoreName); the chart's defaults when
-    there is no section. A key a given section leaves out names no resource, as in HAMi,
-    which takes the section's values as they are."""
-
-    def name(key: str, default: str) -> str:
-        if not section:
-            return default
-        return str(section.get(key) or "")
-
-    return FamilyResources(
-        count=name("resourceCountName", defaults.count),
-        memory=name("resourceMemoryName", defaults.memory),
-        cores=name("resourceCoreName", defaults.cores),
-        memory_factor=memory_factor,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class CommonFamily:
-    """A family that is HAMi's common rules throughout, with its own options: the card
-    list from its registration annotation, the common request reader and walk, no node
-    score, the allocation under both keys, claimed by a count limit. A family that
-    differs in one step subclasses this and states that step."""
-
-    wire: FamilyWire
-    requests: RequestRules = RequestRules()
-    rules: WalkRules = WalkRules()
-    form: Form = "any"
-    # HAMi overwrites every registered card's cores with this ("only for calscore use").
-    devcore: int | None = None
-
-    def decode_node(
-        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
-    ) -> tuple[DeviceInfo, ...] | None:
-        cards = decode_registration(annotations, self.wire, self.form)
-        if cards is None or self.devcore is None:
-            return cards
-        return tuple(replace(c, devcore=self.devcore) for c in cards)
-
-    def container_request(
-        self, container: Mapping[str, Any], *, strict: bool = False
-    ) -> FamilyRequest | None:
-        return read_request(container, self.wire, self.requests, strict=strict)
-
-    def fit(
-        self, cards: Sequence[Card], request: FamilyRequest, pod: FitPod, allocated: PodDevices
-    ) -> FamilyFit:
-        return walk(cards, request, pod, self.wire, self.rules)
-
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
-        return 0.0
-
-    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
-        return encode_allocation(self.wire, devices)
-
-    def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
-        return claim_by_count(container, self.wire)

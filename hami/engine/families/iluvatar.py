@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hami.engine.families.base import Claim, FamilyResources, FamilyWire
-from hami.engine.families.common import CommonFamily, RequestRules, quantity_value, resources_from
+from hami.engine.families.basic import CommonFamily, resources_from
+from hami.engine.families.common import RequestRules, quantity_value
 
 MEMORY_FACTOR = 256  # one vMem unit is 256 MiB
 CHIPS = ("MR-V100", "MR-V50", "BI-V150", "BI-V100")  # the chart's `iluvatars`, in its order

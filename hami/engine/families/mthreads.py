@@ -28,16 +28,17 @@ from hami.engine.families.base import (
     FitPod,
     NodeFacts,
 )
-from hami.engine.families.common import (
+from hami.engine.families.basic import (
     CommonFamily,
+    capacity_cards,
+    index_suffix,
+    resources_from,
+)
+from hami.engine.families.common import (
     RequestRules,
     as_whole,
-    capacity_of,
     encode_allocation,
-    index_suffix,
-    int32,
     quantity_value,
-    resources_from,
     walk,
 )
 from hami.engine.families.common import lookup as lookup_resource
@@ -79,16 +80,7 @@ class Mthreads(CommonFamily):
     def decode_node(
         self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
     ) -> tuple[DeviceInfo, ...] | None:
-        names = self.wire.resources
-        cores = capacity_of(node, names.cores)
-        if not cores:
-            return None
-        memory = capacity_of(node, names.memory) or 0
-        devmem = int32(memory * MEMORY_FACTOR * CORES_PER_GPU // cores) if cores > 0 else 0
-        return tuple(
-            DeviceInfo(f"{node.name}-mthreads-{i}", i, 100, devmem, CORES_PER_GPU, TYPE)
-            for i in range(-(-cores // CORES_PER_GPU))
-        )
+        return capacity_cards(node, self.wire.resources, "mthreads", CORES_PER_GPU, TYPE)
 
     def fit(
         self, cards: Sequence[Card], request: FamilyRequest, pod: FitPod, allocated: PodDevices

@@ -16,13 +16,8 @@ from typing import Any
 from hami.engine import reasons as r
 from hami.engine.f32 import f32
 from hami.engine.families.base import FamilyFit, FamilyRequest, FamilyResources, FamilyWire, FitPod
-from hami.engine.families.common import (
-    COUNT_ONLY,
-    CommonFamily,
-    card_verdict,
-    resources_from,
-    taken,
-)
+from hami.engine.families.basic import CommonFamily, resources_from
+from hami.engine.families.common import COUNT_ONLY, card_verdict, taken
 from hami.engine.model import Card, ContainerDevice, PodDevices
 
 TYPE = "Vastai"

@@ -62,3 +62,14 @@ def check(family: Family, step: Step) -> None:
     else:
         assert got.devices is not None, (step.name, got.reason)
         assert tuple((d.uuid, d.usedmem, d.usedcores) for d in got.devices) == step.want, step.name
+
+
+# What a family reads of a container (count, MiB, memory percentage, cores); None: no ask.
+Ask = tuple[int, int, int, int] | None
+
+
+def asked(
+    family: Family, limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None = None
+) -> Ask:
+    got = family.container_request(ctr(limits, requests))
+    return None if got is None else (got.nums, got.memreq, got.mem_percentage, got.coresreq)

@@ -9,7 +9,7 @@ from hami.engine.families import amd
 from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
 from hami.engine.requests import RequestError
-from tests.unit.engine.families.kit import Step, card, check, ctr
+from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
 
 F = amd.FAMILY
 GPU, MEM, CORES = "amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores"
@@ -42,10 +42,10 @@ def test_decode_and_health() -> None:
 @pytest.mark.parametrize(
     ("limits", "requests", "want"),
     [
-        ({GPU: 1}, None, (1, 0, 100)),  # no percentage: all CUs
-        ({GPU: 2, MEM: 4096, CORES: 25}, None, (2, 4096, 25)),
+        ({GPU: 1}, None, (1, 0, 101, 100)),  # no percentage: all CUs
+        ({GPU: 2, MEM: 4096, CORES: 25}, None, (2, 4096, 101, 25)),
         (None, {GPU: 1}, None),  # HAMi reads AMD's limits alone
-        ({GPU: 1}, {MEM: 10}, (1, 0, 100)),
+        ({GPU: 1}, {MEM: 10}, (1, 0, 101, 100)),
         ({GPU: 0}, None, None),  # HAMi's "rejects zero count"
         ({GPU: 1, MEM: -1}, None, None),  # "rejects negative memory"
         ({GPU: 1, MEM: 2**31}, None, None),  # "rejects overflowing memory"
@@ -54,18 +54,12 @@ def test_decode_and_health() -> None:
     ],
 )
 def test_requests(
-    limits: dict[str, object] | None,
-    requests: dict[str, object] | None,
-    want: tuple[int, ...] | None,
+    limits: dict[str, object] | None, requests: dict[str, object] | None, want: Ask
 ) -> None:
-    got = F.container_request(ctr(limits, requests))
-    if want is None:
-        assert got is None
-        if limits and limits.get(GPU):
-            with pytest.raises(RequestError):
-                F.container_request(ctr(limits, requests), strict=True)
-    else:
-        assert got is not None and (got.nums, got.memreq, got.coresreq) == want
+    assert asked(F, limits, requests) == want
+    if want is None and limits and limits.get(GPU):
+        with pytest.raises(RequestError):
+            F.container_request(ctr(limits, requests), strict=True)
 
 
 STEPS = [

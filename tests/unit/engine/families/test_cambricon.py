@@ -5,7 +5,7 @@ import pytest
 from hami.engine.families import cambricon
 from hami.engine.families.base import BindContext, FamilyRequest, NodeFacts
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
-from tests.unit.engine.families.kit import Step, card, check, ctr
+from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
 
 F = cambricon.FAMILY
 MLU = "cambricon.com/vmlu"
@@ -47,13 +47,8 @@ def test_cards_from_capacity() -> None:
         ({"cambricon.com/mlu": 1}, None),  # the flag's default name is not the chart's
     ],
 )
-def test_requests(limits: dict[str, object], want: tuple[int, ...] | None) -> None:
-    got = F.container_request(ctr(limits))
-    if want is None:
-        assert got is None
-    else:
-        assert got is not None
-        assert (got.nums, got.memreq, got.mem_percentage, got.coresreq) == want
+def test_requests(limits: dict[str, object], want: Ask) -> None:
+    assert asked(F, limits) == want
 
 
 STEPS = [

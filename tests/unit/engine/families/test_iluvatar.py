@@ -7,7 +7,7 @@ from hami.engine.families import iluvatar
 from hami.engine.families.base import FamilyRequest
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
 from hami.engine.requests import RequestError
-from tests.unit.engine.families.kit import Step, card, check, ctr
+from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
 
 F = iluvatar.FAMILIES[0]  # MR-V100
 GPU, MEM, CORES = (
@@ -67,13 +67,8 @@ def test_decode() -> None:
         ({GPU: 2, MEM: 4, CORES: 30}, (2, 1024, 101, 30)),  # per device, not split
     ],
 )
-def test_requests(limits: dict[str, object], want: tuple[int, ...] | None) -> None:
-    got = F.container_request(ctr(limits))
-    if want is None:
-        assert got is None
-    else:
-        assert got is not None
-        assert (got.nums, got.memreq, got.mem_percentage, got.coresreq) == want
+def test_requests(limits: dict[str, object], want: Ask) -> None:
+    assert asked(F, limits) == want
 
 
 def test_strict_overflow() -> None:

@@ -5,7 +5,7 @@ import pytest
 from hami.engine.families import mthreads
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, NodeFacts
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
-from tests.unit.engine.families.kit import Step, card, check, ctr
+from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
 
 F = mthreads.FAMILY
 GPU, MEM, CORES = "mthreads.com/vgpu", "mthreads.com/sgpu-memory", "mthreads.com/sgpu-core"
@@ -48,16 +48,9 @@ def test_cards_from_capacity() -> None:
     ],
 )
 def test_requests(
-    limits: dict[str, object] | None,
-    requests: dict[str, object] | None,
-    want: tuple[int, ...] | None,
+    limits: dict[str, object] | None, requests: dict[str, object] | None, want: Ask
 ) -> None:
-    got = F.container_request(ctr(limits, requests))
-    if want is None:
-        assert got is None
-    else:
-        assert got is not None
-        assert (got.nums, got.memreq, got.mem_percentage, got.coresreq) == want
+    assert asked(F, limits, requests) == want
 
 
 def req(nums: int, mem: int, cores: int) -> FamilyRequest:
