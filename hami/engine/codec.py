@@ -188,9 +188,22 @@ def _decode_node_json(text: str) -> tuple[DeviceInfo, ...]:
                 mode=str(entry.get("mode") or "") or "hami-core",
                 health=entry.get("health") is True,
                 mig_profiles=decode_profiles(entry.get("migprofiles"), card),
+                extra=decode_custom(entry.get("custominfo"), card),
             )
         )
     return tuple(out)
+
+
+def decode_custom(raw: Any, card: str) -> tuple[tuple[str, str], ...]:
+    """A card's `custominfo` (a free map some vendors' plugins write, e.g. Ascend's NetworkID)
+    as sorted pairs: text as it is, anything else as its JSON."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise CodecError(f"{card}: custominfo must be a JSON object, got {raw!r}")
+    return tuple(
+        sorted((str(k), v if isinstance(v, str) else orjson.dumps(v).decode()) for k, v in raw.items())
+    )
 
 
 def _decode_node_legacy(text: str) -> tuple[DeviceInfo, ...]:

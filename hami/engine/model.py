@@ -68,6 +68,12 @@ class DeviceInfo:
     mode: str = "hami-core"
     health: bool = True
     mig_profiles: tuple[MigProfile, ...] = ()
+    # What one family's plugin or node adds to a card (Ascend's NetworkID, Enflame's DRS
+    # profiles), as sorted (key, text) pairs so the card stays hashable.
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
 
     @property
     def mig(self) -> bool:
@@ -230,6 +236,13 @@ class ContainerDevice:
     usedcores: int
     type: str = NVIDIA
     mig: MigInstance | None = None  # on a card in MIG mode: the instance it holds
+    # What a family's fit chose beyond the card (Enflame's DRS profile, Ascend's split mode)
+    # for the annotations its bind writes. Not on the wire, so never compared: an allocation
+    # read back from a pod's annotations is the same allocation.
+    extra: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
 
 
 # One entry per container, init containers first, in spec order.

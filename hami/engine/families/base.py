@@ -16,7 +16,7 @@ never a client or a clock.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hami.engine.model import (
     PERCENTAGE_UNSET,
@@ -102,6 +102,11 @@ class Claim:
     # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
+    # Container resources to set, as quantities (Ascend's memory rounded up to a template).
+    limits: tuple[tuple[str, str], ...] = ()
+    requests: tuple[tuple[str, str], ...] = ()
+    # Container environment entries to append (Ascend's empty ASCEND_VISIBLE_DEVICES).
+    env: tuple[tuple[str, str], ...] = ()
 
 
 class Family(Protocol):
@@ -149,4 +154,17 @@ class Family(Protocol):
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         """Whether the webhook claims this container for the scheduler, and what it sets."""
+        ...
+
+
+@runtime_checkable
+class CapacityFamily(Protocol):
+    """A family whose device plugin registers no card list, only a count in the node's
+    capacity (HAMi builds one card per unit, named after the node: Enflame's whole GCUs,
+    Kunlunxin's whole XPUs). Its `decode_node` answers None; the cache asks this instead."""
+
+    def decode_capacity(
+        self, node: str, capacity: Mapping[str, Any]
+    ) -> tuple[DeviceInfo, ...] | None:
+        """The cards a node's `status.capacity` makes, None when it has none of the family's."""
         ...
