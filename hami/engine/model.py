@@ -68,12 +68,12 @@ class DeviceInfo:
     mode: str = "hami-core"
     health: bool = True
     mig_profiles: tuple[MigProfile, ...] = ()
-    # What one family's plugin or node adds to a card (Ascend's NetworkID, Enflame's DRS
-    # profiles), as sorted (key, text) pairs so the card stays hashable.
-    extra: tuple[tuple[str, str], ...] = ()
+    # The string entries of the registration's `custominfo` (a family's own card facts,
+    # e.g. which physical card a die sits on), sorted by key.
+    custom: tuple[tuple[str, str], ...] = ()
 
-    def get(self, key: str, default: str = "") -> str:
-        return dict(self.extra).get(key, default)
+    def custom_value(self, key: str) -> str | None:
+        return dict(self.custom).get(key)
 
     @property
     def mig(self) -> bool:

@@ -23,12 +23,16 @@ from hami.engine import reasons as r
 from hami.engine.codec import CodecError, decode_node_devices
 from hami.engine.families.ascend.config import ChipConfig
 from hami.engine.families.base import (
+    NO_BIND,
+    NO_NODE,
+    BindContext,
     Claim,
     FamilyFit,
     FamilyRequest,
     FamilyResources,
     FamilyWire,
     FitPod,
+    NodeFacts,
 )
 from hami.engine.families.common import (
     WalkRules,
@@ -49,6 +53,7 @@ SUPER_POD_KIND = "Ascend910C"  # NPUs come in modules of two
 NETWORK = "NetworkID"
 NETWORK_WEIGHT = 10
 VISIBLE_DEVICES = "ASCEND_VISIBLE_DEVICES"
+PREDICATE_TIME = "predicate-time"  # seconds since the epoch, as HAMi's bind writes it
 WALK = WalkRules()
 
 
@@ -56,16 +61,18 @@ def _go_json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def _network(card: DeviceInfo) -> int | None:
-    """The card's NetworkID; HAMi reads it only when the plugin wrote a JSON number."""
-    text = card.get(NETWORK)
-    try:
-        value = orjson.loads(text) if text else None
-    except orjson.JSONDecodeError:
-        return None
+def _network_of(raw: Any) -> int | None:
+    """A registered card's NetworkID: HAMi takes it only when it is a JSON number."""
+    custom = raw.get("custominfo") if isinstance(raw, dict) else None
+    value = custom.get(NETWORK) if isinstance(custom, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+def _network(card: DeviceInfo) -> int | None:
+    value = card.custom_value(NETWORK)
+    return None if value is None else int(value)
 
 
 def _value(raw: Any) -> int:
@@ -116,19 +123,29 @@ class AscendFamily:
             return self.config.memory_allocatable, ""
         return 0, ""
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
         value = annotations.get(self.wire.register_annotation)
         if value is None:
             return None
         if not value.strip().startswith("["):
             raise CodecError(f"{self.wire.register_annotation} must be a JSON array")
         cards = decode_node_devices(value)
+        # The plugin writes NetworkID as a JSON number, which the shared decoder (strings
+        # only) leaves out; and the node's word on the soft split must travel with its
+        # cards, as fit sees only those.
+        networks = [_network_of(raw) for raw in orjson.loads(value)]
         soft = annotations.get(NODE_SOFT_ANNOTATION)
-        if soft is None:
-            return cards
-        # The node's word on the soft split travels with its cards, as fit sees only those.
-        flag = (NODE_SOFT_ANNOTATION, "true" if soft == "true" else "false")
-        return tuple(replace(c, extra=tuple(sorted((*c.extra, flag)))) for c in cards)
+        out = []
+        for card, net in zip(cards, networks, strict=True):
+            custom = dict(card.custom)
+            if net is not None:
+                custom[NETWORK] = str(net)
+            if soft is not None:
+                custom[NODE_SOFT_ANNOTATION] = "true" if soft == "true" else "false"
+            out.append(replace(card, custom=tuple(sorted(custom.items()))))
+        return tuple(out)
 
     def container_request(
         self, container: Mapping[str, Any], *, strict: bool = False
@@ -223,7 +240,7 @@ class AscendFamily:
 
     def _node_soft(self, cards: Sequence[Card]) -> bool:
         """Whether the node offers the soft split: its annotation, else the global default."""
-        word = cards[0].info.get(NODE_SOFT_ANNOTATION) if cards else ""
+        word = cards[0].info.custom_value(NODE_SOFT_ANNOTATION) if cards else None
         return word == "true" if word else self.soft_split_default
 
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
@@ -244,10 +261,9 @@ class AscendFamily:
                 score += max(group.values()) / sum(group.values())
         return score * NETWORK_WEIGHT
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         """The two allocation lists, and per NPU its template (hard split) or its memory and
-        cores (soft split) under `huawei.com/<kind>`. HAMi also writes `predicate-time`
-        with its clock; the engine has none (see the report)."""
+        cores (soft split) under `huawei.com/<kind>`, and the bind's time as `predicate-time`."""
         out = encode_allocation(self.wire, devices)
         if not out:
             return out
@@ -265,6 +281,7 @@ class AscendFamily:
                     info["core"] = d.usedcores
                 runtime.append(info)
         out[self.runtime_annotation] = _go_json(runtime)
+        out[PREDICATE_TIME] = str(bind.now_ns // 1_000_000_000)
         return out
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine.codec import CodecError
-from hami.engine.families.ascend import DEFAULT_VNPUS, AscendFamily, from_config
-from hami.engine.families.base import Claim, FamilyRequest, FitPod
+from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
+from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
 from hami.engine.requests import RequestError
+from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
 KINDS = {f.wire.type: f for f in from_config(DEFAULT_VNPUS)}
 B3 = KINDS["Ascend910B3"]
@@ -40,11 +41,15 @@ def card(
 ) -> Card:
     if net is not None:
         extra = (*extra, ("NetworkID", str(net)))
-    info = DeviceInfo(uuid, index, count, mem, core, "Ascend910B3", health=health, extra=extra)
+    info = DeviceInfo(
+        uuid, index, count, mem, core, "Ascend910B3", health=health, custom=tuple(sorted(extra))
+    )
     return Card(info, Usage(used, usedmem, usedcores), 0.0)
 
 
-def ask(nums: int, mem: int = 0, cores: int = 0, pct: int = 0, kind: str = "Ascend910B3") -> FamilyRequest:
+def ask(
+    nums: int, mem: int = 0, cores: int = 0, pct: int = 0, kind: str = "Ascend910B3"
+) -> FamilyRequest:
     return FamilyRequest(kind, nums, mem, pct, cores)
 
 
@@ -70,7 +75,10 @@ def test_default_config_is_the_charts_seven_chip_kinds() -> None:
     assert w.handshake_annotation == "hami.io/node-handshake-Ascend910B3"
     assert w.to_allocate_annotation == "hami.io/Ascend910B3-devices-to-allocate"
     assert w.allocated_annotation == "hami.io/Ascend910B3-devices-allocated"
-    assert (w.use_uuid, w.nouse_uuid) == ("hami.io/use-Ascend910B3-uuid", "hami.io/no-use-Ascend910B3-uuid")
+    assert (w.use_uuid, w.nouse_uuid) == (
+        "hami.io/use-Ascend910B3-uuid",
+        "hami.io/no-use-Ascend910B3-uuid",
+    )
     assert w.lock_name == "hami.io/mutex.lock"
     assert [t.name for t in P310.config.templates] == ["vir01", "vir02", "vir04"]
 
@@ -86,7 +94,7 @@ def test_decode_registration_as_the_ascend_plugin_writes_it() -> None:
     ).decode()  # fmt: skip
     cards = B3.decode_node({"hami.io/node-register-Ascend910B3": value})
     assert cards is not None
-    assert [(c.id, c.index, c.devmem, c.devcore, c.get("NetworkID")) for c in cards] == [
+    assert [(c.id, c.index, c.devmem, c.devcore, c.custom_value("NetworkID")) for c in cards] == [
         ("npu-0", 0, 65536, 20, "0"),
         ("npu-1", 1, 65536, 20, "1"),
     ]
@@ -94,10 +102,12 @@ def test_decode_registration_as_the_ascend_plugin_writes_it() -> None:
     assert A910.decode_node({"hami.io/node-register-Ascend910B3": value}) is None
     # The node's word on the soft split travels with its cards.
     soft = B3.decode_node({"hami.io/node-register-Ascend910B3": value, "hami-vnpu-core": "true"})
-    assert soft is not None and soft[0].get("hami-vnpu-core") == "true"
+    assert soft is not None and soft[0].custom_value("hami-vnpu-core") == "true"
     # HAMi reads only JSON here (UnMarshalNodeDevices), not the old colon form.
     with pytest.raises(CodecError):
-        B3.decode_node({"hami.io/node-register-Ascend910B3": "npu-0,4,65536,20,Ascend910B3,0,true:"})
+        B3.decode_node(
+            {"hami.io/node-register-Ascend910B3": "npu-0,4,65536,20,Ascend910B3,0,true:"}
+        )
 
 
 R = "huawei.com/Ascend910B3"
@@ -181,9 +191,16 @@ FITS: list[tuple[str, list[Card], FamilyRequest, dict[str, str], list[str] | Non
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("name", "cards", "req", "annos", "want", "reason"), FITS, ids=[f[0] for f in FITS])
+@pytest.mark.parametrize(
+    ("name", "cards", "req", "annos", "want", "reason"), FITS, ids=[f[0] for f in FITS]
+)
 def test_fit(
-    name: str, cards: list[Card], req: FamilyRequest, annos: dict[str, str], want: list[str] | None, reason: str
+    name: str,
+    cards: list[Card],
+    req: FamilyRequest,
+    annos: dict[str, str],
+    want: list[str] | None,
+    reason: str,
 ) -> None:
     got = B3.fit(cards, req, FitPod(annos), ())
     assert got.reason == reason
@@ -227,17 +244,19 @@ def test_score_node_rewards_one_network_group() -> None:
 
 
 def test_annotations_name_each_npus_template_or_share() -> None:
-    # HAMi: Test_PatchAnnotations "exist device" (predicate-time aside: the engine has no clock).
-    out = A910.annotations(((ContainerDevice("device-0", 8738, 1, "Ascend910A"),),))
+    # HAMi: Test_PatchAnnotations "exist device".
+    bind = BindContext(now_ns=1_700_000_000_999_999_999)
+    out = A910.annotations(((ContainerDevice("device-0", 8738, 1, "Ascend910A"),),), bind)
     assert out == {
         "hami.io/Ascend910A-devices-to-allocate": "device-0,Ascend910A,8738,1:;",
         "hami.io/Ascend910A-devices-allocated": "device-0,Ascend910A,8738,1:;",
-        "huawei.com/Ascend910A": '[{"UUID":"device-0","temp":"vir08","memory":8738}]'.replace(
-            "}", ',"core":1}'
-        ),
+        "huawei.com/Ascend910A": '[{"UUID":"device-0","temp":"vir08","memory":8738,"core":1}]',
+        "predicate-time": "1700000000",
     }
     # HAMi: "vNPU-mode patch": the soft split names memory and cores, no template.
-    fitted = B3.fit([card("u", 65536, extra=(("hami-vnpu-core", "true"),))], ask(1, 8192, 5), FitPod(SOFT), ())
+    fitted = B3.fit(
+        [card("u", 65536, extra=(("hami-vnpu-core", "true"),))], ask(1, 8192, 5), FitPod(SOFT), ()
+    )
     assert fitted.devices is not None
     out = B3.annotations((fitted.devices,))
     assert out["huawei.com/Ascend910B3"] == '[{"UUID":"u","memory":8192,"core":5}]'
@@ -321,3 +340,15 @@ def test_fit_never_exceeds_a_cards_capacity(
             assert c.usage.usedmem + d.usedmem <= c.info.devmem
             assert c.usage.usedcores + d.usedcores <= c.info.devcore
         assert got.devices is None or len(got.devices) == nums
+
+
+def test_the_e2e_sample_registration_decodes() -> None:
+    sample = SAMPLE_NODE["Ascend910B3"]
+    cards = B3.decode_node(sample)
+    assert cards is not None and [_network_of_card(c) for c in cards] == ["0", "0", "1", "1"]
+    assert B3.wire.handshake_annotation in sample
+    assert set(SAMPLE_ALLOCATABLE["Ascend910B3"]) <= set(B3.wire.resources.all())
+
+
+def _network_of_card(c: DeviceInfo) -> str | None:
+    return c.custom_value("NetworkID")

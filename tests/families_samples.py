@@ -1,0 +1,41 @@
+"""What each vendor's device plugin writes on a node, for the e2e node simulator and the
+tests: per family (keyed by its FamilyWire.type) the node annotations of one node with a
+few cards, and the node's allocatable extended resources. Families whose cards HAMi derives
+from the node's resources (no card list) register with an empty annotation map; their
+capacity is the allocatable given here."""
+
+from collections.abc import Mapping
+
+SAMPLE_NODE: dict[str, Mapping[str, str]] = {}
+SAMPLE_ALLOCATABLE: dict[str, Mapping[str, str]] = {}
+
+# Biren: hami.io/node-biren-register, a JSON card list; the handshake the plugin keeps fresh.
+SAMPLE_NODE["Biren"] = {
+    "hami.io/node-biren-register": (
+        '[{"id":"br-0","index":0,"count":4,"devmem":65536,"type":"Biren","health":true},'
+        '{"id":"br-1","index":1,"count":4,"devmem":65536,"type":"Biren","health":true}]'
+    ),
+    "hami.io/node-handshake-biren": "Reported_2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["Biren"] = {"birentech.com/gpu": "8"}
+
+# Ascend 910B3: HAMi's ascend-device-plugin writes one JSON card list per chip kind under
+# hami.io/node-register-<commonWord>, each NPU with its HCCS network group as
+# custominfo.NetworkID (a JSON number), and keeps its handshake fresh.
+SAMPLE_NODE["Ascend910B3"] = {
+    "hami.io/node-register-Ascend910B3": (
+        '[{"id":"npu-0","index":0,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
+        '"health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
+        '"health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-2","index":2,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
+        '"health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-3","index":3,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
+        '"health":true,"custominfo":{"NetworkID":1}}]'
+    ),
+    "hami.io/node-handshake-Ascend910B3": "Reported_2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["Ascend910B3"] = {
+    "huawei.com/Ascend910B3": "16",
+    "huawei.com/Ascend910B3-memory": "262144",
+}
