@@ -39,3 +39,26 @@ SAMPLE_ALLOCATABLE["Ascend910B3"] = {
     "huawei.com/Ascend910B3": "16",
     "huawei.com/Ascend910B3-memory": "262144",
 }
+
+# Kunlunxin whole XPUs: the plugin registers no card list, only the count HAMi reads from
+# the node's capacity (one card per unit, named after the node).
+SAMPLE_NODE["kunlun"] = {}
+SAMPLE_ALLOCATABLE["kunlun"] = {"kunlunxin.com/xpu": "8"}
+
+# Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU board as a JSON card list
+# under hami.io/node-register-xpu (split count 4 per XPU) and keeps its handshake fresh.
+SAMPLE_NODE["XPU"] = {
+    "hami.io/node-register-xpu": (
+        '[{"id":"xpu-0","count":4,"devmem":98304,"devcore":100,"type":"P800","health":true},{"id"'
+        ':"xpu-1","index":1,"count":4,"devmem":98304,"devcore":100,"type":"P800","health":true},{'
+        '"id":"xpu-2","index":2,"count":4,"devmem":98304,"devcore":100,"type":"P800","health":tru'
+        'e},{"id":"xpu-3","index":3,"count":4,"devmem":98304,"devcore":100,"type":"P800","health"'
+        ':true},{"id":"xpu-4","index":4,"count":4,"devmem":98304,"devcore":100,"type":"P800","num'
+        'a":1,"health":true},{"id":"xpu-5","index":5,"count":4,"devmem":98304,"devcore":100,"type'
+        '":"P800","numa":1,"health":true},{"id":"xpu-6","index":6,"count":4,"devmem":98304,"devco'
+        're":100,"type":"P800","numa":1,"health":true},{"id":"xpu-7","index":7,"count":4,"devmem"'
+        ':98304,"devcore":100,"type":"P800","numa":1,"health":true}]'
+    ),
+    "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["XPU"] = {"kunlunxin.com/vxpu": "32", "kunlunxin.com/vxpu-memory": "786432"}

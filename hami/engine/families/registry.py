@@ -7,7 +7,7 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from hami.engine.families import ascend, biren
+from hami.engine.families import ascend, biren, kunlun
 from hami.engine.families.base import Family
 
 
@@ -32,4 +32,11 @@ class Families:
 # InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
 # then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
 # AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
-FAMILIES = Families((biren.FAMILY, *ascend.from_config(ascend.DEFAULT_VNPUS)))
+FAMILIES = Families(
+    (
+        kunlun.WHOLE_FAMILY,
+        kunlun.VXPU_FAMILY,
+        biren.FAMILY,
+        *ascend.from_config(ascend.DEFAULT_VNPUS),
+    )
+)
