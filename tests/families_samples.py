@@ -62,3 +62,20 @@ SAMPLE_NODE["XPU"] = {
     "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
 }
 SAMPLE_ALLOCATABLE["XPU"] = {"kunlunxin.com/vxpu": "32", "kunlunxin.com/vxpu-memory": "786432"}
+
+# Enflame whole GCUs: the plugin registers no card list, only the count HAMi reads from the
+# node's capacity (one card per unit, named after the node).
+SAMPLE_NODE["GCU"] = {}
+SAMPLE_ALLOCATABLE["GCU"] = {"enflame.com/gcu": "2"}
+
+# Enflame DRS shares: the DRS plugin writes its cards' slice capacity and the DRS profiles
+# they can be cut into (`<slices>g.<GB>gb` with the profile ids) under
+# enflame.com/gcu-drs-capacity; there is no handshake.
+SAMPLE_NODE["Enflame"] = {
+    "enflame.com/gcu-drs-capacity": (
+        '{"devices":[{"index":"0","minor":"0","capacity":6},'
+        '{"index":"1","minor":"1","capacity":6}],'
+        '"profiles":{"1g.6gb":"0","2g.12gb":"1","3g.20gb":"2","6g.40gb":"3"}}'
+    ),
+}
+SAMPLE_ALLOCATABLE["Enflame"] = {"enflame.com/drs-gcu": "12"}

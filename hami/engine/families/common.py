@@ -8,6 +8,7 @@ differs; a family whose rules are not this walk (Ascend's templates, MetaX's sGP
 writes its own fit and may still use the pieces.
 """
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -27,7 +28,7 @@ from hami.engine.families.base import (
     NodeFacts,
 )
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 
@@ -359,3 +360,21 @@ class CommonFamily:
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         return claim_by_count(container, self.wire)
+
+
+def quantity_value(raw: Any) -> int:
+    """Go's Quantity.Value(), which several families read a request with: the quantity
+    rounded up to a whole number (`1500m` is 2). Raises QuantityError for a malformed one."""
+    return math.ceil(parse_quantity(raw))
+
+
+def capacity_units(node: NodeFacts, resource: str) -> int:
+    """How many of `resource` the node's capacity lists (Go's AsInt64; 0 when absent,
+    unknown or not a whole positive number): families whose plugin registers no card list
+    make one card per unit."""
+    raw = (node.capacity or {}).get(resource)
+    try:
+        units = as_int64(raw) if raw is not None else None
+    except QuantityError:
+        return 0
+    return units if units is not None and units > 0 else 0

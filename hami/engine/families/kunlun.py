@@ -34,14 +34,16 @@ from hami.engine.families.base import (
     NodeFacts,
 )
 from hami.engine.families.common import (
+    capacity_units,
     claim_by_count,
     decode_registration,
     encode_allocation,
     lookup,
+    quantity_value,
     uuid_allowed,
 )
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64, parse_quantity
+from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
 WHOLE = "kunlun"
@@ -147,12 +149,8 @@ class KunlunFamily:
     ) -> tuple[DeviceInfo, ...] | None:
         if not self.whole:
             return decode_registration(annotations, self.wire, "json")
-        raw = (node.capacity or {}).get(self.wire.resources.count)
-        try:
-            units = as_int64(raw) if raw is not None else None
-        except QuantityError:
-            units = None
-        if not units or units < 0:
+        units = capacity_units(node, self.wire.resources.count)
+        if not units:
             return None
         return tuple(
             DeviceInfo(
@@ -271,10 +269,9 @@ class KunlunFamily:
         if not claim.claimed or not memory or memory not in limits:
             return claim
         try:
-            asked = parse_quantity(limits[memory])
+            size = str(vxpu_size(quantity_value(limits[memory])))
         except QuantityError as e:
             return Claim(False, error=f"container {container.get('name', '?')}: {memory}: {e}")
-        size = str(vxpu_size(-(-asked.numerator // asked.denominator)))
         return Claim(True, limits=((memory, size),), requests=((memory, size),))
 
 

@@ -12,7 +12,6 @@ The templates' aiCore and aiCPU counts are read but, as in HAMi v2.10, never use
 scheduler: the device plugin derives a vNPU's cores from the template name.
 """
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,6 +39,7 @@ from hami.engine.families.common import (
     encode_allocation,
     lookup,
     memory_of,
+    quantity_value,
 )
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
@@ -73,11 +73,6 @@ def _network_of(raw: Any) -> int | None:
 def _network(card: DeviceInfo) -> int | None:
     value = card.custom_value(NETWORK)
     return None if value is None else int(value)
-
-
-def _value(raw: Any) -> int:
-    """Go's Quantity.Value(): the quantity rounded up to a whole number."""
-    return math.ceil(parse_quantity(raw))
 
 
 @dataclass(frozen=True)
@@ -189,7 +184,7 @@ class AscendFamily:
         cores = 0
         raw_cores = lookup(res, c.resource_core_name) if c.resource_core_name else None
         if raw_cores is not None:
-            cores = _value(raw_cores)
+            cores = quantity_value(raw_cores)
             if cores < 0 or cores > INT32_MAX:
                 raise RequestError(f"container {name}: {c.resource_core_name} is out of range")
         return FamilyRequest(self.wire.type, nums, mem, 100 if mem == 0 else 0, cores)
@@ -297,7 +292,7 @@ class AscendFamily:
         limits, requests = res.get("limits") or {}, res.get("requests") or {}
         if c.resource_name not in limits:
             return Claim(False, env=((VISIBLE_DEVICES, ""),) if c.overwrite_env else ())
-        count = _value(limits[c.resource_name])
+        count = quantity_value(limits[c.resource_name])
         set_limits: list[tuple[str, str]] = []
         set_requests: list[tuple[str, str]] = []
         if c.common_word == SUPER_POD_KIND and c.super_pod:
@@ -313,14 +308,14 @@ class AscendFamily:
         soft = (meta.get("annotations") or {}).get(MODE_ANNOTATION) == SOFT
         if not soft and c.resource_core_name:
             core = limits.get(c.resource_core_name, requests.get(c.resource_core_name))
-            if core is not None and _value(core) > 0:
+            if core is not None and quantity_value(core) > 0:
                 return Claim(
                     False,
                     error=f"{c.resource_core_name} is only supported in hami-core (soft split) mode",
                 )
         memory = c.memory_allocatable
         if c.resource_memory_name in limits:
-            asked = _value(limits[c.resource_memory_name])
+            asked = quantity_value(limits[c.resource_memory_name])
             memory = asked if soft else self.trim(asked)[0]
             if memory <= 0:
                 return Claim(False, error=f"{c.resource_memory_name} {asked} is invalid")
