@@ -20,6 +20,7 @@ import orjson
 
 from hami.engine import reasons as r
 from hami.engine.codec import CodecError, decode_node_devices
+from hami.engine.f32 import f32
 from hami.engine.families.ascend.config import ChipConfig
 from hami.engine.families.base import (
     NO_BIND,
@@ -253,8 +254,8 @@ class AscendFamily:
                     return 0.0
                 group[net] = group.get(net, 0) + 1
             if group:
-                score += max(group.values()) / sum(group.values())
-        return score * NETWORK_WEIGHT
+                score = f32(score + f32(f32(max(group.values())) / f32(sum(group.values()))))
+        return f32(score * NETWORK_WEIGHT)  # Go float32 throughout, as HAMi's
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         """The two allocation lists, and per NPU its template (hard split) or its memory and

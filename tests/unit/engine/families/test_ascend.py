@@ -239,6 +239,8 @@ def test_score_node_rewards_one_network_group() -> None:
     dev = [ContainerDevice(u, 64, 0, "Ascend910B3") for u in ("a", "b", "c")]
     assert B3.score_node(cards, ((dev[0], dev[1]),), True) == 10.0
     assert B3.score_node(cards, ((dev[0], dev[2]),), True) == 5.0
+    # Go float32: two of three in one group is 6.6666670 (float32), not 6.666666666666667.
+    assert B3.score_node(cards, ((dev[0], dev[1], dev[2]),), True) == 6.6666669845581055
     assert B3.score_node([card("a"), card("c")], ((dev[0], dev[2]),), True) == 0.0
     assert P310.score_node(cards, ((dev[0], dev[1]),), True) == 0.0  # not a 910 kind
 
