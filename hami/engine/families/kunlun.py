@@ -298,6 +298,7 @@ def _wire(kind: str, resources: FamilyResources, **names: str) -> FamilyWire:
         resources=resources,
         use_uuid="hami.io/use-xpu-uuid",  # both families read the vXPU plugin's selection
         nouse_uuid="hami.io/no-use-xpu-uuid",
+        reads=(PLUGIN_USE_UUID, PLUGIN_NOUSE_UUID),
         **names,
     )
 

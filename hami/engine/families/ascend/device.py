@@ -102,6 +102,7 @@ class AscendFamily:
             allocated_annotation=f"hami.io/{word}-devices-allocated",
             use_uuid=f"hami.io/use-{word}-uuid",
             nouse_uuid=f"hami.io/no-use-{word}-uuid",
+            reads=(MODE_ANNOTATION,),
         )
 
     @property

@@ -80,6 +80,8 @@ def test_default_config_is_the_charts_seven_chip_kinds() -> None:
         "hami.io/no-use-Ascend910B3-uuid",
     )
     assert w.lock_name == "hami.io/mutex.lock"
+    # The fit reads the split mode: the pod's options must carry it.
+    assert "huawei.com/vnpu-mode" in w.pod_annotations()
     assert [t.name for t in P310.config.templates] == ["vir01", "vir02", "vir04"]
 
 

@@ -70,6 +70,10 @@ def test_wire_and_config() -> None:
         "hami.io/xpu-devices-allocated",
         "hami.io/mutex.lock",
     )
+    for family in (WHOLE_FAMILY, VXPU_FAMILY):  # both fits read both selections
+        assert set(family.wire.pod_annotations()) == {
+            "hami.io/use-xpu-uuid", "hami.io/no-use-xpu-uuid", "baidu.com/use-gpuuuid", "baidu.com/nouse-gpuuuid",
+        }  # fmt: skip
     renamed = from_config(
         {"resourceCountName": "acme.com/xpu", "resourceVMemoryName": "acme.com/m"}
     )
