@@ -33,8 +33,8 @@ from hami.engine.families.base import (
     FitPod,
     NodeFacts,
 )
+from hami.engine.families.basic import capacity_of, index_suffix
 from hami.engine.families.common import (
-    capacity_units,
     claim_by_count,
     decode_registration,
     encode_allocation,
@@ -149,8 +149,8 @@ class KunlunFamily:
     ) -> tuple[DeviceInfo, ...] | None:
         if not self.whole:
             return decode_registration(annotations, self.wire, "json")
-        units = capacity_units(node, self.wire.resources.count)
-        if not units:
+        units = capacity_of(node, self.wire.resources.count)
+        if not units or units < 0:
             return None
         return tuple(
             DeviceInfo(
@@ -257,7 +257,7 @@ class KunlunFamily:
         for container in devices:
             # HAMi writes the key once per container: the last container's XPUs win.
             if container:
-                out[DEVICE_INDEX] = ",".join(d.uuid.rsplit("-", 1)[1] for d in container)
+                out[DEVICE_INDEX] = ",".join(str(index_suffix(d.uuid)) for d in container)
         return out
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:

@@ -12,7 +12,8 @@ from hami.engine.families.base import (
     FitPod,
     NodeFacts,
 )
-from hami.engine.families.common import CommonFamily, capacity_units, lookup
+from hami.engine.families.basic import CommonFamily, capacity_of
+from hami.engine.families.common import lookup
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
@@ -29,8 +30,8 @@ class WholeGcuFamily(CommonFamily):
     def decode_node(
         self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
     ) -> tuple[DeviceInfo, ...] | None:
-        units = capacity_units(node, self.wire.resources.count)
-        if not units:
+        units = capacity_of(node, self.wire.resources.count)
+        if not units or units < 0:
             return None  # HAMi also calls such a node unhealthy for the family
         return tuple(
             DeviceInfo(f"{node.name}-{WHOLE}-{i}", i, 1, 100, 100, WHOLE) for i in range(units)
