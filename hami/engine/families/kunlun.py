@@ -180,7 +180,10 @@ class KunlunFamily:
             return None
         if nums is None or nums < 0 or (strict and raw_mem is not None and mem is None):
             if strict:
-                raise RequestError(f"container {name}: {names.count} must be a whole number")
+                raise RequestError(
+                    f"container {name}: {names.count} (and {names.memory or 'no memory'}) "
+                    "must be whole numbers"
+                )
             return None
         if nums == 0:
             return None
@@ -268,10 +271,7 @@ class KunlunFamily:
         limits = (container.get("resources") or {}).get("limits") or {}
         if not claim.claimed or not memory or memory not in limits:
             return claim
-        try:
-            size = str(vxpu_size(quantity_value(limits[memory])))
-        except QuantityError as e:
-            return Claim(False, error=f"container {container.get('name', '?')}: {memory}: {e}")
+        size = str(vxpu_size(quantity_value(limits[memory])))
         return Claim(True, limits=((memory, size),), requests=((memory, size),))
 
 

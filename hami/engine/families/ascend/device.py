@@ -14,6 +14,7 @@ scheduler: the device plugin derives a vNPU's cores from the template name.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -83,7 +84,7 @@ class AscendFamily:
     config: ChipConfig
     soft_split_default: bool = False  # vnpus.hamiVnpuCore: nodes offer hami-core unless they say
 
-    @property
+    @cached_property
     def wire(self) -> FamilyWire:
         c = self.config
         word = c.common_word
@@ -282,13 +283,7 @@ class AscendFamily:
         return out
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
-        try:
-            return self._claim(container, pod)
-        except QuantityError as e:
-            return Claim(False, error=f"container {container.get('name', '?')}: {e}")
-
-    def _claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
-        """HAMi's MutateAdmission."""
+        """HAMi's MutateAdmission (quantities read as Go's Value(): rounded up)."""
         c = self.config
         res = container.get("resources") or {}
         limits, requests = res.get("limits") or {}, res.get("requests") or {}

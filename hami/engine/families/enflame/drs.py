@@ -167,13 +167,8 @@ class DrsFamily:
         """HAMi's MutateAdmission: a slice count must be positive; memory must be positive and
         cores within (0, 100]; a value named only as a request is copied to the limits
         and the other way round."""
-        names = self.wire.resources
         res = container.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        try:
-            return _claim(names, limits, requests)
-        except QuantityError as e:
-            return Claim(False, error=f"container {container.get('name', '?')}: {e}")
+        return _claim(self.wire.resources, res.get("limits") or {}, res.get("requests") or {})
 
 
 def _claim(names: FamilyResources, limits: Mapping[str, Any], requests: Mapping[str, Any]) -> Claim:
