@@ -215,6 +215,8 @@ class KunlunFamily:
         for card in reversed(cards):
             by_index[card.info.index] = card.info  # the first card of an index, as HAMi
         picked = tuple(self._device(by_index[i], request) for i in chosen if i in by_index)
+        # HAMi places the pod on whatever the topology named, fewer XPUs than asked where an
+        # index is missing; we refuse the node instead.
         if chosen and len(picked) == request.nums:
             return FamilyFit(picked)
         counts: dict[str, int] = {}
