@@ -20,44 +20,44 @@ SAMPLE_NODE["Biren"] = {
 SAMPLE_ALLOCATABLE["Biren"] = {"birentech.com/gpu": "8"}
 
 # Ascend 910B3: HAMi's ascend-device-plugin writes one JSON card list per chip kind under
-# hami.io/node-register-<commonWord>, each NPU with its HCCS network group as
-# custominfo.NetworkID (a JSON number), and keeps its handshake fresh.
+# hami.io/node-register-<commonWord> (Go's omitempty: no index 0, no numa), each NPU's HCCS
+# group as custominfo.NetworkID (0 for NPUs 0-3, 1 for 4-7), its handshake in its own time
+# format, and whether the node offers the soft split (hami-vnpu-core). The kubelet sees
+# `count` devices per NPU of the count resource alone.
 SAMPLE_NODE["Ascend910B3"] = {
     "hami.io/node-register-Ascend910B3": (
-        '[{"id":"npu-0","index":0,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
-        '"health":true,"custominfo":{"NetworkID":0}},'
-        '{"id":"npu-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
-        '"health":true,"custominfo":{"NetworkID":0}},'
-        '{"id":"npu-2","index":2,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
-        '"health":true,"custominfo":{"NetworkID":1}},'
-        '{"id":"npu-3","index":3,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3",'
-        '"health":true,"custominfo":{"NetworkID":1}}]'
+        '[{"id":"npu-0","count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-2","index":2,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-3","index":3,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-4","index":4,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-5","index":5,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-6","index":6,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-7","index":7,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}}]'
     ),
-    "hami.io/node-handshake-Ascend910B3": "Reported_2026-01-01 00:00:00",
+    "hami.io/node-handshake-Ascend910B3": "Reported_2026.01.01 00:00:00",
+    "hami-vnpu-core": "false",
 }
-SAMPLE_ALLOCATABLE["Ascend910B3"] = {
-    "huawei.com/Ascend910B3": "16",
-    "huawei.com/Ascend910B3-memory": "262144",
-}
+SAMPLE_ALLOCATABLE["Ascend910B3"] = {"huawei.com/Ascend910B3": "32"}
 
 # Kunlunxin whole XPUs: the plugin registers no card list, only the count HAMi reads from
 # the node's capacity (one card per unit, named after the node).
 SAMPLE_NODE["kunlun"] = {}
 SAMPLE_ALLOCATABLE["kunlun"] = {"kunlunxin.com/xpu": "8"}
 
-# Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU board as a JSON card list
-# under hami.io/node-register-xpu (split count 4 per XPU) and keeps its handshake fresh.
+# Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU P800 board as a JSON card
+# list under hami.io/node-register-xpu (ids are PCI bus ids, split count 4 per XPU) and
+# keeps its handshake fresh.
 SAMPLE_NODE["XPU"] = {
     "hami.io/node-register-xpu": (
-        '[{"id":"xpu-0","count":4,"devmem":98304,"devcore":100,"type":"P800","health":true},{"id"'
-        ':"xpu-1","index":1,"count":4,"devmem":98304,"devcore":100,"type":"P800","health":true},{'
-        '"id":"xpu-2","index":2,"count":4,"devmem":98304,"devcore":100,"type":"P800","health":tru'
-        'e},{"id":"xpu-3","index":3,"count":4,"devmem":98304,"devcore":100,"type":"P800","health"'
-        ':true},{"id":"xpu-4","index":4,"count":4,"devmem":98304,"devcore":100,"type":"P800","num'
-        'a":1,"health":true},{"id":"xpu-5","index":5,"count":4,"devmem":98304,"devcore":100,"type'
-        '":"P800","numa":1,"health":true},{"id":"xpu-6","index":6,"count":4,"devmem":98304,"devco'
-        're":100,"type":"P800","numa":1,"health":true},{"id":"xpu-7","index":7,"count":4,"devmem"'
-        ':98304,"devcore":100,"type":"P800","numa":1,"health":true}]'
+        '[{"id":"0000:1a:00.0","count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:1b:00.0","index":1,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:3d:00.0","index":2,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:3e:00.0","index":3,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:9c:00.0","index":4,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:9d:00.0","index":5,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:bc:00.0","index":6,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:bd:00.0","index":7,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true}]'
     ),
     "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
 }
