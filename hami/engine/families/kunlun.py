@@ -205,7 +205,7 @@ class KunlunFamily:
                 mismatched.add(card.info.id)
                 return False
             if self.whole:
-                return card.usage.used == 0 and card.info.health
+                return card.usage.used == 0 and card.healthy
             if pod.mutex and card.usage.used > 0:
                 return False
             return _shares(card, request)
@@ -285,7 +285,7 @@ def vxpu_size(memory: int) -> int:
 def _shares(card: Card, request: FamilyRequest) -> bool:
     """HAMi's FitVXPU: a healthy card with the memory free, idle or shared by vXPUs of the
     same size only (their average is the size asked)."""
-    if not card.info.health:
+    if not card.healthy:
         return False
     usage = card.usage
     if request.memreq + usage.usedmem > card.info.devmem:

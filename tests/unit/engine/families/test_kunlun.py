@@ -320,3 +320,9 @@ def test_fit_never_exceeds_a_cards_capacity(
         assert c.usage.usedmem + d.usedmem <= c.info.devmem
         assert not is_whole or c.usage.used == 0
     assert got.devices is None or len({d.uuid for d in got.devices}) == nums
+
+
+def test_a_card_the_engine_distrusts_is_not_taken() -> None:
+    cards = [Card(c.info, c.usage, 0.0, untrusted=c.info.index == 0) for c in board()]
+    assert picked(cards, whole(1)) == [1]
+    assert picked(cards, vxpu(1, 24576)) == [1]
