@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 SAMPLE_NODE: dict[str, Mapping[str, str]] = {}
 SAMPLE_ALLOCATABLE: dict[str, Mapping[str, str]] = {}
+# Node labels a family reads, where it reads any (absent: none needed).
+SAMPLE_LABELS: dict[str, Mapping[str, str]] = {}
 
 # Biren: hami.io/node-biren-register, a JSON card list; the handshake the plugin keeps fresh.
 SAMPLE_NODE["Biren"] = {
@@ -138,3 +140,4 @@ SAMPLE_ALLOCATABLE["Mthreads"] = {
 # node.kubernetes.io/instance-type label (runs of devices are aligned off Inferentia).
 SAMPLE_NODE["AWSNeuron"] = {}
 SAMPLE_ALLOCATABLE["AWSNeuron"] = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32"}
+SAMPLE_LABELS["AWSNeuron"] = {"node.kubernetes.io/instance-type": "trn1.32xlarge"}

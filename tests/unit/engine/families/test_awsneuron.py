@@ -252,8 +252,9 @@ def test_claim(
 
 
 def test_sample_registration_decodes() -> None:
-    from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
+    from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 
-    facts = NodeFacts("n", SAMPLE_ALLOCATABLE["AWSNeuron"], {KIND: "trn1.32xlarge"})
+    facts = NodeFacts("n", SAMPLE_ALLOCATABLE["AWSNeuron"], SAMPLE_LABELS["AWSNeuron"])
     infos = F.decode_node(SAMPLE_NODE["AWSNeuron"], facts)
     assert infos is not None and len(infos) == 16 and infos[0].devcore == 3
+    assert infos[0].custom_value("AWSNodeType") == "trn1.32xlarge"

@@ -26,7 +26,9 @@ def va(i: int, used: int = 0, count: int = 1) -> Card:
 def test_decode() -> None:
     # HAMi's Test_GetNodeDevices registration, and a die-mode one with custominfo.
     infos = F.decode_node(
-        {REG_KEY: '[{"id":"7-0","count":1,"devmem":32768,"type":"Vastai","health":true}]'}
+        {
+            REG_KEY: '[{"id":"7-0","count":1,"devmem":32768,"type":"Vastai","health":true,"devicepairscore":{}}]'
+        }
     )
     assert infos == (DeviceInfo("7-0", 0, 1, 32768, 100, "Vastai"),)
     dies = F.decode_node(
