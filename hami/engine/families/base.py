@@ -58,6 +58,14 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
+    # Further pod annotations the family's fit reads (FitPod.annotations carries only these
+    # and the four above, so that a pod's options stay small and comparable).
+    reads: tuple[str, ...] = ()
+
+    def pod_annotations(self) -> tuple[str, ...]:
+        """Every pod annotation the family's fit may read."""
+        keys = (self.use_type, self.nouse_type, self.use_uuid, self.nouse_uuid, *self.reads)
+        return tuple(k for k in keys if k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,9 @@ class Claim:
     # The container's limits to set, replacing any value there (a family that turns a
     # count of several devices into whole-device cores and memory).
     limits: tuple[tuple[str, str], ...] = ()
+    # The container's requests to set, replacing any value there (Ascend's memory rounded
+    # up to a template is written to both).
+    requests: tuple[tuple[str, str], ...] = ()
     # Environment variables to add to the container when it has none of that name.
     env: tuple[tuple[str, str], ...] = ()
     # Pod annotations to set.
