@@ -16,8 +16,10 @@ card while the watch is out of touch.
 """
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 from hami.engine.model import PodDevices
 
@@ -42,6 +44,9 @@ class Reservation:
     # before the Binding (it may not show the pod yet) from one that started after it.
     landed_at: float = 0.0
     epoch: int = 0
+    # The pod's containers, init first, for a decision that gives it other families' devices:
+    # some of those families write what they read of them in the bind (BindContext).
+    containers: tuple[Mapping[str, Any], ...] = ()
 
 
 class Reservations:

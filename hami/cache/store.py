@@ -16,7 +16,7 @@ from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
-from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
+from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine.checks import no_room
 from hami.engine.families.registry import FAMILIES, Families
@@ -29,8 +29,7 @@ from hami.engine.inventory import (
     node_inventory,
 )
 from hami.engine.mig import pod_instances
-from hami.engine.model import NodeState, PodDevices, Usage
-from hami.engine.names import NODE_LOCK
+from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
 from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
 from hami.engine.requests import ResourceDefaults
@@ -60,7 +59,7 @@ class ClusterCache:
     calls on_release with the node. The stores: nodes (_inventory, _states, view), pods
     (_records: what each pod's annotations say; _pods and _pod_usage: COUNTED; _outside:
     OUTSIDE; _reservations: RESERVED), their sum per card (_usage) and per namespace
-    (quotas), and the node locks as the watch shows them (_locks).
+    (quotas); the node locks are read from `locks` (without it, no lock names any pod).
     """
 
     def __init__(
@@ -76,6 +75,7 @@ class ClusterCache:
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
+        locks: LockTable | None = None,
         families: Families = FAMILIES,
     ) -> None:
         self._clock = clock
@@ -102,7 +102,9 @@ class ClusterCache:
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
         self._node_keys: dict[str, tuple[Any, ...]] = {}
         self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
-        self._locks = NodeLocks()
+        self._locks = locks
+        if locks is not None:
+            locks.listen(self._lock_moved)
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
@@ -131,7 +133,8 @@ class ClusterCache:
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
-        self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
+        if self._locks is not None:
+            self._locks.seen(node)
         key = inventory_key(node, self._gpu_resource, self._gfd_split, self._families)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
@@ -155,9 +158,7 @@ class ClusterCache:
             self._released(inv.name)
         return inv.name
 
-    def _lock_seen(self, node: str, value: str | None) -> None:
-        if not self._locks.seen(node, value):
-            return
+    def _lock_moved(self, node: str) -> None:
         # An unbound pod's allocation counts only while the lock names it.
         for uid in self._records.on(node):
             seen = self._records.get(uid)
@@ -174,6 +175,11 @@ class ClusterCache:
         inv = self._inventory.get(node)
         return inv is None or inv.handshake or bool(self._others(devices))
 
+    def family_cards(self, node: str) -> Mapping[str, tuple[DeviceInfo, ...]]:
+        """The other families' cards registered on `node`, by type."""
+        inv = self._inventory.get(node)
+        return {} if inv is None else dict(inv.families)
+
     def delete_node(self, node: Mapping[str, Any]) -> bool:
         """Forget the node, unless it is an older object of that name (a Node deleted and made
         again while the watch was out of touch: the relist shows the new one, then deletes
@@ -183,7 +189,8 @@ class ClusterCache:
         if uid and self._node_uids.get(name, uid) != uid:
             return False
         self._node_uids.pop(name, None)
-        self._lock_seen(name, None)
+        if self._locks is not None:
+            self._locks.gone(node)
         self._drop_node(name)
         self._recount_node(name)
         return True
@@ -307,7 +314,7 @@ class ClusterCache:
         node = seen.written.node if seen.written is not None else seen.bound_to
         inv = self._inventory.get(node)
         devmem = {d.id: d.share_base for d in inv.all_devices()} if inv is not None else None
-        counted = count(seen, devmem, self._locks.holder(node))
+        counted = count(seen, devmem, self._locks.holder(node) if self._locks else None)
         self._records.distrusted(seen, counted.problem)
         if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.
@@ -420,13 +427,17 @@ class ClusterCache:
         devices: PodDevices,
         n_init: int,
         until: float | None = None,
+        containers: tuple[Mapping[str, Any], ...] = (),
     ) -> Reservation:
         """Count the devices as the pod's until its allocation arrives or, while no bind has
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
-        cards) passes."""
+        cards) passes. `containers` (init first) are kept for the bind of a pod given other
+        families' devices (Reservation.containers)."""
         self._drop_reservation(uid)
         expires = self._clock() + self._ttl_of(uid) if until is None else until
-        res = Reservation(uid, namespace, name, node, devices, n_init, expires)
+        res = Reservation(
+            uid, namespace, name, node, devices, n_init, expires, containers=containers
+        )
         self._reservations.put(res)
         self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices))
         return res

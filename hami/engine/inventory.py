@@ -24,6 +24,7 @@ from hami.engine.codec import (
     decode_pod_devices,
     split_list,
 )
+from hami.engine.families.base import NodeFacts
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
@@ -93,26 +94,38 @@ def inventory_key(
 def _family_key(
     node: Mapping[str, Any], annotations: Mapping[str, str], families: Families
 ) -> tuple[Any, ...]:
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return tuple(
-        (annotations.get(f.wire.register_annotation), allocatable.get(f.wire.resources.count))
-        for f in families
+    """What the families' decode_node may read: their registrations, and where a family
+    derives its cards from them, the node's capacity and labels."""
+    if not families.members:
+        return ()
+    status = node.get("status") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (
+        tuple(annotations.get(f.wire.register_annotation) for f in families),
+        tuple(sorted((status.get("capacity") or {}).items())),
+        tuple(sorted(labels.items())),
     )
 
 
 def family_cards(
     node: Mapping[str, Any], families: Families
 ) -> tuple[tuple[tuple[str, tuple[DeviceInfo, ...]], ...], list[str]]:
-    """Each family registered on the node with its cards, and why each family that wrote a
-    registration is not registered (as for NVIDIA: cards listed, and the kubelet advertising
-    the family's count resource, HAMi's CheckHealth)."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    """Each family registered on the node with its cards (what its decode_node finds, from
+    the registration or the node's capacity), and why each family that wrote a registration
+    is not registered (no card in it, or one it cannot read)."""
+    meta = node.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    facts = NodeFacts(
+        str(meta.get("name", "")),
+        (node.get("status") or {}).get("capacity") or {},
+        meta.get("labels") or {},
+    )
     found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
     why: list[str] = []
     for family in families:
         wire = family.wire
         try:
-            cards = family.decode_node(annotations)
+            cards = family.decode_node(annotations, facts)
         except CodecError as e:
             why.append(f"{wire.register_annotation}: {e}")
             continue
@@ -120,8 +133,6 @@ def family_cards(
             continue
         if not cards:
             why.append(f"{wire.register_annotation}: no {wire.type} device found on node")
-        elif not _allocatable(node, wire.resources.count):
-            why.append(f"node allocatable {wire.resources.count} is 0")
         else:
             found.append((wire.type, cards))
     return tuple(found), why

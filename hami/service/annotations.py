@@ -1,13 +1,15 @@
 """The annotations and label a bind sends inside the Binding, in HAMi's format."""
 
 from collections.abc import Mapping
+from typing import Any
 
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
+from hami.engine.families.base import BindContext
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import split_devices
 from hami.engine.migalloc import allocations, encode_allocations
-from hami.engine.model import PodDevices
+from hami.engine.model import DeviceInfo, PodDevices
 
 
 def allocation_annotations(
@@ -16,6 +18,10 @@ def allocation_annotations(
     unix_now: int,
     phase: str = names.PHASE_ALLOCATING,
     families: Families = FAMILIES,
+    *,
+    containers: tuple[Mapping[str, Any], ...] = (),
+    cards: Mapping[str, tuple[DeviceInfo, ...]] | None = None,
+    now_ns: int | None = None,
 ) -> dict[str, str]:
     """`phase` is `success` on a node without HAMi's device plugin: no Allocate will follow.
 
@@ -30,7 +36,13 @@ def allocation_annotations(
     }
     by_type = families.by_type()
     for kind, theirs in others.items():
-        out.update(by_type[kind].annotations(theirs))
+        bind = BindContext(
+            node,
+            unix_now * 1_000_000_000 if now_ns is None else now_ns,
+            containers,
+            (cards or {}).get(kind, ()),
+        )
+        out.update(by_type[kind].annotations(theirs, bind))
     if others and not any(devices):
         return out
     encoded = encode_pod_devices(devices)

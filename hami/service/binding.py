@@ -19,9 +19,10 @@ what happened.
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
@@ -43,8 +44,8 @@ from hami.service.binderrors import (
 )
 from hami.service.bindrules import Budget, Found, read_back
 from hami.service.deadline import Deadline
-from hami.service.locking import NodeLocker
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.locker import NodeLocker
+from hami.service.nodelock.table import NodeLocks
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ BINDING_ATTEMPTS = 3
 class _Plan:
     devices: PodDevices
     n_init: int
+    containers: tuple[Mapping[str, Any], ...] = ()  # for other families' binds (BindContext)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ class Binder:
         events: EventRecorder,
         *,
         now: Callable[[], datetime],
-        locks: LockWatch,
+        locks: NodeLocks,
         leadership: Leadership,
         budget: Budget,
         lock_expiry: timedelta = timedelta(minutes=5),
@@ -255,7 +257,7 @@ class Binder:
         if res is not None and res.node == job.node:
             self._check_still_fits(job, res.devices)
             self.cache.bind_started(job.uid)
-            return _Plan(res.devices, res.n_init)
+            return _Plan(res.devices, res.n_init, res.containers)
         pod = await self._read(job)
         state = read_back(pod, job.uid, job.node)
         if state.found is Found.BOUND_HERE:
@@ -325,9 +327,20 @@ class Binder:
 
     async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:
         # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
-        unix = int(self.now().timestamp())
+        now = self.now()
+        unix = int(now.timestamp())
         annotations = (
-            allocation_annotations(job.node, plan.devices, unix, phase) if plan.devices else {}
+            allocation_annotations(
+                job.node,
+                plan.devices,
+                unix,
+                phase,
+                containers=plan.containers,
+                cards=self.cache.family_cards(job.node),
+                now_ns=int(now.timestamp() * 1_000_000_000),
+            )
+            if plan.devices
+            else {}
         )
         labels = allocation_labels(job.node) if plan.devices else {}
         for attempt in range(1, BINDING_ATTEMPTS + 1):

@@ -59,7 +59,7 @@ class Placement:
         self.cache = cache
         self.policies = policies
         self.resources = resources
-        # How many binds a bind to a node would wait for now (hami.service.locking); None:
+        # How many binds a bind to a node would wait for now (hami.service.nodelock.locker); None:
         # every node is taken as free, as HAMi takes them.
         self.busy: Callable[[str], int] | None = None
 
@@ -157,5 +157,12 @@ class Placement:
             decision.node,
             decision.devices,
             len((pod.get("spec") or {}).get("initContainers") or ()),
+            containers=_containers(pod) if asked[0].families else (),
         )
         return FilterOutcome(ref, node_names=[decision.node], decision=decision)
+
+
+def _containers(pod: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """The pod's containers, init first: what some families' binds read (BindContext)."""
+    spec = pod.get("spec") or {}
+    return (*(spec.get("initContainers") or ()), *(spec.get("containers") or ()))

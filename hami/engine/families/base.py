@@ -91,6 +91,49 @@ class Claim:
     # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
+    # The container's limits to set, replacing any value there (a family that turns a
+    # count of several devices into whole-device cores and memory).
+    limits: tuple[tuple[str, str], ...] = ()
+    # The container's requests to set, replacing any value there (Ascend's memory rounded
+    # up to a template is written to both).
+    requests: tuple[tuple[str, str], ...] = ()
+    # Environment variables to add to the container when it has none of that name.
+    env: tuple[tuple[str, str], ...] = ()
+    # Pod annotations to set.
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a family may read of a node besides its annotations.
+
+    Some device plugins register no card list: their cards are derived from the
+    extended resources the node reports (HAMi reads `status.capacity`), named after
+    the node, and one reads the node's instance-type label."""
+
+    name: str = ""
+    capacity: Mapping[str, str] | None = None  # None: not known to the caller
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_NODE = NodeFacts()
+
+
+@dataclass(frozen=True, slots=True)
+class BindContext:
+    """What a bind knows beyond the devices: some families write it into the pod too.
+
+    `now_ns` is the bind's clock (the engine reads none); `containers` are the pod's
+    container specs, init containers first, in the order of the allocation; `cards` are
+    the family's cards on the node."""
+
+    node: str = ""
+    now_ns: int = 0
+    containers: tuple[Mapping[str, Any], ...] = ()
+    cards: tuple[DeviceInfo, ...] = ()
+
+
+NO_BIND = BindContext()
 
 
 class Family(Protocol):
@@ -99,7 +142,9 @@ class Family(Protocol):
     @property
     def wire(self) -> FamilyWire: ...
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
         """The cards registered on a node, None when the family is not registered there.
 
         Raises hami.engine.codec.CodecError for a registration it cannot read."""
@@ -132,7 +177,7 @@ class Family(Protocol):
         """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
         ...
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         """The pod annotations a bind writes for the family's device plugin."""
         ...
 

@@ -7,6 +7,18 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from hami.engine.families import (
+    amd,
+    ascend,
+    awsneuron,
+    biren,
+    cambricon,
+    enflame,
+    iluvatar,
+    kunlun,
+    mthreads,
+    vastai,
+)
 from hami.engine.families.base import Family
 from hami.engine.families.hygon import HYGON
 
@@ -31,6 +43,24 @@ class Families:
         """The FamilyWire.type of every member: the device types that are not NVIDIA's."""
         return frozenset(f.wire.type for f in self.members)
 
-
-# One entry per family, in the order HAMi registers them; keep it one list (issue 31).
-FAMILIES = Families((HYGON,))
+# Filled as each family lands behind the seam (issue 31), in the order of HAMi's
+# InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
+# then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
+# AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
+FAMILIES = Families(
+    (
+        cambricon.FAMILY,
+        HYGON,
+        enflame.WHOLE_FAMILY,
+        enflame.DRS_FAMILY,
+        mthreads.FAMILY,
+        kunlun.WHOLE_FAMILY,
+        kunlun.VXPU_FAMILY,
+        awsneuron.FAMILY,
+        amd.FAMILY,
+        vastai.FAMILY,
+        biren.FAMILY,
+        *ascend.from_config(ascend.DEFAULT_VNPUS),
+        *iluvatar.FAMILIES,
+    )
+)

@@ -73,12 +73,11 @@ def test_a_node_with_only_dcus_is_registered() -> None:
     assert [d.id for d in inv.all_devices()] == ["DCU-0", "DCU-1"]
 
 
-def test_a_dcu_registration_without_its_allocatable_is_not_registered() -> None:
-    node = family_node("n", HYGON, dcus(1))
-    node["status"]["allocatable"] = {}
-    inv = node_inventory(node)
+def test_a_dcu_registration_listing_no_card_is_not_registered() -> None:
+    """HAMi's GetNodeDevices: "no gpu found on node"; the reason names the annotation."""
+    inv = node_inventory(family_node("n", HYGON, []))
     assert isinstance(inv, Unregistered)
-    assert "hygon.com/dcunum is 0" in inv.why
+    assert "hami.io/node-dcu-register: no DCU device found on node" in inv.why
 
 
 def test_a_mixed_node_keeps_both_families_and_scores_all_cards() -> None:

@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.codec import decode_node_lock
 from hami.engine.families.hygon import HYGON
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import decode_node_lock
 from hami.service.placement import Placement
 from tests.builders import family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
@@ -23,7 +23,8 @@ WIRE = HYGON.wire
 
 async def test_a_dcu_pod_is_filtered_and_bound_with_hygons_annotations() -> None:
     api = FakeKube()
-    cache = ClusterCache(clock=lambda: 0.0)
+    locks = NodeLocks(recheck=0.05)
+    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
     cache.upsert_node(
         api.add("nodes", family_node("n", HYGON, [sample_card(HYGON, i) for i in range(2)]))
     )
@@ -36,7 +37,7 @@ async def test_a_dcu_pod_is_filtered_and_bound_with_hygons_annotations() -> None
         cache,
         EventRecorder(api, rate=0),
         now=lambda: NOW,
-        locks=LockWatch(recheck=0.05),
+        locks=locks,
         leadership=AlwaysLeader(),
         budget=Budget(total=3.0, verify=0.2, binding=0.2, write=0.2),
     )
