@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hami.engine.asks import pod_request
+from hami.engine.families.base import Claim
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.requests import RequestError, ResourceDefaults
 
@@ -25,25 +26,40 @@ def claim_families(
     resources: ResourceDefaults,
     families: Families = FAMILIES,
 ) -> bool:
-    """Whether some family claims one of the pod's containers; sets the families' pod fields
-    that are absent. Raises RequestError when a family refuses the pod, or when a claimed
-    pod's asks cannot be read (strictly, naming the value, as for NVIDIA's)."""
-    fields: dict[str, str] = {}
-    claimed = False
+    """Whether some family claims one of the pod's containers. For a claimed pod, what the
+    families' claims set is applied: each container's limits and requests (replacing the
+    values there) and environment variables (where the container has none of that name),
+    the pod's annotations, and the pod fields that are absent. Raises RequestError when a
+    family refuses the pod, or when a claimed pod's asks cannot be read (strictly, naming the
+    value, as for NVIDIA's)."""
+    claims: list[tuple[dict[str, Any], Claim]] = []
     for container in containers:
         for family in families:
             claim = family.claim(container, pod)
             if claim.error:
                 raise RequestError(claim.error)
-            if claim.claimed:
-                claimed = True
-                for key, value in claim.pod_fields:
-                    fields.setdefault(key, value)
-    if not claimed:
+            claims.append((container, claim))
+    if not any(claim.claimed for _, claim in claims):
         return False
-    pod_request(pod["spec"], resources, strict=True, families=families)
     spec = pod["spec"]
-    for key, value in fields.items():
-        if not spec.get(key):
-            spec[key] = value
+    for container, claim in claims:
+        _apply(container, pod, claim)
+        for key, value in claim.pod_fields:
+            if not spec.get(key):
+                spec[key] = value
+    pod_request(spec, resources, strict=True, families=families)
     return True
+
+
+def _apply(container: dict[str, Any], pod: dict[str, Any], claim: Claim) -> None:
+    if claim.limits or claim.requests:
+        resources = container.setdefault("resources", {})
+        for section, values in (("limits", claim.limits), ("requests", claim.requests)):
+            if values:
+                resources.setdefault(section, {}).update(values)
+    if claim.env:
+        env = container.setdefault("env", [])
+        named = {e.get("name") for e in env}
+        env.extend({"name": k, "value": v} for k, v in claim.env if k not in named)
+    if claim.annotations:
+        pod.setdefault("metadata", {}).setdefault("annotations", {}).update(claim.annotations)

@@ -8,7 +8,7 @@ import pytest
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.families.base import Claim
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyadmit import claim_families
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.requests import ResourceDefaults
@@ -42,9 +42,12 @@ def test_a_family_pod_gets_our_scheduler_and_no_nvidia_injection(family: Any) ->
     assert a.allowed, a.message
     assert a.pod["spec"]["schedulerName"] == "hami-scheduler"
     c = a.pod["spec"]["containers"][0]
-    assert "volumeMounts" not in c and "env" not in c
-    assert "volumes" not in a.pod["spec"]
-    assert not (a.pod["metadata"].get("annotations") or {})
+    # None of NVIDIA's node-side injection (a family may set its own variables).
+    assert "volumeMounts" not in c and "volumes" not in a.pod["spec"]
+    assert not any(
+        e["name"].startswith(("CUDA_", "LD_")) or e["name"] == "NVIDIA_VISIBLE_DEVICES"
+        for e in c.get("env") or ()
+    )
 
 
 def test_a_pod_asking_nvidia_and_a_family_is_injected_for_its_nvidia_container_only() -> None:
@@ -88,8 +91,6 @@ class _Fields:
 
 
 def test_family_pod_fields_are_set_only_when_absent() -> None:
-    from hami.engine.families.registry import Families
-
     families = Families((_Fields(),))  # type: ignore[arg-type]
     bare = pod({})
     assert claim_families(bare, bare["spec"]["containers"], ResourceDefaults(), families)
@@ -97,3 +98,36 @@ def test_family_pod_fields_are_set_only_when_absent() -> None:
     own = pod({}, runtimeClassName="mine")
     claim_families(own, own["spec"]["containers"], ResourceDefaults(), families)
     assert own["spec"]["runtimeClassName"] == "mine"
+
+
+class _Sets:
+    """A family whose claim rewrites the container (as Kunlun's, Moore Threads', Iluvatar's)."""
+
+    wire = HYGON.wire
+
+    def claim(self, container: Any, pod: Any) -> Claim:
+        return Claim(
+            True,
+            limits=(("hygon.com/dcumem", "4096"),),
+            requests=(("hygon.com/dcumem", "4096"),),
+            env=(("VENDOR_VISIBLE", "x"), ("KEPT", "new")),
+            annotations=(("vendor/asked", "1"),),
+        )
+
+    def container_request(self, container: Any, *, strict: bool = False) -> None:
+        return None
+
+
+def test_a_claims_limits_requests_env_and_annotations_are_applied() -> None:
+    families = Families((_Sets(),))  # type: ignore[arg-type]
+    p = pod({"hygon.com/dcunum": "1", "hygon.com/dcumem": "3000"})
+    (container,) = p["spec"]["containers"]
+    container["env"] = [{"name": "KEPT", "value": "mine"}]
+    assert claim_families(p, [container], ResourceDefaults(), families)
+    assert container["resources"]["limits"]["hygon.com/dcumem"] == "4096"
+    assert container["resources"]["requests"] == {"hygon.com/dcumem": "4096"}
+    assert container["env"] == [
+        {"name": "KEPT", "value": "mine"},
+        {"name": "VENDOR_VISIBLE", "value": "x"},
+    ]
+    assert p["metadata"]["annotations"] == {"vendor/asked": "1"}
