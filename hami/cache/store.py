@@ -27,9 +27,11 @@ from hami.engine.inventory import (
     inventory_key,
     is_terminal,
     node_inventory,
+    split_devices,
 )
 from hami.engine.mig import pod_instances
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
 from hami.engine.requests import ResourceDefaults
@@ -170,10 +172,19 @@ class ClusterCache:
 
     def handshake(self, node: str, devices: PodDevices = ()) -> bool:
         """Whether a device plugin on `node` allocates `devices` through HAMi's node lock and
-        bind phase: NVIDIA's unless its cards were read from GFD labels, every other family's
-        (their vendors' plugins follow HAMi's protocol)."""
+        bind phase: NVIDIA's unless its cards were read from GFD labels; another family's
+        where its FamilyWire names HAMi's lock (the others take none, or their own)."""
         inv = self._inventory.get(node)
-        return inv is None or inv.handshake or bool(self._others(devices))
+        nvidia = inv is None or inv.handshake
+        if not self._family_types:
+            return nvidia
+        ours, others = split_devices(devices, self._families)
+        if not others:
+            return nvidia
+        by_type = self._families.by_type()
+        return (nvidia and any(ours)) or any(
+            by_type[kind].wire.lock_name == NODE_LOCK for kind in others
+        )
 
     def family_cards(self, node: str) -> Mapping[str, tuple[DeviceInfo, ...]]:
         """The other families' cards registered on `node`, by type."""

@@ -196,3 +196,13 @@ def test_a_pod_bound_outside_the_scheduler_holds_whole_dcus() -> None:
     assert decision is not None and decision.node is None
     cache.delete_pod(outsider)
     assert all(u.empty for u in dcu_usage(cache).values())
+
+
+def test_only_families_whose_plugins_read_hamis_lock_take_it() -> None:
+    """Moore Threads' HAMi LockNode is a no-op (lock_name ""): its pods take no lock."""
+    cache, _ = cluster()
+    assert cache.handshake("node-1", ((ContainerDevice("node-1-DCU-0", 0, 100, "DCU"),),))
+    threads = ((ContainerDevice("m-0", 0, 16, "Mthreads"),),)
+    assert not cache.handshake("node-1", threads)
+    nvidia_and_threads = ((ContainerDevice("node-0-GPU-0", 0, 0), *threads[0]),)
+    assert cache.handshake("node-0", nvidia_and_threads)
