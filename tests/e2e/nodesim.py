@@ -57,8 +57,10 @@ from .nodespec import (
     GPU_RESOURCE,
     NodeSpec,
     load_specs,
+    node_annotations,
+    node_labels,
+    node_resources,
     plugin_wire,
-    register_annotation,
 )
 
 log = logging.getLogger("nodesim")
@@ -157,17 +159,15 @@ class Simulator:
 
     async def _register(self, node: NodeSpec) -> None:
         hami = node.plugin == "hami"
-        wire = plugin_wire(node)
-        handshake = {wire.handshake: f"Reported_{_now()}"} if wire.handshake else {}
         metadata = {
             "labels": {
                 **({"gpu": "on"} if hami else {}),
                 "kubernetes.io/hostname": node.name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
-                **node.labels,
+                **node_labels(node),
             },
-            "annotations": {wire.register: register_annotation(node), **handshake} if hami else {},
+            "annotations": node_annotations(node, _now()) if hami else {},
         }
         status = _node_status(node)
         body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name, **metadata}}
@@ -294,8 +294,9 @@ class Simulator:
         if uid in self.settled or pod.get("status", {}).get("phase", "Pending") != "Pending":
             return
         node = self.nodes[pod["spec"]["nodeName"]]
-        hami = node.plugin == "hami"
-        if hami and _gpu_requests(pod, plugin_wire(node).resource) and uid not in self.admitted:
+        wire = plugin_wire(node)
+        hami = node.plugin == "hami" and wire.handshake_allocate
+        if hami and _gpu_requests(pod, wire.resource) and uid not in self.admitted:
             if pod["metadata"].get("annotations", {}).get(BIND_PHASE) == "success":
                 self.admitted.add(uid)  # allocated before this process started
             else:
@@ -559,11 +560,16 @@ def _node_status(node: NodeSpec) -> Obj:
     healthy = sum(1 for c in node.cards if c.health)
     base = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     now = _now()
-    resource = plugin_wire(node).resource
-    return {
-        "capacity": {**base, resource: str(node.gpu_capacity)},
+    if node.family:
+        devices = node_resources(node)
+        capacity, allocatable = {**base, **devices}, {**base, **devices}
+    else:
+        capacity = {**base, GPU_RESOURCE: str(node.gpu_capacity)}
         # Kubelet counts only healthy devices as allocatable.
-        "allocatable": {**base, resource: str(healthy * node.per_card)},
+        allocatable = {**base, GPU_RESOURCE: str(healthy * node.per_card)}
+    return {
+        "capacity": capacity,
+        "allocatable": allocatable,
         "addresses": [
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": node.name},

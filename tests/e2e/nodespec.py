@@ -18,6 +18,7 @@ from typing import Any
 from hami.engine.families.base import Family
 from hami.engine.families.registry import FAMILIES
 from tests.builders import sample_card
+from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE
 from tests.reference.hami_v210_mig import Profile
 
@@ -173,11 +174,16 @@ class PluginWire:
     resource: str
     to_allocate: str
     vendor: str
+    # Whether its Allocate follows HAMi's protocol: the pod named by HAMi's node lock, its
+    # devices from the to-allocate annotation, bind-phase success and the lock released.
+    # A family whose HAMi code takes no lock (or its own) has its pods admitted as they come.
+    handshake_allocate: bool = True
 
 
 NVIDIA_PLUGIN = PluginWire(
     REGISTER_ANNOTATION, "", GPU_RESOURCE, "hami.io/vgpu-devices-to-allocate", "NVIDIA"
 )
+HAMI_LOCK = "hami.io/mutex.lock"
 
 
 def plugin_wire(node: NodeSpec) -> PluginWire:
@@ -190,7 +196,31 @@ def plugin_wire(node: NodeSpec) -> PluginWire:
         wire.resources.count,
         wire.to_allocate_annotation,
         wire.type,
+        wire.lock_name == HAMI_LOCK and bool(wire.to_allocate_annotation),
     )
+
+
+def node_annotations(node: NodeSpec, now: str) -> dict[str, str]:
+    """What the node's device plugin writes on the Node: for a family, its sample
+    (tests/families_samples.py) where there is one, else its registration of the node's
+    cards and its handshake."""
+    if node.family in SAMPLE_NODE:
+        return dict(SAMPLE_NODE[node.family])
+    wire = plugin_wire(node)
+    handshake = {wire.handshake: f"Reported_{now}"} if wire.handshake else {}
+    return {wire.register: register_annotation(node), **handshake}
+
+
+def node_resources(node: NodeSpec) -> dict[str, str]:
+    """The extended resources the node's device plugin advertises (capacity and allocatable)."""
+    if node.family in SAMPLE_ALLOCATABLE:
+        return dict(SAMPLE_ALLOCATABLE[node.family])
+    healthy = sum(1 for c in node.cards if c.health)
+    return {plugin_wire(node).resource: str(healthy * node.per_card)}
+
+
+def node_labels(node: NodeSpec) -> dict[str, str]:
+    return {**SAMPLE_LABELS.get(node.family, {}), **node.labels}
 
 
 def family_node(name: str, family: Family, cards: int = 2, split: int = 0) -> NodeSpec:
