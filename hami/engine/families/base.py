@@ -16,7 +16,7 @@ never a client or a clock.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hami.engine.model import (
     PERCENTAGE_UNSET,
@@ -58,6 +58,9 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
+    # Pod annotation a bind writes with its wall-clock time in Unix nanoseconds, for a plugin
+    # that reads it (the engine has no clock, so the bind path fills it in); "" for none.
+    time_annotation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,9 @@ class FitPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
     binpack: bool = True  # the GPU policy's first sort key (families that score cards)
+    # The annotations of the pods already holding each card, by card id (HAMi's
+    # DeviceUsage.PodInfos), for a family whose rules read them; empty where none is known.
+    holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,17 @@ class Claim:
     # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
+    # Pod annotations to set when absent (a default the family's plugin reads).
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a family may read of a node beyond its registration annotation."""
+
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, Any] = field(default_factory=dict)  # status.capacity quantities
 
 
 class Family(Protocol):
@@ -150,3 +167,51 @@ class Family(Protocol):
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         """Whether the webhook claims this container for the scheduler, and what it sets."""
         ...
+
+
+@runtime_checkable
+class StatusRegistered(Protocol):
+    """Optional: a family whose cards are read from more of the node than one annotation
+    (one of HAMi's families counts them from the node's capacity, named after the node)."""
+
+    def decode_status(self, node: NodeFacts) -> tuple[DeviceInfo, ...] | None: ...
+
+
+@runtime_checkable
+class PodScored(Protocol):
+    """Optional: a family whose node score reads the pod or the node (HAMi's ScoreNode gets
+    both; most families read neither and implement only Family.score_node)."""
+
+    def score_pod(
+        self,
+        cards: Sequence[Card],
+        devices: PodDevices,
+        pod: FitPod,
+        node: NodeFacts,
+        binpack: bool,
+    ) -> float: ...
+
+
+def node_devices(family: Family, node: NodeFacts) -> tuple[DeviceInfo, ...] | None:
+    """The family's cards on `node`: from the whole node where it reads more than its
+    annotation, else from its registration annotation."""
+    if isinstance(family, StatusRegistered):
+        return family.decode_status(node)
+    return family.decode_node(node.annotations)
+
+
+def node_score(
+    family: Family,
+    cards: Sequence[Card],
+    devices: PodDevices,
+    pod: FitPod,
+    node: NodeFacts,
+    binpack: bool,
+) -> float:
+    """The family's addition to the node score, with the pod and node where it reads them.
+
+    `cards` carry their usage before the pod (HAMi's snapshot); HAMi calls this for every
+    family registered on the node once the pod fits, even one the pod asks nothing of."""
+    if isinstance(family, PodScored):
+        return family.score_pod(cards, devices, pod, node, binpack)
+    return family.score_node(cards, devices, binpack)

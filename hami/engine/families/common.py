@@ -8,7 +8,7 @@ differs; a family whose rules are not this walk (Ascend's templates, MetaX's sGP
 writes its own fit and may still use the pieces.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,13 +193,18 @@ def walk(
     pod: FitPod,
     wire: FamilyWire,
     rules: WalkRules = WalkRules(),
+    custom: Callable[[Card], str | None] | None = None,
 ) -> FamilyFit:
-    """HAMi's common Fit: the cards from the tail, the first `nums` that pass are taken."""
+    """HAMi's common Fit: the cards from the tail, the first `nums` that pass are taken.
+
+    `custom` is a family's own last check (HAMi's customFilterRule): a reason or None."""
     counts: dict[str, int] = {}
     picked: list[ContainerDevice] = []
     cores = min(request.coresreq, 100)
     for card in reversed(cards):
         why = card_verdict(card, request, pod, wire, rules)
+        if why is None and custom is not None:
+            why = custom(card)
         if why is not None:
             counts[why] = counts.get(why, 0) + 1
             continue

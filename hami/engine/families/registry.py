@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from hami.engine.families.base import Family
+from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
 
 @dataclass(frozen=True)
@@ -27,5 +28,7 @@ class Families:
         return tuple(n for f in self.members for n in f.wire.resources.all())
 
 
-# Filled as each family lands behind the seam (issue 31).
-FAMILIES = Families()
+# Filled as each family lands behind the seam (issue 31), in HAMi's order: NVIDIA,
+# Cambricon, Hygon, Enflame GCU and vGCU, Moore Threads, MetaX GPU and sGPU, Kunlunxin GPU
+# and XPU, AWS Neuron, AMD, Vastai, Biren, then Ascend.
+FAMILIES = Families((MetaxGpu(), MetaxSgpu()))
