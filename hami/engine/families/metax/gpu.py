@@ -93,6 +93,7 @@ class MetaxGpu:
                 devmem=CARD_MEMORY,
                 devcore=100,
                 type=GPU_TYPE,
+                mode="",  # HAMi sets none
             )
             for i in range(count)
         )

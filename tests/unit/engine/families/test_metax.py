@@ -6,6 +6,8 @@ Expected values marked "HAMi:" are from HAMi's own device_test.go."""
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hami.engine.codec import CodecError
 from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_devices, node_score
@@ -49,8 +51,8 @@ def test_capacity_registers_one_whole_card_per_unit_named_after_the_node() -> No
     # HAMi: TestGetNodeDevices
     infos = node_devices(GPU, node("2"))
     assert infos == (
-        DeviceInfo("n1-metax-0", 0, 1, 65536, 100, "Metax-GPU"),
-        DeviceInfo("n1-metax-1", 1, 1, 65536, 100, "Metax-GPU"),
+        DeviceInfo("n1-metax-0", 0, 1, 65536, 100, "Metax-GPU", 0, ""),
+        DeviceInfo("n1-metax-1", 1, 1, 65536, 100, "Metax-GPU", 0, ""),
     )
 
 
@@ -215,3 +217,27 @@ def test_the_sample_registration_reads() -> None:
     infos = node_devices(GPU, facts)
     assert infos is not None and len(infos) == 4
     assert node_score(GPU, cards(), TWO, FitPod(), facts, True) == 2000.0
+
+
+usage = st.tuples(st.integers(0, 1), st.integers(0, 65536), st.integers(0, 100))
+
+
+@given(st.lists(usage, min_size=1, max_size=8), st.integers(1, 4), st.booleans())
+def test_a_fit_never_takes_a_card_beyond_its_capacity(
+    usages: list[tuple[int, int, int]], nums: int, mutex: bool
+) -> None:
+    # Usage drawn apart from what a whole card takes, so each check stands on its own.
+    infos = node_devices(GPU, node(str(len(usages))))
+    assert infos is not None
+    node_cards = [card(i, *u) for i, u in zip(infos, usages, strict=True)]
+    fit = GPU.fit(node_cards, whole(nums), FitPod(mutex=mutex), ())
+    if fit.devices is None:
+        assert fit.reason
+        return
+    by_id = {c.info.id: c for c in node_cards}
+    assert len({d.uuid for d in fit.devices}) == len(fit.devices) == nums
+    for d in fit.devices:
+        c = by_id[d.uuid]
+        assert c.usage.used < c.info.count
+        assert c.usage.usedmem + d.usedmem <= c.info.devmem
+        assert c.usage.usedcores + d.usedcores <= c.info.devcore
