@@ -87,8 +87,9 @@ class FitPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
     binpack: bool = True  # the GPU policy's first sort key (families that score cards)
-    # The annotations of the pods already holding each card, by card id (HAMi's
-    # DeviceUsage.PodInfos), for a family whose rules read them; empty where none is known.
+    # The annotations of the pods already holding each card, by card id, one entry per
+    # allocation entry as in HAMi's DeviceUsage.PodInfos (allocation annotations included),
+    # for a family whose rules read them; empty where none is known.
     holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
@@ -210,8 +211,10 @@ def node_score(
 ) -> float:
     """The family's addition to the node score, with the pod and node where it reads them.
 
-    `cards` carry their usage before the pod (HAMi's snapshot); HAMi calls this for every
-    family registered on the node once the pod fits, even one the pod asks nothing of."""
+    `cards` carry their usage before the pod (HAMi's snapshot); the value is added to the
+    node score as it is (a family applies its own weight). HAMi calls this, once the pod
+    fits, for each family whose card type is among the node's cards, even one the pod asks
+    nothing of (devices then hold only empty containers)."""
     if isinstance(family, PodScored):
         return family.score_pod(cards, devices, pod, node, binpack)
     return family.score_node(cards, devices, binpack)
