@@ -9,6 +9,16 @@ from collections.abc import Mapping
 SAMPLE_NODE: dict[str, Mapping[str, str]] = {}
 SAMPLE_ALLOCATABLE: dict[str, Mapping[str, str]] = {}
 
+# Biren: hami.io/node-biren-register, a JSON card list; the handshake the plugin keeps fresh.
+SAMPLE_NODE["Biren"] = {
+    "hami.io/node-biren-register": (
+        '[{"id":"br-0","index":0,"count":4,"devmem":65536,"type":"Biren","health":true},'
+        '{"id":"br-1","index":1,"count":4,"devmem":65536,"type":"Biren","health":true}]'
+    ),
+    "hami.io/node-handshake-biren": "Reported_2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["Biren"] = {"birentech.com/gpu": "8"}
+
 # MetaX GPU: no card list; HAMi counts the node's metax-tech.com/gpu capacity (a simulator
 # sets capacity to the allocatable given here). The plugin writes MetaLink losses and scores
 # per number of cards asked, read by the node score.

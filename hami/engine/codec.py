@@ -188,9 +188,21 @@ def _decode_node_json(text: str) -> tuple[DeviceInfo, ...]:
                 mode=str(entry.get("mode") or "") or "hami-core",
                 health=entry.get("health") is True,
                 mig_profiles=decode_profiles(entry.get("migprofiles"), card),
+                custom=decode_custom(entry.get("custominfo"), card),
             )
         )
     return tuple(out)
+
+
+def decode_custom(raw: Any, card: str) -> tuple[tuple[str, str], ...]:
+    """A card's `custominfo` object. Go reads it into map[string]any and each family
+    asserts the values it wants to be strings, so other values count as absent; its keys
+    are matched exactly (a map, not a struct)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise CodecError(f"{card}: custominfo must be a JSON object, got {raw!r}")
+    return tuple(sorted((k, v) for k, v in raw.items() if isinstance(v, str)))
 
 
 def _decode_node_legacy(text: str) -> tuple[DeviceInfo, ...]:

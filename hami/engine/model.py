@@ -68,6 +68,12 @@ class DeviceInfo:
     mode: str = "hami-core"
     health: bool = True
     mig_profiles: tuple[MigProfile, ...] = ()
+    # The string entries of the registration's `custominfo` (a family's own card facts,
+    # e.g. which physical card a die sits on), sorted by key.
+    custom: tuple[tuple[str, str], ...] = ()
+
+    def custom_value(self, key: str) -> str | None:
+        return dict(self.custom).get(key)
 
     @property
     def mig(self) -> bool:

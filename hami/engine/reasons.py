@@ -22,8 +22,8 @@ CARD_COMPUTE_UNITS_EXHAUSTED: Final = "CardComputeUnitsExhausted"
 # A MIG card where no profile covering the ask has a free placement.
 CARD_MIG_TOPOLOGY_INFEASIBLE: Final = "CardMigTopologyInfeasible"
 ALLOCATED_CARDS_INSUFFICIENT: Final = "AllocatedCardsInsufficientRequest"
-# A family's own last check refused the card (HAMi's customFilterRule).
-CARD_CUSTOM_FILTER: Final = "CardNotFoundCustomFilterRule"
+# A family's own rule refused the card (one family keeps a pod's devices on one card).
+CARD_NOT_FOUND_CUSTOM_FILTER_RULE: Final = "CardNotFoundCustomFilterRule"
 
 NODE_INSUFFICIENT_DEVICE: Final = "NodeInsufficientDevice"
 NODE_UNREGISTERED: Final = "node unregistered"

@@ -58,9 +58,6 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
-    # Pod annotation a bind writes with its wall-clock time in Unix nanoseconds, for a plugin
-    # that reads it (the engine has no clock, so the bind path fills it in); "" for none.
-    time_annotation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +106,46 @@ class Claim:
     # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
-    # Pod annotations to set when absent (a default the family's plugin reads).
-    pod_annotations: tuple[tuple[str, str], ...] = ()
+    # The container's limits to set, replacing any value there (a family that turns a
+    # count of several devices into whole-device cores and memory).
+    limits: tuple[tuple[str, str], ...] = ()
+    # Environment variables to add to the container when it has none of that name.
+    env: tuple[tuple[str, str], ...] = ()
+    # Pod annotations to set.
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What a family may read of a node beyond its registration annotation."""
+    """What a family may read of a node besides its annotations.
 
-    name: str
+    Some device plugins register no card list: their cards are derived from the
+    extended resources the node reports (HAMi reads `status.capacity`), named after
+    the node, and one reads the node's instance-type label."""
+
+    name: str = ""
+    capacity: Mapping[str, str] | None = None  # None: not known to the caller
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # The node's annotations, for a family whose node score reads what its plugin wrote there.
     annotations: Mapping[str, str] = field(default_factory=dict)
-    capacity: Mapping[str, Any] = field(default_factory=dict)  # status.capacity quantities
+
+
+NO_NODE = NodeFacts()
+
+
+@dataclass(frozen=True, slots=True)
+class BindContext:
+    """What a bind knows beyond the devices: some families write it into the pod too.
+
+    `now_ns` is the bind's clock (the engine reads none); `containers` are the pod's
+    container specs, init containers first, in the order of the allocation."""
+
+    node: str = ""
+    now_ns: int = 0
+    containers: tuple[Mapping[str, Any], ...] = ()
+
+
+NO_BIND = BindContext()
 
 
 class Family(Protocol):
@@ -128,7 +154,9 @@ class Family(Protocol):
     @property
     def wire(self) -> FamilyWire: ...
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
         """The cards registered on a node, None when the family is not registered there.
 
         Raises hami.engine.codec.CodecError for a registration it cannot read."""
@@ -161,21 +189,13 @@ class Family(Protocol):
         """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
         ...
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         """The pod annotations a bind writes for the family's device plugin."""
         ...
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         """Whether the webhook claims this container for the scheduler, and what it sets."""
         ...
-
-
-@runtime_checkable
-class StatusRegistered(Protocol):
-    """Optional: a family whose cards are read from more of the node than one annotation
-    (one of HAMi's families counts them from the node's capacity, named after the node)."""
-
-    def decode_status(self, node: NodeFacts) -> tuple[DeviceInfo, ...] | None: ...
 
 
 @runtime_checkable
@@ -191,14 +211,6 @@ class PodScored(Protocol):
         node: NodeFacts,
         binpack: bool,
     ) -> float: ...
-
-
-def node_devices(family: Family, node: NodeFacts) -> tuple[DeviceInfo, ...] | None:
-    """The family's cards on `node`: from the whole node where it reads more than its
-    annotation, else from its registration annotation."""
-    if isinstance(family, StatusRegistered):
-        return family.decode_status(node)
-    return family.decode_node(node.annotations)
 
 
 def node_score(

@@ -7,6 +7,7 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from hami.engine.families import biren
 from hami.engine.families.base import Family
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
@@ -28,7 +29,8 @@ class Families:
         return tuple(n for f in self.members for n in f.wire.resources.all())
 
 
-# Filled as each family lands behind the seam (issue 31), in HAMi's order: NVIDIA,
-# Cambricon, Hygon, Enflame GCU and vGCU, Moore Threads, MetaX GPU and sGPU, Kunlunxin GPU
-# and XPU, AWS Neuron, AMD, Vastai, Biren, then Ascend.
-FAMILIES = Families((MetaxGpu(), MetaxSgpu()))
+# Filled as each family lands behind the seam (issue 31), in the order of HAMi's
+# InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
+# then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
+# AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
+FAMILIES = Families((MetaxGpu(), MetaxSgpu(), biren.FAMILY))

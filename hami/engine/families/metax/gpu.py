@@ -13,6 +13,9 @@ from hami.engine import reasons as r
 from hami.engine.codec import CodecError
 from hami.engine.f32 import f32
 from hami.engine.families.base import (
+    NO_BIND,
+    NO_NODE,
+    BindContext,
     Claim,
     FamilyFit,
     FamilyRequest,
@@ -55,7 +58,7 @@ class MetaxGpu:
             type=GPU_TYPE,
             vendor=GPU_TYPE,
             resources=FamilyResources(count=config.gpu),
-            register_annotation="",  # registered as node capacity, read by decode_status
+            register_annotation="",  # registered as node capacity
             handshake_annotation="",
             to_allocate_annotation="hami.io/metax-gpu-devices-to-allocate",
             allocated_annotation="hami.io/metax-gpu-devices-allocated",
@@ -66,13 +69,12 @@ class MetaxGpu:
     def wire(self) -> FamilyWire:
         return self._wire
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
-        # No annotation registers these cards: see decode_status.
-        return None
-
-    def decode_status(self, node: NodeFacts) -> tuple[DeviceInfo, ...] | None:
-        """HAMi's GetNodeDevices: one card per unit of the count resource's capacity."""
-        raw = node.capacity.get(self._wire.resources.count)
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
+        """HAMi's GetNodeDevices: one card per unit of the count resource's capacity (no
+        annotation registers these cards)."""
+        raw = (node.capacity or {}).get(self._wire.resources.count)
         if raw is None:
             return None
         try:
@@ -118,10 +120,10 @@ class MetaxGpu:
             # may be given again, and it is held whole, so a second container asking for this
             # type never fits. HAMi's bug, kept: the answers must be HAMi's.
             if taken - {card.info.id}:
-                return r.CARD_CUSTOM_FILTER
+                return r.CARD_NOT_FOUND_CUSTOM_FILTER_RULE
             return None
 
-        return walk(cards, request, pod, self._wire, custom=same_card)
+        return walk(cards, request, pod, self._wire, check=same_card)
 
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
         # Without the node's annotations there is no topology to score.
@@ -147,7 +149,7 @@ class MetaxGpu:
         cards_taken = sum(len(container) for container in devices)
         return f32(TOPOLOGY_BASE - f32(annotation_value(text, cards_taken)))
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         return encode_allocation(self._wire, devices)
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:

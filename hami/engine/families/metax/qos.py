@@ -46,7 +46,7 @@ def claim(count_name: str, container: Mapping[str, Any], pod: Mapping[str, Any])
         return Claim(True)
     policy = annotations.get(QOS_POLICY)
     if policy is None:
-        return Claim(True, pod_annotations=((QOS_POLICY, BEST_EFFORT),))
+        return Claim(True, annotations=((QOS_POLICY, BEST_EFFORT),))
     if policy in POLICIES:
         return Claim(True)
     return Claim(True, error=f"{QOS_POLICY} must be set one of [{', '.join(POLICIES)}]")

@@ -2,7 +2,6 @@
 it reads back from the pod (HAMi's protocol.go)."""
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -14,21 +13,49 @@ from hami.engine.model import DeviceInfo, PodDevices
 INT32_MIN = -(2**31)
 
 
-@dataclass(frozen=True, slots=True)
-class SgpuInfo(DeviceInfo):
-    """An sGPU card with what only MetaX registers (HAMi keeps these in CustomInfo)."""
+# The card facts only MetaX registers, kept in DeviceInfo.custom under HAMi's CustomInfo keys.
+LINK_ZONE = "LinkZone"  # MetaLink group; 0 for none
+MODEL = "Model"
+QOS = "QosPolicy"  # the QoS policy the card runs under now
 
-    qos: str = ""  # the QoS policy the card runs under now
-    link_zone: int = 0  # MetaLink group; 0 for none
-    model: str = ""
+
+def custom(qos: str = "", zone: int = 0, model: str = "") -> tuple[tuple[str, str], ...]:
+    """A card's MetaX facts as DeviceInfo.custom holds them (sorted by key)."""
+    return ((LINK_ZONE, str(zone)), (MODEL, model), (QOS, qos))
+
+
+def _card(index: int, entry: dict[str, Any], uuid: str) -> DeviceInfo:
+    def number(key: str) -> int:
+        return go_int(entry, key, uuid, INT32_MIN, INT32_MAX)
+
+    healthy = entry.get("healthy")
+    if healthy is not None and not isinstance(healthy, bool):
+        raise CodecError(f"{uuid}: healthy must be true or false, got {healthy!r}")
+    return DeviceInfo(
+        id=uuid,
+        index=index,
+        count=number("totaldevcount"),
+        devmem=number("totalvram"),
+        devcore=number("totalcompute"),
+        type=SGPU_TYPE,
+        numa=number("numa"),
+        mode="",
+        health=healthy is True,
+        custom=custom(
+            go_string(entry, "qospolicy", uuid),
+            number("linkzone"),
+            go_string(entry, "model", uuid),
+        ),
+    )
 
 
 def qos_of(info: DeviceInfo) -> str:
-    return info.qos if isinstance(info, SgpuInfo) else ""
+    return info.custom_value(QOS) or ""
 
 
 def zone_of(info: DeviceInfo) -> int:
-    return info.link_zone if isinstance(info, SgpuInfo) else 0
+    value = info.custom_value(LINK_ZONE) or "0"
+    return int(value) if value.lstrip("-").isdigit() else 0
 
 
 def decode(value: str) -> tuple[DeviceInfo, ...] | None:
@@ -50,29 +77,7 @@ def decode(value: str) -> tuple[DeviceInfo, ...] | None:
             raise CodecError(f"sGPU device {index} is null")
         entry = go_keys(raw, f"sGPU device {index}")
         uuid = go_string(entry, "uuid", f"sGPU device {index}")
-
-        def number(key: str, *, entry: dict[str, Any] = entry, uuid: str = uuid) -> int:
-            return go_int(entry, key, uuid, INT32_MIN, INT32_MAX)
-
-        healthy = entry.get("healthy")
-        if healthy is not None and not isinstance(healthy, bool):
-            raise CodecError(f"{uuid}: healthy must be true or false, got {healthy!r}")
-        cards.append(
-            SgpuInfo(
-                id=uuid,
-                index=index,
-                count=number("totaldevcount"),
-                devmem=number("totalvram"),
-                devcore=number("totalcompute"),
-                type=SGPU_TYPE,
-                numa=number("numa"),
-                mode="",
-                health=healthy is True,
-                qos=go_string(entry, "qospolicy", uuid),
-                link_zone=number("linkzone"),
-                model=go_string(entry, "model", uuid),
-            )
-        )
+        cards.append(_card(index, entry, uuid))
     return tuple(cards) or None
 
 

@@ -14,6 +14,9 @@ from hami.engine import reasons as r
 from hami.engine.codec import encode_pod_devices
 from hami.engine.f32 import f32
 from hami.engine.families.base import (
+    NO_BIND,
+    NO_NODE,
+    BindContext,
     Claim,
     FamilyFit,
     FamilyRequest,
@@ -77,14 +80,15 @@ class MetaxSgpu:
             allocated_annotation="hami.io/metax-sgpu-devices-allocated",
             use_uuid=USE_UUID,
             nouse_uuid=NOUSE_UUID,
-            time_annotation=SGPU_PREDICATE_TIME,
         )
 
     @property
     def wire(self) -> FamilyWire:
         return self._wire
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
         value = annotations.get(SGPU_REGISTER)
         return None if value is None else registration.decode(value)
 
@@ -181,7 +185,7 @@ class MetaxSgpu:
         return None
 
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
-        return self.score_pod(cards, devices, FitPod(), NodeFacts(""), binpack)
+        return self.score_pod(cards, devices, FitPod(), NO_NODE, binpack)
 
     def score_pod(
         self,
@@ -225,9 +229,9 @@ class MetaxSgpu:
             return False
         return self._topology_aware
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
-        """HAMi's two allocation annotations and the device plugin's own JSON of it; the
-        bind adds the wire's time annotation (`predicate-time`, Unix nanoseconds)."""
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
+        """HAMi's two allocation annotations, the device plugin's own JSON of it, and the
+        bind's time in Unix nanoseconds."""
         if not any(devices):
             return {}
         text = encode_pod_devices(devices)
@@ -235,6 +239,7 @@ class MetaxSgpu:
             self._wire.to_allocate_annotation: text,
             self._wire.allocated_annotation: text,
             SGPU_PLUGIN_ALLOCATED: registration.plugin_allocation(devices),
+            SGPU_PREDICATE_TIME: str(bind.now_ns),
         }
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:

@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping
 
-from hami.engine.families.metax.registration import SgpuInfo
+from hami.engine.families.metax.registration import custom
 from hami.engine.model import Card, DeviceInfo, Usage
 
 
@@ -20,9 +20,9 @@ def sgpu(
     healthy: bool = True,
     qos: str = "",
     zone: int = 0,
-) -> SgpuInfo:
-    return SgpuInfo(
-        uuid, index, count, mem, cores, "Metax-SGPU", 0, "", healthy, qos=qos, link_zone=zone
+) -> DeviceInfo:
+    return DeviceInfo(
+        uuid, index, count, mem, cores, "Metax-SGPU", 0, "", healthy, custom=custom(qos, zone)
     )
 
 

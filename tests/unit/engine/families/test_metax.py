@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hami.engine.codec import CodecError
-from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_devices, node_score
+from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_score
 from hami.engine.families.metax import MetaxConfig, MetaxGpu, MetaxSgpu
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
@@ -23,11 +23,11 @@ LOSSES = '{"1":0,"2":110,"3":270,"4":540,"5":580,"6":730,"7":930,"8":1240}'
 
 def node(count: str | None = "4", **annotations: str) -> NodeFacts:
     capacity = {} if count is None else {"metax-tech.com/gpu": count}
-    return NodeFacts("n1", annotations, capacity)
+    return NodeFacts("n1", capacity, annotations=annotations)
 
 
 def cards(n: int = 4, used: tuple[int, ...] = (), unhealthy: tuple[int, ...] = ()) -> list[Card]:
-    infos = node_devices(GPU, node(str(n)))
+    infos = GPU.decode_node({}, node(str(n)))
     assert infos is not None
     return [
         card(
@@ -49,7 +49,7 @@ def whole(n: int) -> FamilyRequest:
 
 def test_capacity_registers_one_whole_card_per_unit_named_after_the_node() -> None:
     # HAMi: TestGetNodeDevices
-    infos = node_devices(GPU, node("2"))
+    infos = GPU.decode_node({}, node("2"))
     assert infos == (
         DeviceInfo("n1-metax-0", 0, 1, 65536, 100, "Metax-GPU", 0, ""),
         DeviceInfo("n1-metax-1", 1, 1, 65536, 100, "Metax-GPU", 0, ""),
@@ -58,15 +58,15 @@ def test_capacity_registers_one_whole_card_per_unit_named_after_the_node() -> No
 
 @pytest.mark.parametrize("count", [None, "0"])
 def test_no_capacity_is_no_registration(count: str | None) -> None:
-    assert node_devices(GPU, node(count)) is None
-    # No annotation registers these cards.
+    assert GPU.decode_node({}, node(count)) is None
+    # No annotation registers these cards, and a caller that knows no capacity gets none.
     assert GPU.decode_node({"metax-tech.com/gpu": "4"}) is None
 
 
 @pytest.mark.parametrize("count", ["four", "1025"])
 def test_an_unreadable_or_huge_capacity_is_refused(count: str) -> None:
     with pytest.raises(CodecError):
-        node_devices(GPU, node(count))
+        GPU.decode_node({}, node(count))
 
 
 # --- requests -----------------------------------------------------------------------------
@@ -177,7 +177,7 @@ TWO = (
 def test_score(
     annotations: dict[str, str], devices: PodDevices, binpack: bool, want: float
 ) -> None:
-    facts = NodeFacts("n1", annotations, {"metax-tech.com/gpu": "4"})
+    facts = NodeFacts("n1", {"metax-tech.com/gpu": "4"}, annotations=annotations)
     assert node_score(GPU, cards(), devices, FitPod(), facts, binpack) == want
 
 
@@ -213,8 +213,8 @@ def test_registered_in_hamis_order() -> None:
 def test_the_sample_registration_reads() -> None:
     from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
-    facts = NodeFacts("n1", SAMPLE_NODE["Metax-GPU"], SAMPLE_ALLOCATABLE["Metax-GPU"])
-    infos = node_devices(GPU, facts)
+    facts = NodeFacts("n1", SAMPLE_ALLOCATABLE["Metax-GPU"], annotations=SAMPLE_NODE["Metax-GPU"])
+    infos = GPU.decode_node(SAMPLE_NODE["Metax-GPU"], facts)
     assert infos is not None and len(infos) == 4
     assert node_score(GPU, cards(), TWO, FitPod(), facts, True) == 2000.0
 
@@ -227,7 +227,7 @@ def test_a_fit_never_takes_a_card_beyond_its_capacity(
     usages: list[tuple[int, int, int]], nums: int, mutex: bool
 ) -> None:
     # Usage drawn apart from what a whole card takes, so each check stands on its own.
-    infos = node_devices(GPU, node(str(len(usages))))
+    infos = GPU.decode_node({}, node(str(len(usages))))
     assert infos is not None
     node_cards = [card(i, *u) for i, u in zip(infos, usages, strict=True)]
     fit = GPU.fit(node_cards, whole(nums), FitPod(mutex=mutex), ())

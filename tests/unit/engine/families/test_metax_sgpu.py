@@ -11,16 +11,16 @@ from hypothesis import strategies as st
 
 from hami.engine.codec import CodecError
 from hami.engine.families.base import (
+    BindContext,
     Claim,
     FamilyRequest,
     FitPod,
     NodeFacts,
-    node_devices,
     node_score,
 )
 from hami.engine.families.metax import MetaxConfig, MetaxSgpu
-from hami.engine.families.metax.registration import SgpuInfo
-from hami.engine.model import Card, ContainerDevice, PodDevices
+from hami.engine.families.metax.registration import custom, zone_of
+from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.requests import LimitError, RequestError
 from tests.unit.engine.families.metax_cards import card, container, sgpu
 
@@ -60,10 +60,20 @@ def test_registration_as_the_device_plugin_writes_it() -> None:
         ' {"UUID": "GPU-456", "TOTALVRAM": 65536, "linkZone": 2}]'
     )
     assert SGPU.decode_node({"metax-tech.com/node-gpu-devices": value}) == (
-        SgpuInfo(
-            "GPU-123", 0, 16, 32768, 100, "Metax-SGPU", 1, "", True, (), "fixed-share", 0, "sgpu"
+        DeviceInfo(
+            "GPU-123",
+            0,
+            16,
+            32768,
+            100,
+            "Metax-SGPU",
+            1,
+            "",
+            True,
+            (),
+            custom("fixed-share", 0, "sgpu"),
         ),
-        SgpuInfo("GPU-456", 1, 0, 65536, 0, "Metax-SGPU", 0, "", False, (), "", 2, ""),
+        DeviceInfo("GPU-456", 1, 0, 65536, 0, "Metax-SGPU", 0, "", False, (), custom(zone=2)),
     )
 
 
@@ -169,6 +179,7 @@ def one(**kw: object) -> list[Card]:
         # HAMi: TestMetaxSDevices_Fit
         ([card(sgpu("dev-0")), card(sgpu("dev-1"))], ask(), {}, {}, ["dev-1"], ""),
         (one(), ask(mem=512), {}, {}, None, "1/1 CardInsufficientMemory"),
+        (one(used=1, usedmem=100), ask(), {}, {}, None, "1/1 CardInsufficientMemory"),
         (one(mem=1024, usedcores=100), ask(mem=512), {}, {}, None, "1/1 CardInsufficientCore"),
         (one(), FamilyRequest("OtherType", 1, 512, 0, 50), {}, {}, None, "1/1 CardTypeMismatch"),
         (
@@ -534,14 +545,15 @@ def test_annotations_written_for_the_device_plugin() -> None:
         ),
     )
     text = ";GPU-1,Metax-SGPU,1024,30:GPU-2,Metax-SGPU,0,0:;"
+    bind = BindContext("n1", 1764900000123456789)
     # HAMi: TestConvertHAMIPodDeviceToMetaxPodDevice; zero values omitted as Go omits them.
-    assert SGPU.annotations(devices) == {
+    assert SGPU.annotations(devices, bind) == {
         "hami.io/metax-sgpu-devices-to-allocate": text,
         "hami.io/metax-sgpu-devices-allocated": text,
         "metax-tech.com/gpu-devices-allocated": '[[],[{"uuid":"GPU-1","compute":30,"vRam":1024},{"uuid":"GPU-2"}]]',
+        "metax-tech.com/predicate-time": "1764900000123456789",
     }
     assert SGPU.annotations(((),)) == {}
-    assert SGPU.wire.time_annotation == "metax-tech.com/predicate-time"
     assert SGPU.wire.lock_name == "hami.io/mutex.lock"
 
 
@@ -559,7 +571,7 @@ def pod(**annotations: str) -> dict[str, object]:
             {QOS: "best-effortx"},
             Claim(True, error=f"{QOS} must be set one of [best-effort, fixed-share, burst-share]"),
         ),
-        ({"metax-tech.com/sgpu": "1"}, {}, Claim(True, pod_annotations=((QOS, "best-effort"),))),
+        ({"metax-tech.com/sgpu": "1"}, {}, Claim(True, annotations=((QOS, "best-effort"),))),
         ({"metax-tech.com/sgpu": "1"}, {QOS: "burst-share"}, Claim(True)),
         (
             {"metax-tech.com/sgpu": "2"},
@@ -588,7 +600,7 @@ def test_claim(limits: dict[str, str], annotations: dict[str, str], want: Claim)
 def test_claim_of_a_pod_without_annotations() -> None:
     # HAMi: "pod annotation nil"
     claim = SGPU.claim(container({"metax-tech.com/sgpu": "1"}), {"metadata": {}})
-    assert claim == Claim(True, pod_annotations=((QOS, "best-effort"),))
+    assert claim == Claim(True, annotations=((QOS, "best-effort"),))
 
 
 def test_config_from_the_charts_section() -> None:
@@ -658,10 +670,9 @@ def test_a_fit_never_takes_a_card_beyond_its_capacity(
 def test_the_sample_registration_reads() -> None:
     from tests.families_samples import SAMPLE_NODE
 
-    # Read through the seam's dispatch: this family reads only its annotation.
-    cards = node_devices(SGPU, NodeFacts("n1", SAMPLE_NODE["Metax-SGPU"]))
+    cards = SGPU.decode_node(SAMPLE_NODE["Metax-SGPU"])
     assert cards is not None
-    assert [(c.id, c.numa, c.link_zone) for c in cards if isinstance(c, SgpuInfo)] == [
+    assert [(c.id, c.numa, zone_of(c)) for c in cards] == [
         ("GPU-mx-0", 0, 1),
         ("GPU-mx-1", 0, 1),
         ("GPU-mx-2", 1, 2),

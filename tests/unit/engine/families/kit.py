@@ -1,0 +1,61 @@
+"""Small builders the family tests share: cards with usage, containers, a fit step."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hami.engine.families.base import Family, FamilyFit, FitPod
+from hami.engine.model import Card, DeviceInfo, PodDevices, Usage
+
+
+def card(
+    info: DeviceInfo, used: int = 0, usedmem: int = 0, usedcores: int = 0, healthy: bool = True
+) -> Card:
+    return Card(
+        replace(info, health=healthy and info.health),
+        Usage(used, usedmem, usedcores),
+        0.0,
+    )
+
+
+def ctr(
+    limits: Mapping[str, Any] | None = None,
+    requests: Mapping[str, Any] | None = None,
+    name: str = "c",
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if limits is not None:
+        resources["limits"] = dict(limits)
+    if requests is not None:
+        resources["requests"] = dict(requests)
+    return {"name": name, "resources": resources}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fit: a container's limits on some cards; the devices taken (uuid, MiB, cores)
+    or HAMi's reason text."""
+
+    name: str
+    cards: Sequence[Card]
+    limits: Mapping[str, Any]
+    want: tuple[tuple[str, int, int], ...] | str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    mutex: bool = False
+    allocated: PodDevices = ()
+
+
+def run(family: Family, step: Step) -> FamilyFit:
+    request = family.container_request(ctr(step.limits), strict=True)
+    assert request is not None, step.name
+    return family.fit(step.cards, request, FitPod(step.annotations, step.mutex), step.allocated)
+
+
+def check(family: Family, step: Step) -> None:
+    got = run(family, step)
+    if isinstance(step.want, str):
+        assert got.devices is None, (step.name, got)
+        assert got.reason == step.want, step.name
+    else:
+        assert got.devices is not None, (step.name, got.reason)
+        assert tuple((d.uuid, d.usedmem, d.usedcores) for d in got.devices) == step.want, step.name
