@@ -58,6 +58,14 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
+    # Further pod annotations the family's fit reads (FitPod.annotations carries only these
+    # and the four above, so that a pod's options stay small and comparable).
+    reads: tuple[str, ...] = ()
+
+    def pod_annotations(self) -> tuple[str, ...]:
+        """Every pod annotation the family's fit may read."""
+        keys = (self.use_type, self.nouse_type, self.use_uuid, self.nouse_uuid, *self.reads)
+        return tuple(k for k in keys if k)
 
 
 @dataclass(frozen=True, slots=True)

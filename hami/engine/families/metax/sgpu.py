@@ -80,6 +80,8 @@ class MetaxSgpu:
             allocated_annotation="hami.io/metax-sgpu-devices-allocated",
             use_uuid=USE_UUID,
             nouse_uuid=NOUSE_UUID,
+            # The fit reads the pod's policy and class, the score its topology switch.
+            reads=(QOS_POLICY, APP_CLASS, TOPOLOGY_AWARE),
         )
 
     @property

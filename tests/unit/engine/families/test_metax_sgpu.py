@@ -678,3 +678,14 @@ def test_the_sample_registration_reads() -> None:
         ("GPU-mx-2", 1, 2),
         ("GPU-mx-3", 1, 2),
     ]
+
+
+def test_the_pod_annotations_the_family_reads_are_declared() -> None:
+    # A caller that hands the family only these must hand it all it decides on.
+    assert set(SGPU.wire.pod_annotations()) == {
+        "metax-tech.com/use-gpuuuid",
+        "metax-tech.com/nouse-gpuuuid",
+        QOS,
+        CLASS,
+        "metax-tech.com/sgpu-topology-aware",
+    }
