@@ -40,11 +40,12 @@ class MetaxConfig:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> "MetaxConfig":
-        """The `metax:` section of device-config.yaml as HAMi's chart writes it.
-
-        A name left out keeps the chart's default (HAMi would take it as empty, which no
-        pod can ask for). Raises ValueError for a value of the wrong kind."""
-        default = cls()
+        """The `metax:` section of device-config.yaml: the chart's defaults where there is
+        no section; a name a given section leaves out names no resource, as in HAMi, which
+        takes the section's values as they are. Raises ValueError for a value of the wrong
+        kind."""
+        if not section:
+            return cls()
         names = {}
         for key, attr in (
             ("resourceCountName", "gpu"),
@@ -52,16 +53,11 @@ class MetaxConfig:
             ("resourceVMemoryName", "vmemory"),
             ("resourceVCoreName", "vcore"),
         ):
-            value = section.get(key)
-            if value is None or value == "":
-                names[attr] = getattr(default, attr)
-            elif isinstance(value, str):
-                names[attr] = value
-            else:
+            value = section.get(key) or ""
+            if not isinstance(value, str):
                 raise ValueError(f"metax.{key} must be a resource name, got {value!r}")
-        aware = section.get("sgpuTopologyAware", False)
-        if aware is None:
-            aware = False
+            names[attr] = value
+        aware = section.get("sgpuTopologyAware") or False
         if not isinstance(aware, bool):
             raise ValueError(f"metax.sgpuTopologyAware must be true or false, got {aware!r}")
         return cls(topology_aware=aware, **names)

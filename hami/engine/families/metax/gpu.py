@@ -154,3 +154,8 @@ class MetaxGpu:
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         return claim_by_count(container, self._wire)
+
+
+def from_config(section: Mapping[str, Any]) -> MetaxGpu:
+    """The exclusive GPU family from the `metax` section of HAMi's device-config.yaml."""
+    return MetaxGpu(MetaxConfig.from_section(section))

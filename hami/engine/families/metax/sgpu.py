@@ -246,3 +246,8 @@ class MetaxSgpu:
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         return qos.claim(self._wire.resources.count, container, pod)
+
+
+def from_config(section: Mapping[str, Any]) -> MetaxSgpu:
+    """The sGPU family from the `metax` section of HAMi's device-config.yaml."""
+    return MetaxSgpu(MetaxConfig.from_section(section))

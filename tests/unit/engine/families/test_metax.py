@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from hami.engine.codec import CodecError
 from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_score
-from hami.engine.families.metax import MetaxConfig, MetaxGpu, MetaxSgpu
+from hami.engine.families.metax import MetaxGpu, MetaxSgpu
+from hami.engine.families.metax.gpu import from_config as gpu_from_config
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.requests import LimitError, RequestError
@@ -96,7 +97,7 @@ def test_malformed_request_is_an_error_when_strict() -> None:
 
 
 def test_configured_resource_name() -> None:
-    gpu = MetaxGpu(MetaxConfig.from_section({"resourceCountName": "example.com/mx"}))
+    gpu = gpu_from_config({"resourceCountName": "example.com/mx"})
     assert gpu.wire.resources.count == "example.com/mx"
     assert gpu.container_request(container({"example.com/mx": "1"})) == whole(1)
     assert gpu.container_request(container({"metax-tech.com/gpu": "1"})) is None

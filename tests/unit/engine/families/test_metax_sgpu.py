@@ -20,6 +20,7 @@ from hami.engine.families.base import (
 )
 from hami.engine.families.metax import MetaxConfig, MetaxSgpu
 from hami.engine.families.metax.registration import custom, zone_of
+from hami.engine.families.metax.sgpu import from_config as sgpu_from_config
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.requests import LimitError, RequestError
 from tests.unit.engine.families.metax_cards import card, container, sgpu
@@ -611,7 +612,7 @@ def test_config_from_the_charts_section() -> None:
         "resourceVCoreName": "example.com/c",
         "sgpuTopologyAware": True,
     }
-    family = MetaxSgpu(MetaxConfig.from_section(section))
+    family = sgpu_from_config(section)
     assert family.wire.resources.all() == ("example.com/s", "example.com/m", "example.com/c")
     assert family.wire.resources.memory_factor == 1024
     want = FamilyRequest("Metax-SGPU", 1, 2048, 0, 40)
@@ -620,6 +621,8 @@ def test_config_from_the_charts_section() -> None:
     )
     assert got == want
     assert MetaxConfig.from_section({}) == MetaxConfig()
+    # A name the section leaves out names no resource, as in HAMi.
+    assert sgpu_from_config({"resourceVCountName": "x/s"}).wire.resources.all() == ("x/s",)
     with pytest.raises(ValueError, match="sgpuTopologyAware"):
         MetaxConfig.from_section({"sgpuTopologyAware": "yes"})
 
