@@ -11,7 +11,6 @@ no profile fits it, as under HAMi v2.10.
 
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -278,21 +277,3 @@ def split_list(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     return tuple(p.strip() for p in value.split(",") if p.strip())
-
-
-def encode_node_lock(now: datetime, namespace: str, name: str) -> str:
-    return f"{now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},{name}"
-
-
-def decode_node_lock(value: str) -> tuple[datetime, str | None, str | None]:
-    """(time, namespace, name); legacy locks hold a bare RFC 3339 time and no owner."""
-    parts = value.split(",")
-    try:
-        when = datetime.fromisoformat(parts[0].replace("Z", "+00:00"))
-    except ValueError as e:
-        raise CodecError(f"node lock {value!r} does not start with an RFC 3339 time") from e
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    if len(parts) >= 3:
-        return when, parts[1], ",".join(parts[2:])
-    return when, None, None

@@ -146,11 +146,13 @@ class BindContext:
     """What a bind knows beyond the devices: some families write it into the pod too.
 
     `now_ns` is the bind's clock (the engine reads none); `containers` are the pod's
-    container specs, init containers first, in the order of the allocation."""
+    container specs, init containers first, in the order of the allocation; `cards` are
+    the family's cards on the node."""
 
     node: str = ""
     now_ns: int = 0
     containers: tuple[Mapping[str, Any], ...] = ()
+    cards: tuple[DeviceInfo, ...] = ()
 
 
 NO_BIND = BindContext()

@@ -12,25 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from hami.engine.families.base import FamilyResources, FamilyWire
-from hami.engine.families.common import (
-    CommonFamily,
-    RequestRules,
-    WalkRules,
-    nothing,
-    resources_from,
-)
+from hami.engine.families.basic import CommonFamily, resources_from
+from hami.engine.families.common import COUNT_ONLY, RequestRules
 
 TYPE = "Biren"
 RESOURCES = FamilyResources(count="birentech.com/gpu")
-
-# Only the split count and `mutex` decide; a device records no memory or cores.
-COUNT_ONLY = WalkRules(
-    cores=False,
-    exclusive_full_core=False,
-    core_exhausted=False,
-    memory=nothing,
-    core_amount=nothing,
-)
 
 
 def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:

@@ -9,25 +9,21 @@ writes its own fit and may still use the pieces.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from math import ceil
 from typing import Any, Literal
 
 from hami.engine import reasons as r
 from hami.engine.codec import CodecError, decode_node_devices, encode_pod_devices, split_list
 from hami.engine.families.base import (
-    NO_BIND,
-    NO_NODE,
-    BindContext,
     Claim,
     FamilyFit,
     FamilyRequest,
-    FamilyResources,
     FamilyWire,
     FitPod,
-    NodeFacts,
 )
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 
@@ -125,6 +121,15 @@ def read_cores(resources: Mapping[str, Any], name: str, cname: str, rules: Reque
     return cores
 
 
+def quantity_value(value: Any) -> int:
+    """Go's Quantity.Value(), which webhooks read counts with: rounded up to a whole number
+    (0 for what is no quantity)."""
+    try:
+        return ceil(parse_quantity(value))
+    except QuantityError:
+        return 0
+
+
 def as_whole(value: Any) -> int | None:
     """The quantity as an integer, None where Go's AsInt64 fails (a fraction, garbage)."""
     try:
@@ -149,9 +154,14 @@ def decode_registration(
     is_json = value.strip().startswith("[")
     if form == "json" and not is_json:
         raise CodecError(f"{wire.register_annotation} must be a JSON array, got {value!r}")
-    if form == "legacy" and (is_json or ":" not in value):
+    if form == "legacy" and (
+        is_json
+        or ":" not in value
+        or any(len(p.split(",")) not in (7, 9) for p in value.split(":") if p)
+    ):
         raise CodecError(
-            f"{wire.register_annotation} must be the `:`-separated card list, got {value!r}"
+            f"{wire.register_annotation} must be the `:`-separated list of cards of 7 or 9 "
+            f"fields, got {value!r}"
         )
     return decode_node_devices(value)
 
@@ -230,6 +240,16 @@ class WalkRules:
     card_type: bool = False
 
 
+# Families that count devices only: the split count and `mutex` decide, and a device
+# records no memory or cores.
+COUNT_ONLY = WalkRules(
+    cores=False,
+    exclusive_full_core=False,
+    core_exhausted=False,
+    memory=nothing,
+    core_amount=nothing,
+)
+
 # A family's own check of a card, made after the common ones (None: the card passes).
 Check = Callable[[Card], str | None]
 
@@ -300,62 +320,3 @@ def walk(
     if picked:
         counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
     return FamilyFit(None, r.card_reasons(counts, len(cards)))
-
-
-def resources_from(
-    section: Mapping[str, Any], defaults: FamilyResources, memory_factor: int = 1
-) -> FamilyResources:
-    """The resource names of a family's section of HAMi's device-config.yaml (its keys
-    resourceCountName, resourceMemoryName and resourceCoreName), the chart's where absent."""
-
-    def name(key: str, default: str) -> str:
-        return str(section.get(key) or default)
-
-    return FamilyResources(
-        count=name("resourceCountName", defaults.count),
-        memory=name("resourceMemoryName", defaults.memory),
-        cores=name("resourceCoreName", defaults.cores),
-        memory_factor=memory_factor,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class CommonFamily:
-    """A family that is HAMi's common rules throughout, with its own options: the card
-    list from its registration annotation, the common request reader and walk, no node
-    score, the allocation under both keys, claimed by a count limit. A family that
-    differs in one step subclasses this and states that step."""
-
-    wire: FamilyWire
-    requests: RequestRules = RequestRules()
-    rules: WalkRules = WalkRules()
-    form: Form = "any"
-    # HAMi overwrites every registered card's cores with this ("only for calscore use").
-    devcore: int | None = None
-
-    def decode_node(
-        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
-    ) -> tuple[DeviceInfo, ...] | None:
-        cards = decode_registration(annotations, self.wire, self.form)
-        if cards is None or self.devcore is None:
-            return cards
-        return tuple(replace(c, devcore=self.devcore) for c in cards)
-
-    def container_request(
-        self, container: Mapping[str, Any], *, strict: bool = False
-    ) -> FamilyRequest | None:
-        return read_request(container, self.wire, self.requests, strict=strict)
-
-    def fit(
-        self, cards: Sequence[Card], request: FamilyRequest, pod: FitPod, allocated: PodDevices
-    ) -> FamilyFit:
-        return walk(cards, request, pod, self.wire, self.rules)
-
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
-        return 0.0
-
-    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
-        return encode_allocation(self.wire, devices)
-
-    def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
-        return claim_by_count(container, self.wire)

@@ -7,7 +7,7 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from hami.engine.families import biren
+from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
 from hami.engine.families.base import Family
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
@@ -33,4 +33,16 @@ class Families:
 # InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
 # then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
 # AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
-FAMILIES = Families((MetaxGpu(), MetaxSgpu(), biren.FAMILY))
+FAMILIES = Families(
+    (
+        cambricon.FAMILY,
+        mthreads.FAMILY,
+        MetaxGpu(),
+        MetaxSgpu(),
+        awsneuron.FAMILY,
+        amd.FAMILY,
+        vastai.FAMILY,
+        biren.FAMILY,
+        *iluvatar.FAMILIES,
+    )
+)

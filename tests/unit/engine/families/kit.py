@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hami.engine.families.base import Family, FamilyFit, FitPod
+from hami.engine.families.base import Family, FamilyFit, FamilyRequest, FitPod
 from hami.engine.model import Card, DeviceInfo, PodDevices, Usage
 
 
@@ -33,12 +33,12 @@ def ctr(
 
 @dataclass(frozen=True)
 class Step:
-    """One fit: a container's limits on some cards; the devices taken (uuid, MiB, cores)
-    or HAMi's reason text."""
+    """One fit: a container's limits (or a request as HAMi's own tests build one) on some
+    cards; the devices taken (uuid, MiB, cores) or HAMi's reason text."""
 
     name: str
     cards: Sequence[Card]
-    limits: Mapping[str, Any]
+    limits: Mapping[str, Any] | FamilyRequest
     want: tuple[tuple[str, int, int], ...] | str
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False
@@ -46,7 +46,10 @@ class Step:
 
 
 def run(family: Family, step: Step) -> FamilyFit:
-    request = family.container_request(ctr(step.limits), strict=True)
+    if isinstance(step.limits, FamilyRequest):
+        request: FamilyRequest | None = step.limits
+    else:
+        request = family.container_request(ctr(step.limits), strict=True)
     assert request is not None, step.name
     return family.fit(step.cards, request, FitPod(step.annotations, step.mutex), step.allocated)
 
@@ -59,3 +62,14 @@ def check(family: Family, step: Step) -> None:
     else:
         assert got.devices is not None, (step.name, got.reason)
         assert tuple((d.uuid, d.usedmem, d.usedcores) for d in got.devices) == step.want, step.name
+
+
+# What a family reads of a container (count, MiB, memory percentage, cores); None: no ask.
+Ask = tuple[int, int, int, int] | None
+
+
+def asked(
+    family: Family, limits: Mapping[str, Any] | None, requests: Mapping[str, Any] | None = None
+) -> Ask:
+    got = family.container_request(ctr(limits, requests))
+    return None if got is None else (got.nums, got.memreq, got.mem_percentage, got.coresreq)

@@ -7,7 +7,7 @@ from hami.engine.families import biren
 from hami.engine.families.base import FitPod
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
 from hami.engine.requests import RequestError
-from tests.unit.engine.families.kit import Step, card, check, ctr
+from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
 
 F = biren.FAMILY
 GPU = "birentech.com/gpu"
@@ -49,17 +49,9 @@ def test_decode_sets_cores_to_100_and_reads_json_only() -> None:
     ],
 )
 def test_requests(
-    limits: dict[str, object] | None,
-    requests: dict[str, object] | None,
-    want: tuple[int, ...] | None,
+    limits: dict[str, object] | None, requests: dict[str, object] | None, want: Ask
 ) -> None:
-    got = F.container_request(ctr(limits, requests))
-    if want is None:
-        assert got is None
-    else:
-        assert got is not None
-        assert (got.nums, got.memreq, got.mem_percentage, got.coresreq) == want
-        assert got.type == "Biren"
+    assert asked(F, limits, requests) == want
 
 
 def test_malformed_count_strict() -> None:

@@ -4,6 +4,7 @@ the node's capacity, scored by the link annotations its device plugin writes.
 Expected values marked "HAMi:" are from HAMi's own device_test.go."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -242,3 +243,25 @@ def test_a_fit_never_takes_a_card_beyond_its_capacity(
         assert c.usage.used < c.info.count
         assert c.usage.usedmem + d.usedmem <= c.info.devmem
         assert c.usage.usedcores + d.usedcores <= c.info.devcore
+
+
+def test_wire_names_stay_in_the_package() -> None:
+    root = Path(__file__).resolve().parents[4] / "hami"
+    package = root / "engine" / "families" / "metax"
+    names = {"metax-tech.com/gpu.topology.losses", "metax-tech.com/gpu.topology.scores"}
+    for family in (GPU, MetaxSgpu()):
+        w = family.wire
+        names |= {
+            *w.resources.all(),
+            w.register_annotation,
+            w.to_allocate_annotation,
+            w.allocated_annotation,
+            *w.pod_annotations(),
+        }
+    names.discard("")
+    for path in root.rglob("*.py"):
+        if package in path.parents or path.name == "registry.py":
+            continue
+        text = path.read_text()
+        for name in names:
+            assert name not in text, f"{name} appears in {path}"
