@@ -24,6 +24,7 @@ from hami.engine.families.base import (
     FitPod,
     NodeFacts,
 )
+from hami.engine.families.basic import capacity_of
 from hami.engine.families.common import (
     RequestRules,
     claim_by_count,
@@ -40,7 +41,6 @@ from hami.engine.families.metax.config import (
 )
 from hami.engine.families.metax.topology import annotation_value
 from hami.engine.model import Card, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64
 
 CARD_MEMORY = 65536  # MiB HAMi gives each card it makes up
 # Cards one node may register: a capacity beyond it is refused, not turned into that many
@@ -74,15 +74,9 @@ class MetaxGpu:
     ) -> tuple[DeviceInfo, ...] | None:
         """HAMi's GetNodeDevices: one card per unit of the count resource's capacity (no
         annotation registers these cards)."""
-        raw = (node.capacity or {}).get(self._wire.resources.count)
-        if raw is None:
-            return None
-        try:
-            count = as_int64(raw)
-        except QuantityError as e:
-            raise CodecError(f"capacity {self._wire.resources.count}: {e}") from e
+        count = capacity_of(node, self._wire.resources.count)
         if count is None or count <= 0:
-            return None
+            return None  # HAMi: no whole number, no cards
         if count > MAX_CARDS:
             raise CodecError(
                 f"capacity {self._wire.resources.count} is {count}; at most {MAX_CARDS} cards"

@@ -9,14 +9,13 @@ pods share cards only with each other, and an online pod outranks offline ones.
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from math import ceil
 from typing import Any
 
 from hami.engine.codec import CodecError, decode_pod_devices
 from hami.engine.families.base import Claim
+from hami.engine.families.common import quantity_value
 from hami.engine.families.metax.config import APP_CLASS, QOS_POLICY
 from hami.engine.model import ContainerDevices, PodDevices
-from hami.engine.quantity import QuantityError, parse_quantity
 
 BEST_EFFORT = "best-effort"
 FIXED_SHARE = "fixed-share"
@@ -40,7 +39,7 @@ def claim(count_name: str, container: Mapping[str, Any], pod: Mapping[str, Any])
     if app_class is not None:
         if app_class not in (ONLINE, OFFLINE):
             return Claim(True, error=f"{APP_CLASS} must be set one of [{ONLINE}, {OFFLINE}]")
-        if _value(limits[count_name]) != 1:
+        if quantity_value(limits[count_name]) != 1:
             return Claim(True, error="app-class pod must request single device")
     if app_class == ONLINE:
         return Claim(True)
@@ -50,14 +49,6 @@ def claim(count_name: str, container: Mapping[str, Any], pod: Mapping[str, Any])
     if policy in POLICIES:
         return Claim(True)
     return Claim(True, error=f"{QOS_POLICY} must be set one of [{', '.join(POLICIES)}]")
-
-
-def _value(raw: Any) -> int | None:
-    """Go's Quantity.Value(): the value rounded up; None for no quantity at all."""
-    try:
-        return ceil(parse_quantity(raw))
-    except QuantityError:
-        return None
 
 
 def online(annotations: Annotations) -> bool:

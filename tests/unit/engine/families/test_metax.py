@@ -58,17 +58,16 @@ def test_capacity_registers_one_whole_card_per_unit_named_after_the_node() -> No
     )
 
 
-@pytest.mark.parametrize("count", [None, "0"])
+@pytest.mark.parametrize("count", [None, "0", "four", "1.5"])
 def test_no_capacity_is_no_registration(count: str | None) -> None:
     assert GPU.decode_node({}, node(count)) is None
     # No annotation registers these cards, and a caller that knows no capacity gets none.
     assert GPU.decode_node({"metax-tech.com/gpu": "4"}) is None
 
 
-@pytest.mark.parametrize("count", ["four", "1025"])
-def test_an_unreadable_or_huge_capacity_is_refused(count: str) -> None:
+def test_a_huge_capacity_is_refused() -> None:
     with pytest.raises(CodecError):
-        GPU.decode_node({}, node(count))
+        GPU.decode_node({}, node("1025"))
 
 
 # --- requests -----------------------------------------------------------------------------
