@@ -127,6 +127,7 @@ class MetaxSgpu:
         if len(candidates) > request.nums:
             if APP_CLASS in annotations:
                 if online:
+                    # Stable, as Go's sort.Slice is on up to 12 candidates (insertion sort).
                     ranked = sorted(
                         candidates,
                         key=lambda c: qos.online_rank(pod.holders.get(c.info.id, ())),

@@ -5,6 +5,7 @@ Expected values marked "HAMi:" are from HAMi's own device_test.go."""
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -264,3 +265,14 @@ def test_wire_names_stay_in_the_package() -> None:
         text = path.read_text()
         for name in names:
             assert name not in text, f"{name} appears in {path}"
+
+
+def test_node_score_falls_back_to_score_node() -> None:
+    # A family that reads neither the pod nor the node is scored by Family.score_node.
+    class Plain:
+        def score_node(self, cards: object, devices: object, binpack: bool) -> float:
+            return 7.0 if binpack else -7.0
+
+    plain: Any = Plain()
+    assert node_score(plain, [], (), FitPod(), NodeFacts("n1"), False) == -7.0
+    assert node_score(GPU, [], TWO, FitPod(), NodeFacts("n1"), True) == 0.0  # no annotation
