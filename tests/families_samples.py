@@ -21,6 +21,67 @@ SAMPLE_NODE["Biren"] = {
 }
 SAMPLE_ALLOCATABLE["Biren"] = {"birentech.com/gpu": "8"}
 
+# Ascend 910B3: HAMi's ascend-device-plugin writes one JSON card list per chip kind under
+# hami.io/node-register-<commonWord> (Go's omitempty: no index 0, no numa), each NPU's HCCS
+# group as custominfo.NetworkID (0 for NPUs 0-3, 1 for 4-7), its handshake in its own time
+# format, and whether the node offers the soft split (hami-vnpu-core). The kubelet sees
+# `count` devices per NPU of the count resource alone.
+SAMPLE_NODE["Ascend910B3"] = {
+    "hami.io/node-register-Ascend910B3": (
+        '[{"id":"npu-0","count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-1","index":1,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-2","index":2,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-3","index":3,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":0}},'
+        '{"id":"npu-4","index":4,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-5","index":5,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-6","index":6,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}},'
+        '{"id":"npu-7","index":7,"count":4,"devmem":65536,"devcore":20,"type":"Ascend910B3","health":true,"custominfo":{"NetworkID":1}}]'
+    ),
+    "hami.io/node-handshake-Ascend910B3": "Reported_2026.01.01 00:00:00",
+    "hami-vnpu-core": "false",
+}
+SAMPLE_ALLOCATABLE["Ascend910B3"] = {"huawei.com/Ascend910B3": "32"}
+
+# Kunlunxin whole XPUs: the plugin registers no card list, only the count HAMi reads from
+# the node's capacity (one card per unit, named after the node).
+SAMPLE_NODE["kunlun"] = {}
+SAMPLE_ALLOCATABLE["kunlun"] = {"kunlunxin.com/xpu": "8"}
+
+# Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU P800 board as a JSON card
+# list under hami.io/node-register-xpu (ids are PCI bus ids, split count 4 per XPU) and
+# keeps its handshake fresh.
+SAMPLE_NODE["XPU"] = {
+    "hami.io/node-register-xpu": (
+        '[{"id":"0000:1a:00.0","count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:1b:00.0","index":1,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:3d:00.0","index":2,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:3e:00.0","index":3,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
+        '{"id":"0000:9c:00.0","index":4,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:9d:00.0","index":5,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:bc:00.0","index":6,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
+        '{"id":"0000:bd:00.0","index":7,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true}]'
+    ),
+    "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
+}
+SAMPLE_ALLOCATABLE["XPU"] = {"kunlunxin.com/vxpu": "32", "kunlunxin.com/vxpu-memory": "786432"}
+
+# Enflame whole GCUs: the plugin registers no card list, only the count HAMi reads from the
+# node's capacity (one card per unit, named after the node).
+SAMPLE_NODE["GCU"] = {}
+SAMPLE_ALLOCATABLE["GCU"] = {"enflame.com/gcu": "2"}
+
+# Enflame DRS shares: the DRS plugin writes its cards' slice capacity and the DRS profiles
+# they can be cut into (`<slices>g.<GB>gb` with the profile ids) under
+# enflame.com/gcu-drs-capacity; there is no handshake.
+SAMPLE_NODE["Enflame"] = {
+    "enflame.com/gcu-drs-capacity": (
+        '{"devices":[{"index":"0","minor":"0","capacity":6},'
+        '{"index":"1","minor":"1","capacity":6}],'
+        '"profiles":{"1g.6gb":"0","2g.12gb":"1","3g.20gb":"2","6g.40gb":"3"}}'
+    ),
+}
+SAMPLE_ALLOCATABLE["Enflame"] = {"enflame.com/drs-gcu": "12"}
+
 # Vastai: hami.io/node-va-register, a JSON list of dies (two per physical card, `AIC`).
 SAMPLE_NODE["Vastai"] = {
     "hami.io/node-va-register": "["

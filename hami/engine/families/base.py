@@ -117,6 +117,9 @@ class Claim:
     # The container's limits to set, replacing any value there (a family that turns a
     # count of several devices into whole-device cores and memory).
     limits: tuple[tuple[str, str], ...] = ()
+    # The container's requests to set, replacing any value there (Ascend's memory rounded
+    # up to a template is written to both).
+    requests: tuple[tuple[str, str], ...] = ()
     # Environment variables to add to the container when it has none of that name.
     env: tuple[tuple[str, str], ...] = ()
     # Pod annotations to set.

@@ -7,7 +7,18 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
+from hami.engine.families import (
+    amd,
+    ascend,
+    awsneuron,
+    biren,
+    cambricon,
+    enflame,
+    iluvatar,
+    kunlun,
+    mthreads,
+    vastai,
+)
 from hami.engine.families.base import Family
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
@@ -36,13 +47,18 @@ class Families:
 FAMILIES = Families(
     (
         cambricon.FAMILY,
+        enflame.WHOLE_FAMILY,
+        enflame.DRS_FAMILY,
         mthreads.FAMILY,
         MetaxGpu(),
         MetaxSgpu(),
+        kunlun.WHOLE_FAMILY,
+        kunlun.VXPU_FAMILY,
         awsneuron.FAMILY,
         amd.FAMILY,
         vastai.FAMILY,
         biren.FAMILY,
+        *ascend.from_config(ascend.DEFAULT_VNPUS),
         *iluvatar.FAMILIES,
     )
 )

@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hami.engine.families.base import Family, FamilyFit, FamilyRequest, FitPod
@@ -73,3 +74,24 @@ def asked(
 ) -> Ask:
     got = family.container_request(ctr(limits, requests))
     return None if got is None else (got.nums, got.memreq, got.mem_percentage, got.coresreq)
+
+
+def wire_names_outside(family: Family, home: Path, root: Path) -> list[str]:
+    """Where a family's wire names (resources, node and pod annotations) appear in the
+    product outside its home (its module, or its package) and the registry."""
+    w = family.wire
+    names = [
+        *w.resources.all(),
+        w.register_annotation,
+        w.handshake_annotation,
+        w.to_allocate_annotation,
+        w.allocated_annotation,
+        *w.pod_annotations(),
+    ]
+    return [
+        f"{name} appears in {path}"
+        for path in root.rglob("*.py")
+        if path != home and home not in path.parents and path.name != "registry.py"
+        for name in filter(None, names)
+        if name in path.read_text()
+    ]

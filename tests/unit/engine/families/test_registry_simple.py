@@ -5,6 +5,7 @@ from pathlib import Path
 
 from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
 from hami.engine.families.registry import FAMILIES
+from tests.unit.engine.families.kit import wire_names_outside
 
 ROOT = Path(__file__).resolve().parents[4] / "hami"
 OURS = {
@@ -31,25 +32,8 @@ def test_hami_order() -> None:
 
 
 def test_wire_names_stay_in_their_module() -> None:
-    sources = {p: p.read_text() for p in ROOT.rglob("*.py")}
     for family in FAMILIES:
         module = OURS.get(family.wire.type)
-        if module is None:
-            continue
-        w = family.wire
-        names = [
-            *w.resources.all(),
-            w.register_annotation,
-            w.handshake_annotation,
-            w.to_allocate_annotation,
-            w.allocated_annotation,
-            w.use_uuid,
-            w.nouse_uuid,
-            w.use_type,
-            w.nouse_type,
-        ]
-        for path, text in sources.items():
-            if path.name in (f"{module}.py", "registry.py"):
-                continue
-            for name in filter(None, names):
-                assert name not in text, f"{name} appears in {path}"
+        if module is not None:
+            home = ROOT / "engine" / "families" / f"{module}.py"
+            assert wire_names_outside(family, home, ROOT) == []
