@@ -24,6 +24,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -51,6 +52,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hami_v210"
 # mthreads.com/predicate-time, NEURON_ALLOC_TIME...): recorded as this marker, never compared.
 CLOCK = "<time>"
 REGISTERED = "Node device added"
+SUCCESS = re.compile(r"nodes fit\((.*)\)$")
 
 
 class HamiPlane(ControlPlane):
@@ -200,7 +202,7 @@ def record(plane: HamiPlane, scenario: Scenario) -> dict[str, Any]:
             entry.update(
                 containers=_asks(admitted["spec"]["containers"]),
                 init_containers=_asks(admitted["spec"].get("initContainers", [])),
-                annotations=dict(step.annotations),
+                annotations=dict(admitted["metadata"].get("annotations") or {}),
                 webhook=verdict,
             )
             if not verdict["allowed"]:
@@ -216,15 +218,19 @@ def record(plane: HamiPlane, scenario: Scenario) -> dict[str, Any]:
             written = {
                 k: v
                 for k, v in (after["metadata"].get("annotations") or {}).items()
-                if k not in step.annotations
+                if entry["annotations"].get(k) != v
             }
+            chosen = answer.get("NodeNames") or answer.get("nodenames")
             entry.update(
                 node_names=candidates,
                 hami={
-                    "node_names": answer.get("NodeNames") or answer.get("nodenames"),
+                    "node_names": chosen,
                     "failed_nodes": answer.get("FailedNodes") or answer.get("failedNodes") or {},
                     "error": answer.get("Error") or answer.get("error") or "",
                     "annotations": _scrub(written),
+                    "node_scores": (
+                        _node_scores(plane, step.pod, pod["metadata"]["uid"]) if chosen else {}
+                    ),
                 },
             )
         elif step.op == "bind":
@@ -290,6 +296,26 @@ def record(plane: HamiPlane, scenario: Scenario) -> dict[str, Any]:
         "nodes": nodes,
         "steps": steps,
     }
+
+
+def _node_scores(plane: HamiPlane, pod: str, uid: str, timeout: float = 10) -> dict[str, float]:
+    """The score of every node that fitted, from the event HAMi's filter records on the pod
+    (`find fit node(X), N nodes not fit, M nodes fit(a:1.00,b:2.00)`): where nodes tie, HAMi
+    picks one at random, and a replay needs to know that it did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = plane.api(
+            "GET",
+            f"/api/v1/namespaces/{NAMESPACE}/events?fieldSelector=involvedObject.uid%3D{uid}",
+        )
+        for event in events["items"]:
+            match = SUCCESS.search(event.get("message", ""))
+            if match:
+                pairs = (p.rsplit(":", 1) for p in match.group(1).split(",") if p)
+                return {node: float(score) for node, score in pairs}
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"HAMi recorded no FilteringSucceed event on {pod}")
+        time.sleep(0.2)
 
 
 def _admit(plane: HamiPlane, manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
