@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
+from hami.engine.model import PodRequest
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 
@@ -76,6 +78,11 @@ def _cases() -> list[Any]:
                     pytest.param(path.name, index, id=f"{fixture['family']}-{step['pod']}")
                 )
     return cases
+
+
+# Whether the engine reads a pod's asks of other families at all (the family plumbing, issue
+# 31): a family module may land in the registry before it.
+PLACES_FAMILIES = "families" in {f.name for f in fields(PodRequest)}
 
 
 def _missing(fixture: Mapping[str, Any]) -> list[str]:
@@ -203,6 +210,8 @@ def test_each_step_is_placed_as_hami_places_it(name: str, index: int) -> None:
         pytest.skip(
             f"family {', '.join(missing)} is not in hami.engine.families.registry.FAMILIES yet"
         )
+    if not PLACES_FAMILIES:
+        pytest.skip("hami.engine.model.PodRequest has no `families` yet (the plumbing)")
     step = fixture["steps"][index]
     ours, hami = replay(fixture, index)
     if _tied(ours["node_names"], hami["node_names"], step["hami"]["node_scores"]):
