@@ -26,8 +26,12 @@ def t4s(n: int, prefix: str = "GPU") -> tuple[DeviceInfo, ...]:
     return tuple(t4(i, uuid=f"{prefix}-{i}") for i in range(n))
 
 
-def registered_node(name: str, cards: Sequence[DeviceInfo], **annotations: str) -> Obj:
-    """A Node with HAMi's register annotation for `cards` and their slots allocatable."""
+def registered_node(
+    name: str, cards: Sequence[DeviceInfo], *, allocatable: str | None = None, **annotations: str
+) -> Obj:
+    """A Node with HAMi's register annotation for `cards` and their slots allocatable (unless
+    `allocatable` says otherwise)."""
+    slots = str(sum(c.count for c in cards)) if allocatable is None else allocatable
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -35,7 +39,7 @@ def registered_node(name: str, cards: Sequence[DeviceInfo], **annotations: str) 
             "name": name,
             "annotations": {names.NODE_REGISTER: encode_node_devices(tuple(cards)), **annotations},
         },
-        "status": {"allocatable": {"nvidia.com/gpu": str(sum(c.count for c in cards))}},
+        "status": {"allocatable": {"nvidia.com/gpu": slots}},
     }
 
 

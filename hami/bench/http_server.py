@@ -50,7 +50,7 @@ def _server_app(
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder
     from hami.service.bindrules import Budget
-    from hami.service.lockwatch import LockWatch
+    from hami.service.nodelock.table import NodeLocks
     from hami.service.placement import FilterOutcome, Placement
 
     started = time.perf_counter()
@@ -71,7 +71,7 @@ def _server_app(
         cache,
         events,
         now=lambda: datetime.now(UTC),
-        locks=LockWatch(),
+        locks=NodeLocks(),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )

@@ -6,9 +6,9 @@ lock change. Each allocation not counted as written, and each edit of a bound po
 that is ignored, is reported once, not on every event of the pod.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
-from hami.engine.codec import CodecError, decode_node_lock
 from hami.engine.inventory import placement_of
 from hami.engine.trust import Seen
 
@@ -79,34 +79,15 @@ class PodRecords:
             self._on_distrust(seen.namespace, seen.name, problem)
 
 
-class NodeLocks:
-    """The pod each node's HAMi lock names, as last seen (an unbound pod's allocation counts
-    only while its node's lock names it)."""
+class LockTable(Protocol):
+    """HAMi's node locks, kept by their protocol's home (hami.service.nodelock.table.NodeLocks,
+    the only copy): the cache forwards it every Node it is shown, and reads back the pod each
+    node's lock names."""
 
-    def __init__(self) -> None:
-        self._values: dict[str, str] = {}  # node -> the lock annotation as written
-        self._holders: dict[str, tuple[str, str]] = {}
+    def seen(self, node: Mapping[str, Any]) -> None: ...
 
-    def seen(self, node: str, value: str | None) -> bool:
-        """Record the node's lock annotation; whether the pod it names changed."""
-        if self._values.get(node, "") == (value or ""):
-            return False
-        if value:
-            self._values[node] = value
-        else:
-            self._values.pop(node, None)
-        try:
-            _, namespace, name = decode_node_lock(value or "")
-        except CodecError:
-            namespace = name = None
-        holder = None if namespace is None or name is None else (namespace, name)
-        if self._holders.get(node) == holder:
-            return False
-        if holder is None:
-            del self._holders[node]
-        else:
-            self._holders[node] = holder
-        return True
+    def gone(self, node: Mapping[str, Any]) -> None: ...
 
-    def holder(self, node: str) -> tuple[str, str] | None:
-        return self._holders.get(node)
+    def holder(self, node: str) -> tuple[str, str] | None: ...
+
+    def listen(self, moved: Callable[[str], None]) -> None: ...

@@ -16,7 +16,7 @@ from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
-from hami.cache.records import Distrust, EditIgnored, NodeLocks, PodRecords
+from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine.checks import no_room
 from hami.engine.inventory import (
@@ -29,7 +29,6 @@ from hami.engine.inventory import (
 )
 from hami.engine.mig import pod_instances
 from hami.engine.model import NodeState, PodDevices, Usage
-from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
 from hami.engine.quota import card_total
 from hami.engine.requests import ResourceDefaults
@@ -59,7 +58,7 @@ class ClusterCache:
     calls on_release with the node. The stores: nodes (_inventory, _states, view), pods
     (_records: what each pod's annotations say; _pods and _pod_usage: COUNTED; _outside:
     OUTSIDE; _reservations: RESERVED), their sum per card (_usage) and per namespace
-    (quotas), and the node locks as the watch shows them (_locks).
+    (quotas); the node locks are read from `locks` (without it, no lock names any pod).
     """
 
     def __init__(
@@ -75,6 +74,7 @@ class ClusterCache:
         on_release: Released | None = None,
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
+        locks: LockTable | None = None,
     ) -> None:
         self._clock = clock
         # > 0: nodes without HAMi's registration are read from their GFD labels, each card
@@ -96,7 +96,9 @@ class ClusterCache:
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
         self._node_keys: dict[str, tuple[Any, ...]] = {}
         self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
-        self._locks = NodeLocks()
+        self._locks = locks
+        if locks is not None:
+            locks.listen(self._lock_moved)
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         self._pod_usage: dict[str, dict[str, Usage]] = {}
@@ -125,7 +127,8 @@ class ClusterCache:
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
-        self._lock_seen(str(meta.get("name", "")), (meta.get("annotations") or {}).get(NODE_LOCK))
+        if self._locks is not None:
+            self._locks.seen(node)
         key = inventory_key(node, self._gpu_resource, self._gfd_split)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
@@ -149,9 +152,7 @@ class ClusterCache:
             self._released(inv.name)
         return inv.name
 
-    def _lock_seen(self, node: str, value: str | None) -> None:
-        if not self._locks.seen(node, value):
-            return
+    def _lock_moved(self, node: str) -> None:
         # An unbound pod's allocation counts only while the lock names it.
         for uid in self._records.on(node):
             seen = self._records.get(uid)
@@ -175,7 +176,8 @@ class ClusterCache:
         if uid and self._node_uids.get(name, uid) != uid:
             return False
         self._node_uids.pop(name, None)
-        self._lock_seen(name, None)
+        if self._locks is not None:
+            self._locks.gone(node)
         self._drop_node(name)
         self._recount_node(name)
         return True
@@ -281,7 +283,7 @@ class ClusterCache:
         node = seen.written.node if seen.written is not None else seen.bound_to
         inv = self._inventory.get(node)
         devmem = {d.id: d.share_base for d in inv.devices} if inv is not None else None
-        counted = count(seen, devmem, self._locks.holder(node))
+        counted = count(seen, devmem, self._locks.holder(node) if self._locks else None)
         self._records.distrusted(seen, counted.problem)
         if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.

@@ -18,6 +18,12 @@ before any request is known, and what is needed to count the rest:
 
 A node that might fit is fitted card by card as before. The state is
 replaced whenever its usage changes, so a summary is never stale.
+
+Nodes built alike and used alike have equal summaries, and a large cluster is mostly
+such classes (full nodes, idle nodes of one model). Each summary carries a signature
+of its cards' states, so one decision answers each class once and every other node of
+it with a lookup: the answer for a pod that fits nowhere costs a dictionary hit per
+node, not a walk of its summary.
 """
 
 from bisect import bisect_left
@@ -102,6 +108,9 @@ class Capacity:
     # mode selectors look at; None when they differ.
     kind: Card | None
     scored: CardScores  # what a decision logs when the pod's first container asks for a GPU
+    # The cards' states as one string (hashed once, compared by identity or memcmp): equal
+    # for two nodes exactly when every check above counts the same for any request.
+    signature: str
     # (reason, cards passing) by what decides them: pods of every shape that leave the same
     # cards short of memory, with the same cores, get the same counts, so each text is made
     # once a state.
@@ -177,6 +186,21 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
         else:
             open_cards.append(c)
     kinds = {(c.info.type, c.info.mode) for c in cards}
+    states = sorted(
+        (
+            c.info.type,
+            c.info.mode,
+            c.healthy,
+            c.info.id in cordoned,
+            c.info.count,
+            c.info.devmem,
+            c.info.devcore,
+            c.usage.used,
+            c.usage.usedmem,
+            c.usage.usedcores,
+        )
+        for c in cards
+    )
     idle_cards = [c for c in open_cards if c.usage.used <= 0]
     pool = _pool(open_cards)
     return Capacity(
@@ -188,6 +212,7 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
         idle=pool if len(idle_cards) == len(open_cards) else _pool(idle_cards),
         kind=cards[0] if len(kinds) == 1 else None,
         scored=CardScores(name, 0, cards, card_scores(cards, DEFAULT_WEIGHTS)),
+        signature=repr(states),
     )
 
 
@@ -201,6 +226,9 @@ _KEYS = (ALL_CORES + 1) * 2
 _MISMATCH = -1
 # A state that outlives pods of many core counts would otherwise keep a text for each.
 SEEN_SIZE = 32
+_UNSEEN = "\0unseen"  # not a reason any check gives
+# Nodes a decision looks at before it judges whether they repeat enough to group.
+_SAMPLE = 256
 
 
 def _remember(cap: Capacity, key: int, seen: tuple[str, int]) -> None:
@@ -236,11 +264,39 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
     mutex, numa_bind, by_type = opts.gpu_policy.mutex, opts.numa_bind, opts.selects_cards
     weights = None if opts.weights == DEFAULT_WEIGHTS else opts.weights
     key = cores * 2 + mutex
+    # Each class of equal summaries answered once for this decision: reason, or None. Where
+    # nodes are mostly unalike (each filled its own way) the lookups cost more than they
+    # save, so after a sample of nodes with few repeats the decision answers each directly.
+    answered: dict[str, str | None] = {}
+    asked = [0]  # nodes looked up while grouping; -1 once grouping is given up
 
     def check(node: NodeState, log: list[CardScores]) -> str | None:
-        cap = capacity_of(node)
-        if cap is None:
+        # The memo read inline: this runs once per node, and a call is a third of it.
+        cap = node.memo.get(_SUMMARY, _UNSEEN)
+        if cap is _UNSEEN:
+            cap = capacity_of(node)
+        if not isinstance(cap, Capacity):
             return None
+        if asked[0] < 0:
+            text = answer(cap)
+        else:
+            text = answered.get(cap.signature, _UNSEEN)
+            if text is _UNSEEN:
+                text = answer(cap)
+                answered[cap.signature] = text
+            asked[0] += 1
+            if asked[0] == _SAMPLE and len(answered) * 2 > _SAMPLE:
+                asked[0] = -1
+        if text is None:
+            return None
+        if index or weights is not None:
+            logged = cap.scored.scores if weights is None else card_scores(node.cards, weights)
+            log.append(CardScores(node.name, index, node.cards, logged))
+        else:
+            log.append(cap.scored)
+        return text
+
+    def answer(cap: Capacity) -> str | None:
         if nums > cap.cards:
             text = r.NODE_INSUFFICIENT_DEVICE
         elif by_type and (cap.kind is None or not type_ok(cap.kind, opts)):
@@ -268,11 +324,6 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Check | None:
             # Enough cards pass; with numa-bind, the ones that do are counted by NUMA node.
             if passing >= nums or (passing and numa_bind):
                 return None
-        if index or weights is not None:
-            logged = cap.scored.scores if weights is None else card_scores(node.cards, weights)
-            log.append(CardScores(node.name, index, node.cards, logged))
-        else:
-            log.append(cap.scored)
         return text
 
     return check

@@ -11,7 +11,6 @@ no profile fits it, as under HAMi v2.10.
 
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -188,9 +187,21 @@ def _decode_node_json(text: str) -> tuple[DeviceInfo, ...]:
                 mode=str(entry.get("mode") or "") or "hami-core",
                 health=entry.get("health") is True,
                 mig_profiles=decode_profiles(entry.get("migprofiles"), card),
+                custom=decode_custom(entry.get("custominfo"), card),
             )
         )
     return tuple(out)
+
+
+def decode_custom(raw: Any, card: str) -> tuple[tuple[str, str], ...]:
+    """A card's `custominfo` object. Go reads it into map[string]any and each family
+    asserts the values it wants to be strings, so other values count as absent; its keys
+    are matched exactly (a map, not a struct)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise CodecError(f"{card}: custominfo must be a JSON object, got {raw!r}")
+    return tuple(sorted((k, v) for k, v in raw.items() if isinstance(v, str)))
 
 
 def _decode_node_legacy(text: str) -> tuple[DeviceInfo, ...]:
@@ -266,21 +277,3 @@ def split_list(value: str | None) -> tuple[str, ...]:
     if not value:
         return ()
     return tuple(p.strip() for p in value.split(",") if p.strip())
-
-
-def encode_node_lock(now: datetime, namespace: str, name: str) -> str:
-    return f"{now.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},{name}"
-
-
-def decode_node_lock(value: str) -> tuple[datetime, str | None, str | None]:
-    """(time, namespace, name); legacy locks hold a bare RFC 3339 time and no owner."""
-    parts = value.split(",")
-    try:
-        when = datetime.fromisoformat(parts[0].replace("Z", "+00:00"))
-    except ValueError as e:
-        raise CodecError(f"node lock {value!r} does not start with an RFC 3339 time") from e
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    if len(parts) >= 3:
-        return when, parts[1], ",".join(parts[2:])
-    return when, None, None

@@ -68,6 +68,12 @@ class DeviceInfo:
     mode: str = "hami-core"
     health: bool = True
     mig_profiles: tuple[MigProfile, ...] = ()
+    # The string entries of the registration's `custominfo` (a family's own card facts,
+    # e.g. which physical card a die sits on), sorted by key.
+    custom: tuple[tuple[str, str], ...] = ()
+
+    def custom_value(self, key: str) -> str | None:
+        return dict(self.custom).get(key)
 
     @property
     def mig(self) -> bool:
@@ -230,6 +236,13 @@ class ContainerDevice:
     usedcores: int
     type: str = NVIDIA
     mig: MigInstance | None = None  # on a card in MIG mode: the instance it holds
+    # What a family's fit chose beyond the card (Enflame's DRS profile, Ascend's split mode)
+    # for the annotations its bind writes. Not on the wire, so never compared: an allocation
+    # read back from a pod's annotations is the same allocation.
+    extra: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def get(self, key: str, default: str = "") -> str:
+        return dict(self.extra).get(key, default)
 
 
 # One entry per container, init containers first, in spec order.

@@ -22,6 +22,10 @@ CARD_COMPUTE_UNITS_EXHAUSTED: Final = "CardComputeUnitsExhausted"
 # A MIG card where no profile covering the ask has a free placement.
 CARD_MIG_TOPOLOGY_INFEASIBLE: Final = "CardMigTopologyInfeasible"
 ALLOCATED_CARDS_INSUFFICIENT: Final = "AllocatedCardsInsufficientRequest"
+# The pod asks for a split mode (or size) the node's cards do not offer.
+MODE_NOT_FIT: Final = "ModeNotFit"
+# A family's own rule refused the card (one family keeps a pod's devices on one card).
+CARD_NOT_FOUND_CUSTOM_FILTER_RULE: Final = "CardNotFoundCustomFilterRule"
 
 NODE_INSUFFICIENT_DEVICE: Final = "NodeInsufficientDevice"
 NODE_UNREGISTERED: Final = "node unregistered"

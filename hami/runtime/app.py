@@ -38,11 +38,11 @@ from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.pluginrefusal import PluginRefusals
-from hami.service.preempting import Preempter, PreemptingPlacement
-from hami.service.preemption import PodFacts
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ async def build(settings: Settings) -> Runtime:
         memory_factor=settings.memory_factor,
     )
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
-    locks = LockWatch()
+    locks = NodeLocks()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
     requeue = requeuer.released if settings.requeue_rate > 0 else None
     cache = ClusterCache(
@@ -188,6 +188,7 @@ async def build(settings: Settings) -> Runtime:
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
         quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),
         gfd_split=settings.gfd_split_count,
+        locks=locks,
     )
     metrics = Metrics(
         cache,
@@ -225,20 +226,13 @@ async def build(settings: Settings) -> Runtime:
         pod_watchers["upsert"].append(facts.upsert)
         pod_watchers["delete"] += [facts.delete, preempter.gone]
 
-    def node_gone(node: dict[str, Any]) -> None:
-        if cache.delete_node(node):  # not an older Node of a name made again
-            locks.gone(node)
-
     watch = settings.watch_timeout_seconds
     informers = (
         Informer(
             kube,
             "nodes",
-            _Sink(
-                lambda nodes: cache.replace_nodes(locks.tap(nodes)),
-                each(cache.upsert_node, locks.seen),
-                node_gone,
-            ),
+            # The cache forwards each Node to the lock table (hami.service.nodelock.table).
+            _Sink(cache.replace_nodes, cache.upsert_node, each(cache.delete_node)),
             watch_timeout=watch,
         ),
         Informer(

@@ -45,7 +45,7 @@ T = TypeVar("T")
 MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
-def each(*calls: Callable[[T], None]) -> Callable[[T], None]:
+def each(*calls: Callable[[T], object]) -> Callable[[T], None]:
     """One callable that passes its argument to every one of `calls`, in order."""
 
     def call(value: T) -> None:

@@ -114,8 +114,6 @@ class Settings:
     service_namespace: str = ""
 
 
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

@@ -13,7 +13,8 @@ from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.logs import one_line
 from hami.service.explain import explain
-from hami.service.preemption import preemption_lines
+from hami.service.nodelock.table import NodeLocks
+from hami.service.preemption.lines import preemption_lines
 
 
 async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
@@ -36,7 +37,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             budgets = None  # preemption is explained without them, and says so
     finally:
         await kube.close()
-    cache = ClusterCache(clock=time.monotonic, gfd_split=args.gfd_split_count)
+    cache = ClusterCache(clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks())
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)

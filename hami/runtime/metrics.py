@@ -20,7 +20,7 @@ from hami.service.binderrors import BindFailure
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Every reason a bind failure is counted under (hami.service.binderrors, hami.service.binding)
-# and every outcome of a preemption plan (hami.service.preempting): each series is exported at 0
+# and every outcome of a preemption plan (hami.service.preemption.preempter): each series is exported at 0
 # from the start, so a healthy cluster's dashboard shows 0, not "No data", and rate() has a
 # starting point.
 BIND_FAILURE_REASONS = tuple(BindFailure)

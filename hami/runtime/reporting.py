@@ -102,15 +102,20 @@ class FilterReporter:
                 f"card(s) {decision.allocation}",
             )
             return
-        by_reason: dict[str, list[str]] = {}
+        # Thousands of nodes share a handful of reasons: each reason is read once, and the log
+        # line counts nodes per reason (the Events below and `hami explain` name them).
+        by_text: dict[str, list[str]] = {}
         for node, reason in outcome.failed.items():
+            by_text.setdefault(reason, []).append(node)
+        by_reason: dict[str, list[str]] = {}
+        for reason, nodes in by_text.items():
             for kind in reason_types(reason):
-                by_reason.setdefault(kind, []).append(node)
+                by_reason.setdefault(kind, []).extend(nodes)
         log.info(
             "no node fits",
             extra={
                 **ctx,
-                "failed": dict(outcome.failed),
+                "nodes_by_reason": {reason: len(nodes) for reason, nodes in by_text.items()},
                 "unregistered": dict(outcome.unregistered),
             },
         )

@@ -15,6 +15,7 @@ from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.logs import one_line
+from hami.service.nodelock.table import NodeLocks
 from hami.service.status import Status, render_json, render_text, status
 
 # Cursor home, then each line cleared to its end, then the rest of the screen: a redraw
@@ -25,7 +26,7 @@ HOME, CLEAR_LINE, CLEAR_BELOW, CLEAR_SCREEN = "\x1b[H", "\x1b[K", "\x1b[J", "\x1
 async def read(kube: Kube, gfd_split: int) -> Status:
     nodes, _ = await kube.list_objects("nodes")
     pods, _ = await kube.list_objects("pods")
-    cache = ClusterCache(clock=time.monotonic, gfd_split=gfd_split)
+    cache = ClusterCache(clock=time.monotonic, gfd_split=gfd_split, locks=NodeLocks())
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
     return status(cache, pods)

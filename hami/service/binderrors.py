@@ -5,8 +5,8 @@ from enum import StrEnum
 
 from hami.kube.errors import KubeError, Unavailable
 from hami.kube.leader import NotLeading
-from hami.kube.nodelock import NodeLockContention
 from hami.service.bindrules import Found, PodState
+from hami.service.nodelock.wire import NodeLockContention
 
 
 class BindFailure(StrEnum):

@@ -43,8 +43,8 @@ from hami.service.binderrors import (
 )
 from hami.service.bindrules import Budget, Found, read_back
 from hami.service.deadline import Deadline
-from hami.service.locking import NodeLocker
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.locker import NodeLocker
+from hami.service.nodelock.table import NodeLocks
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Binder:
         events: EventRecorder,
         *,
         now: Callable[[], datetime],
-        locks: LockWatch,
+        locks: NodeLocks,
         leadership: Leadership,
         budget: Budget,
         lock_expiry: timedelta = timedelta(minutes=5),

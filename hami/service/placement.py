@@ -58,7 +58,7 @@ class Placement:
         self.cache = cache
         self.policies = policies
         self.resources = resources
-        # How many binds a bind to a node would wait for now (hami.service.locking); None:
+        # How many binds a bind to a node would wait for now (hami.service.nodelock.locker); None:
         # every node is taken as free, as HAMi takes them.
         self.busy: Callable[[str], int] | None = None
 

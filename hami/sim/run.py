@@ -16,6 +16,7 @@ from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.names import DEVICES_ALLOCATED, MIG_ALLOCATIONS
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.status import lab_card
 from hami.sim.scenario import Scenario
@@ -61,7 +62,9 @@ class Simulation:
     def __post_init__(self) -> None:
         ticks = itertools.count()
         # Reservations never expire in a replay: binds follow filters at once.
-        self.cache = ClusterCache(clock=lambda: float(next(ticks)), reservation_ttl=float("inf"))
+        self.cache = ClusterCache(
+            clock=lambda: float(next(ticks)), reservation_ttl=float("inf"), locks=NodeLocks()
+        )
         self.cache.replace_nodes(self.scenario.nodes)
         self.placement = Placement(self.cache, self.scenario.defaults, self.admission.resources)
         self.node_names = [n["metadata"]["name"] for n in self.scenario.nodes]

@@ -23,8 +23,9 @@ from hami.engine.preempt import Preemptor
 from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
 from hami.service.annotations import allocation_annotations
-from hami.service.preempting import Preempter
-from hami.service.preemption import PodFacts, field
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.plan import at_once, field
+from hami.service.preemption.preempter import Preempter
 
 
 def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
@@ -115,7 +116,7 @@ def main() -> None:
         found = field(cache, facts, pod, "pending", names)
         scan = time.perf_counter() - start
         start = time.perf_counter()
-        chosen = None if found is None else found.plan()
+        chosen = at_once(found.planning())
         whole = time.perf_counter() - start
         wall, worst = asyncio.run(loop_hold(preempter, pod, names))
         victims = (

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
-from hami.engine.codec import decode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.calls import Obj
 from hami.kube.client import Kube
@@ -23,7 +22,8 @@ from hami.kube.errors import Conflict, NotFound
 from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import Informer
 from hami.kube.leader import LeaseLeadership
-from hami.kube.nodelock import NodeLockContention, lock_node, release_node
+from hami.service.nodelock.wire import NodeLockContention, decode_node_lock
+from hami.service.nodelock.writes import lock_node, release_node
 
 from .cluster import ControlPlane
 

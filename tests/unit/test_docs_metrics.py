@@ -27,7 +27,12 @@ def scrape(legacy: bool) -> str:
     m = Metrics(cache, lambda: 0.0, lambda: 0, legacy, writes=WriteLimiter(1))
     m.add_probes(
         Probes(
-            lambda: True, lambda: True, lambda: 0, lambda: (0, 0.0), lambda: 0.0, lambda: False,
+            lambda: True,
+            lambda: True,
+            lambda: 0,
+            lambda: (0, 0.0),
+            lambda: 0.0,
+            lambda: False,
             lambda: 0.0,
         )
     )

@@ -16,7 +16,7 @@ never a client or a clock.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hami.engine.model import (
     PERCENTAGE_UNSET,
@@ -58,6 +58,14 @@ class FamilyWire:
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""
     nouse_uuid: str = ""
+    # Further pod annotations the family's fit reads (FitPod.annotations carries only these
+    # and the four above, so that a pod's options stay small and comparable).
+    reads: tuple[str, ...] = ()
+
+    def pod_annotations(self) -> tuple[str, ...]:
+        """Every pod annotation the family's fit may read."""
+        keys = (self.use_type, self.nouse_type, self.use_uuid, self.nouse_uuid, *self.reads)
+        return tuple(k for k in keys if k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +92,10 @@ class FitPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
     binpack: bool = True  # the GPU policy's first sort key (families that score cards)
+    # The annotations of the pods already holding each card, by card id, one entry per
+    # allocation entry as in HAMi's DeviceUsage.PodInfos (allocation annotations included),
+    # for a family whose rules read them; empty where none is known.
+    holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +114,51 @@ class Claim:
     # Pod fields to set when absent (Ascend's runtimeClassName); applied once per pod.
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
+    # The container's limits to set, replacing any value there (a family that turns a
+    # count of several devices into whole-device cores and memory).
+    limits: tuple[tuple[str, str], ...] = ()
+    # The container's requests to set, replacing any value there (Ascend's memory rounded
+    # up to a template is written to both).
+    requests: tuple[tuple[str, str], ...] = ()
+    # Environment variables to add to the container when it has none of that name.
+    env: tuple[tuple[str, str], ...] = ()
+    # Pod annotations to set.
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a family may read of a node besides its annotations.
+
+    Some device plugins register no card list: their cards are derived from the
+    extended resources the node reports (HAMi reads `status.capacity`), named after
+    the node, and one reads the node's instance-type label."""
+
+    name: str = ""
+    capacity: Mapping[str, str] | None = None  # None: not known to the caller
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # The node's annotations, for a family whose node score reads what its plugin wrote there.
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_NODE = NodeFacts()
+
+
+@dataclass(frozen=True, slots=True)
+class BindContext:
+    """What a bind knows beyond the devices: some families write it into the pod too.
+
+    `now_ns` is the bind's clock (the engine reads none); `containers` are the pod's
+    container specs, init containers first, in the order of the allocation; `cards` are
+    the family's cards on the node."""
+
+    node: str = ""
+    now_ns: int = 0
+    containers: tuple[Mapping[str, Any], ...] = ()
+    cards: tuple[DeviceInfo, ...] = ()
+
+
+NO_BIND = BindContext()
 
 
 class Family(Protocol):
@@ -110,7 +167,9 @@ class Family(Protocol):
     @property
     def wire(self) -> FamilyWire: ...
 
-    def decode_node(self, annotations: Mapping[str, str]) -> tuple[DeviceInfo, ...] | None:
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
         """The cards registered on a node, None when the family is not registered there.
 
         Raises hami.engine.codec.CodecError for a registration it cannot read."""
@@ -143,10 +202,44 @@ class Family(Protocol):
         """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
         ...
 
-    def annotations(self, devices: PodDevices) -> dict[str, str]:
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
         """The pod annotations a bind writes for the family's device plugin."""
         ...
 
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         """Whether the webhook claims this container for the scheduler, and what it sets."""
         ...
+
+
+@runtime_checkable
+class PodScored(Protocol):
+    """Optional: a family whose node score reads the pod or the node (HAMi's ScoreNode gets
+    both; most families read neither and implement only Family.score_node)."""
+
+    def score_pod(
+        self,
+        cards: Sequence[Card],
+        devices: PodDevices,
+        pod: FitPod,
+        node: NodeFacts,
+        binpack: bool,
+    ) -> float: ...
+
+
+def node_score(
+    family: Family,
+    cards: Sequence[Card],
+    devices: PodDevices,
+    pod: FitPod,
+    node: NodeFacts,
+    binpack: bool,
+) -> float:
+    """The family's addition to the node score, with the pod and node where it reads them.
+
+    `cards` carry their usage before the pod (HAMi's snapshot); the value is added to the
+    node score as it is (a family applies its own weight). HAMi calls this, once the pod
+    fits, for each family whose card type is among the node's cards, even one the pod asks
+    nothing of (devices then hold only empty containers)."""
+    if isinstance(family, PodScored):
+        return family.score_pod(cards, devices, pod, node, binpack)
+    return family.score_node(cards, devices, binpack)

@@ -8,21 +8,29 @@ differs; a family whose rules are not this walk (Ascend's templates, MetaX's sGP
 writes its own fit and may still use the pieces.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from math import ceil
+from typing import Any, Literal
 
 from hami.engine import reasons as r
-from hami.engine.codec import decode_node_devices, encode_pod_devices, split_list
-from hami.engine.families.base import Claim, FamilyFit, FamilyRequest, FamilyWire, FitPod
+from hami.engine.codec import CodecError, decode_node_devices, encode_pod_devices, split_list
+from hami.engine.families.base import (
+    Claim,
+    FamilyFit,
+    FamilyRequest,
+    FamilyWire,
+    FitPod,
+)
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 
-def lookup(resources: Mapping[str, Any], name: str) -> Any:
-    """A resource's value from limits, else requests (HAMi reads both in that order)."""
-    for section in ("limits", "requests"):
+def lookup(resources: Mapping[str, Any], name: str, *, limits_only: bool = False) -> Any:
+    """A resource's value from limits, else requests (HAMi reads both in that order;
+    a few families read limits alone)."""
+    for section in ("limits",) if limits_only else ("limits", "requests"):
         values = resources.get(section) or {}
         if name in values:
             return values[name]
@@ -50,6 +58,15 @@ class RequestRules:
     default_cores: int = 0  # cores when the container names none (Hygon: 100)
     # A count without memory takes the whole device (percentage 100), as most families do.
     whole_when_no_memory: bool = True
+    limits_only: bool = False  # HAMi reads the family's resources from limits alone
+    # A core value that is not a whole number is ignored (the default stands), where
+    # HAMi's family skips a failed AsInt64 instead of refusing the request.
+    lenient_cores: bool = False
+    # Cores outside this range make the request void (HAMi refuses it in the family).
+    cores_range: tuple[int, int] = (0, INT32_MAX)
+    # Memory and cores are asked for the container as a whole and split evenly over its
+    # devices (Go's integer division), not per device.
+    per_device_split: bool = False
 
 
 def read_request(
@@ -60,7 +77,7 @@ def read_request(
     cname = str(container.get("name", "?"))
     resources = container.get("resources") or {}
     try:
-        raw = lookup(resources, names.count)
+        raw = lookup(resources, names.count, limits_only=rules.limits_only)
         if raw is None:
             return None
         nums = whole(raw, names.count, cname)
@@ -72,30 +89,80 @@ def read_request(
                 f"{MAX_GPUS_PER_CONTAINER} per container are supported"
             )
         mem = 0
-        raw_mem = lookup(resources, names.memory) if names.memory else None
+        raw_mem = (
+            lookup(resources, names.memory, limits_only=rules.limits_only) if names.memory else None
+        )
         if raw_mem is not None:
             mem = whole(raw_mem, names.memory, cname) * names.memory_factor
             if mem > INT32_MAX:
                 raise RequestError(f"container {cname}: {names.memory} {raw_mem!r} is out of range")
-        cores = rules.default_cores
-        raw_cores = lookup(resources, names.cores) if names.cores else None
-        if raw_cores is not None:
-            cores = whole(raw_cores, names.cores, cname)
+        cores = read_cores(resources, names.cores, cname, rules)
     except RequestError as e:
         if strict or isinstance(e, LimitError):
             raise
         return None
     pct = 100 if mem == 0 and rules.whole_when_no_memory else PERCENTAGE_UNSET
+    if rules.per_device_split:
+        mem, cores = mem // nums, cores // nums
     return FamilyRequest(wire.type, nums, mem, pct, cores)
 
 
+def read_cores(resources: Mapping[str, Any], name: str, cname: str, rules: RequestRules) -> int:
+    """The container's cores of each device, HAMi's family default when it names none."""
+    raw = lookup(resources, name, limits_only=rules.limits_only) if name else None
+    if raw is None:
+        return rules.default_cores
+    if rules.lenient_cores and as_whole(raw) is None:
+        return rules.default_cores
+    cores = whole(raw, name, cname)
+    low, high = rules.cores_range
+    if not low <= cores <= high:
+        raise RequestError(f"container {cname}: {name} must be from {low} to {high}, got {raw!r}")
+    return cores
+
+
+def quantity_value(value: Any) -> int:
+    """Go's Quantity.Value(), which webhooks read counts with: rounded up to a whole number
+    (0 for what is no quantity)."""
+    try:
+        return ceil(parse_quantity(value))
+    except QuantityError:
+        return 0
+
+
+def as_whole(value: Any) -> int | None:
+    """The quantity as an integer, None where Go's AsInt64 fails (a fraction, garbage)."""
+    try:
+        return as_int64(value)
+    except QuantityError:
+        return None
+
+
+Form = Literal["any", "json", "legacy"]
+
+
 def decode_registration(
-    annotations: Mapping[str, str], wire: FamilyWire
+    annotations: Mapping[str, str], wire: FamilyWire, form: Form = "any"
 ) -> tuple[DeviceInfo, ...] | None:
-    """The cards in the family's registration annotation (HAMi's DecodeNodeDevices)."""
+    """The cards in the family's registration annotation (HAMi's DecodeNodeDevices).
+
+    `form` is the one format the family's HAMi code reads, where it reads only one:
+    UnMarshalNodeDevices (JSON) or DecodeNodeDevices (the `:`-separated list)."""
     value = annotations.get(wire.register_annotation)
     if value is None:
         return None
+    is_json = value.strip().startswith("[")
+    if form == "json" and not is_json:
+        raise CodecError(f"{wire.register_annotation} must be a JSON array, got {value!r}")
+    if form == "legacy" and (
+        is_json
+        or ":" not in value
+        or any(len(p.split(",")) not in (7, 9) for p in value.split(":") if p)
+    ):
+        raise CodecError(
+            f"{wire.register_annotation} must be the `:`-separated list of cards of 7 or 9 "
+            f"fields, got {value!r}"
+        )
     return decode_node_devices(value)
 
 
@@ -136,14 +203,8 @@ def uuid_allowed(annotations: Mapping[str, str], uuid: str, wire: FamilyWire) ->
     return not (nouse and uuid in split_list(nouse))
 
 
-@dataclass(frozen=True, slots=True)
-class WalkRules:
-    """Which of HAMi's per-card checks a family's Fit makes."""
-
-    mutex: bool = True  # the `mutex` GPU policy keeps used cards out
-    cores: bool = True  # core requests are checked against free cores
-    exclusive_full_core: bool = True  # 100 cores on a 100-core card wants it alone
-    core_exhausted: bool = True  # a core-less request cannot join a card whose cores are gone
+# What one device of a request takes of a card (MiB, or cores), by the family's rule.
+Amount = Callable[[DeviceInfo, FamilyRequest], int]
 
 
 def memory_of(card: DeviceInfo, request: FamilyRequest) -> int:
@@ -153,6 +214,54 @@ def memory_of(card: DeviceInfo, request: FamilyRequest) -> int:
     if request.mem_percentage != PERCENTAGE_UNSET:
         return card.devmem * request.mem_percentage // 100
     return 0
+
+
+def capped_cores(card: DeviceInfo, request: FamilyRequest) -> int:
+    """The cores asked, at most 100 (HAMi clamps a larger ask instead of refusing it)."""
+    return min(request.coresreq, 100)
+
+
+def nothing(card: DeviceInfo, request: FamilyRequest) -> int:
+    """Families that count devices only record neither memory nor cores."""
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class WalkRules:
+    """Which of HAMi's per-card checks a family's Fit makes, and what a device takes."""
+
+    mutex: bool = True  # the `mutex` GPU policy keeps used cards out
+    cores: bool = True  # core requests are checked against free cores
+    exclusive_full_core: bool = True  # 100 cores on a 100-core card wants it alone
+    core_exhausted: bool = True  # a core-less request cannot join a card whose cores are gone
+    memory: Amount = memory_of
+    core_amount: Amount = capped_cores
+    # The allocation entry names the card's model instead of the family's type.
+    card_type: bool = False
+
+
+# Families that count devices only: the split count and `mutex` decide, and a device
+# records no memory or cores.
+COUNT_ONLY = WalkRules(
+    cores=False,
+    exclusive_full_core=False,
+    core_exhausted=False,
+    memory=nothing,
+    core_amount=nothing,
+)
+
+# A family's own check of a card, made after the common ones (None: the card passes).
+Check = Callable[[Card], str | None]
+
+
+def taken(
+    info: DeviceInfo, request: FamilyRequest, wire: FamilyWire, rules: WalkRules
+) -> ContainerDevice:
+    """The allocation entry for one device of the request on `info`."""
+    kind = info.type if rules.card_type else wire.type
+    return ContainerDevice(
+        info.id, rules.memory(info, request), rules.core_amount(info, request), kind
+    )
 
 
 def card_verdict(
@@ -170,8 +279,8 @@ def card_verdict(
         return r.CARD_TIME_SLICING_EXHAUSTED
     if rules.mutex and pod.mutex and usage.used > 0:
         return r.EXCLUSIVE_CONFLICT
-    cores = min(request.coresreq, 100)
-    if info.devmem - usage.usedmem < memory_of(info, request):
+    cores = rules.core_amount(info, request)
+    if info.devmem - usage.usedmem < rules.memory(info, request):
         return r.CARD_INSUFFICIENT_MEMORY
     if rules.cores and info.devcore - usage.usedcores < cores:
         return r.CARD_INSUFFICIENT_CORE
@@ -193,19 +302,19 @@ def walk(
     pod: FitPod,
     wire: FamilyWire,
     rules: WalkRules = WalkRules(),
+    check: Check | None = None,
 ) -> FamilyFit:
     """HAMi's common Fit: the cards from the tail, the first `nums` that pass are taken."""
     counts: dict[str, int] = {}
     picked: list[ContainerDevice] = []
-    cores = min(request.coresreq, 100)
     for card in reversed(cards):
         why = card_verdict(card, request, pod, wire, rules)
+        if why is None and check is not None:
+            why = check(card)
         if why is not None:
             counts[why] = counts.get(why, 0) + 1
             continue
-        picked.append(
-            ContainerDevice(card.info.id, memory_of(card.info, request), cores, wire.type)
-        )
+        picked.append(taken(card.info, request, wire, rules))
         if len(picked) == request.nums:
             return FamilyFit(tuple(picked))
     if picked:

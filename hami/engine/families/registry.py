@@ -7,7 +7,20 @@ tests and its chart values.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from hami.engine.families import (
+    amd,
+    ascend,
+    awsneuron,
+    biren,
+    cambricon,
+    enflame,
+    iluvatar,
+    kunlun,
+    mthreads,
+    vastai,
+)
 from hami.engine.families.base import Family
+from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
 
 @dataclass(frozen=True)
@@ -27,5 +40,25 @@ class Families:
         return tuple(n for f in self.members for n in f.wire.resources.all())
 
 
-# Filled as each family lands behind the seam (issue 31).
-FAMILIES = Families()
+# Filled as each family lands behind the seam (issue 31), in the order of HAMi's
+# InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
+# then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
+# AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
+FAMILIES = Families(
+    (
+        cambricon.FAMILY,
+        enflame.WHOLE_FAMILY,
+        enflame.DRS_FAMILY,
+        mthreads.FAMILY,
+        MetaxGpu(),
+        MetaxSgpu(),
+        kunlun.WHOLE_FAMILY,
+        kunlun.VXPU_FAMILY,
+        awsneuron.FAMILY,
+        amd.FAMILY,
+        vastai.FAMILY,
+        biren.FAMILY,
+        *ascend.from_config(ascend.DEFAULT_VNPUS),
+        *iluvatar.FAMILIES,
+    )
+)

@@ -6,7 +6,8 @@ import pytest
 import hami.cache.store
 from hami.cache.store import ClusterCache
 from hami.engine.state import build_node
-from tests.unit.cache.test_store import Clock, node, pod
+from tests.builders import registered_node, t4s
+from tests.unit.cache.test_store import Clock, pod
 
 
 def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
@@ -20,7 +21,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
 
     monkeypatch.setattr(hami.cache.store, "build_node", counted)
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     builds.clear()
     cache.replace_pods([pod(f"p{i}", f"GPU-{i % 2}", 100) for i in range(40)])
     assert builds == []
@@ -32,7 +33,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
 
 def test_a_pod_on_one_card_keeps_the_other_cards_as_they_were() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods([pod("a", "GPU-0"), pod("b", "GPU-1")])
     before = cache.view["n"].cards
     cache.upsert_pod(pod("c", "GPU-0"))

@@ -7,15 +7,16 @@ from hypothesis import strategies as st
 from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
 from hami.engine.model import ContainerDevice, Usage
+from tests.builders import registered_node, t4s
 
-from .test_store import Clock, node, pending, pod, usage
+from .test_store import Clock, pending, pod, usage
 
 CARD = ((ContainerDevice("GPU-0", 15360, 0),),)
 
 
 def placed(clock: Clock, *, known: bool = False) -> ClusterCache:
     cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     if known:
         cache.upsert_pod(pending("a"))
     cache.reserve("a", "ns", "a", "n", CARD, 0)
@@ -81,7 +82,7 @@ def test_a_failed_bind_gives_the_decision_its_ttl_back() -> None:
 def test_a_relist_settles_landed_binds_the_watch_never_showed() -> None:
     clock = Clock()
     cache = ClusterCache(clock)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     for uid, card in (("gone", "GPU-0"), ("unbound", "GPU-1"), ("late", "GPU-1")):
         cache.reserve(uid, "ns", uid, "n", ((ContainerDevice(card, 1000, 0),),), 0)
     cache.bind_landed("gone")  # created, bound and deleted while the watch was cut
@@ -115,7 +116,7 @@ def test_no_bind_that_may_have_landed_is_ever_uncounted_by_time(
     dropped by a relist that began after it landed, never by the clock."""
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=30, unknown_pod_ttl=5)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     landed: dict[str, int] = {}  # uid -> relists begun before it landed
     relists = 0
     for action, i, dt in steps:
@@ -174,7 +175,7 @@ def test_freshness_bounds_silence_and_lag() -> None:
 def test_a_node_made_again_under_its_name_survives_the_old_ones_delete() -> None:
     """A relist upserts the new Node, then deletes the old uid it no longer lists."""
     cache = ClusterCache(Clock())
-    old, new = node(), node()
+    old, new = registered_node("n", t4s(2)), registered_node("n", t4s(2))
     old["metadata"]["uid"], new["metadata"]["uid"] = "uid-1", "uid-2"
     cache.upsert_node(old)
     cache.upsert_node(new)

@@ -6,11 +6,9 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine.capacity import summary_check
-from hami.engine.codec import encode_node_devices
 from hami.engine.model import (
     ContainerDevice,
     ContainerRequest,
-    DeviceInfo,
     PodDevices,
     PodRequest,
     Usage,
@@ -18,8 +16,8 @@ from hami.engine.model import (
 from hami.engine.policy import pod_options
 from hami.engine.state import pod_usage
 from hami.service.annotations import allocation_annotations
-
-DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
+from hami.service.nodelock.table import NodeLocks
+from tests.builders import registered_node, t4s
 
 
 class Clock:
@@ -28,19 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def node(name: str = "n", allocatable: str = "20", **annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "annotations": {
-                "hami.io/node-nvidia-register": encode_node_devices(DEVS),
-                **annotations,
-            },
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": allocatable}},
-    }
 
 
 def pod(
@@ -81,7 +66,7 @@ def usage(cache: ClusterCache, uuid: str) -> Usage:
 
 def test_usage_follows_pod_events() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a"))
     cache.upsert_pod(pod("b", mem=2000))
     assert usage(cache, "GPU-0") == Usage(2, 3000, 0)
@@ -93,7 +78,7 @@ def test_usage_follows_pod_events() -> None:
 
 def test_terminating_pods_keep_their_share_until_deleted() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     p = pod("a")
     p["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
     cache.upsert_pod(p)
@@ -103,18 +88,18 @@ def test_terminating_pods_keep_their_share_until_deleted() -> None:
 def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
     pods = [pod("a"), pod("b", "GPU-1"), pod("c", mem=3000), pod("d", phase="Failed")]
     first = ClusterCache(Clock())
-    first.replace_nodes([node()])
+    first.replace_nodes([registered_node("n", t4s(2))])
     for p in pods:
         first.upsert_pod(p)
     second = ClusterCache(Clock())
     second.replace_pods(list(reversed(pods)))  # pods may arrive before their node
-    second.replace_nodes([node()])
+    second.replace_nodes([registered_node("n", t4s(2))])
     assert first.view == second.view
 
 
 def test_relist_drops_pods_deleted_while_disconnected() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods([pod("a"), pod("b")])
     cache.replace_pods([pod("b")])
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
@@ -122,7 +107,7 @@ def test_relist_drops_pods_deleted_while_disconnected() -> None:
 
 def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_counted() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-1", 500, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
     assert usage(cache, "GPU-1") == Usage(1, 500, 0)
@@ -145,7 +130,7 @@ def pending(uid: str) -> dict[str, Any]:
 def test_reservations_expire_without_a_bind() -> None:
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=30)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pending("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     clock.now = 29
@@ -157,7 +142,7 @@ def test_reservations_expire_without_a_bind() -> None:
 
 def test_refilter_releases_what_an_unbound_pod_held() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a", bound=False))  # annotated by a bind that never posted the Binding
     cache.upsert_pod(pod("b"))
     cache.release_unbound("a")
@@ -167,17 +152,19 @@ def test_refilter_releases_what_an_unbound_pod_held() -> None:
 
 def test_unregistered_nodes_are_explained() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node(allocatable="0"), {"metadata": {"name": "cpu-only"}}])
+    cache.replace_nodes(
+        [registered_node("n", t4s(2), allocatable="0"), {"metadata": {"name": "cpu-only"}}]
+    )
     assert cache.view == {}
     assert "allocatable nvidia.com/gpu is 0" in cache.unregistered["n"]
     assert "hami.io/node-nvidia-register" in cache.unregistered["cpu-only"]
-    cache.upsert_node(node())
+    cache.upsert_node(registered_node("n", t4s(2)))
     assert "n" in cache.view and "n" not in cache.unregistered
 
 
 def test_cordon_annotation_reaches_the_engine() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node(**{"hami.io/device-cordon": "GPU-1, GPU-9"})])
+    cache.replace_nodes([registered_node("n", t4s(2), **{"hami.io/device-cordon": "GPU-1, GPU-9"})])
     assert cache.view["n"].cordoned == frozenset({"GPU-1", "GPU-9"})
 
 
@@ -198,7 +185,7 @@ def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
     """An unauthenticated /filter of a made-up pod must not fence a card off for the full TTL."""
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.reserve("ghost", "ns", "ghost", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
     clock.now = 1
@@ -230,7 +217,7 @@ ONE_GPU_1000 = {
 def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written() -> None:
     told: list[tuple[str, str, str]] = []
     cache = ClusterCache(Clock(), on_distrust=lambda ns, name, why: told.append((ns, name, why)))
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     four = "".join(f"GPU-{i % 2},NVIDIA,15360,100:" for i in range(4)) + ";"
     # A pod that asks for no GPU yet claims cards: not counted at all.
     cache.upsert_pod(forged("busybox", four, **BUSYBOX))
@@ -259,7 +246,7 @@ def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written(
 
 def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     half = {
         "containers": [
             {
@@ -281,7 +268,7 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
         return check(cache.view["n"], [])
 
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     assert reason() is None
     cache.upsert_pod(pod("a"))
     cache.reserve("b", "ns", "b", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
@@ -299,7 +286,7 @@ def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_i
     freed: list[str] = []
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=10, on_release=freed.append)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     assert freed == ["n"], "a node registering its cards"
     freed.clear()
     cache.upsert_pod(pending("a"))
@@ -327,10 +314,10 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
     off = ClusterCache(Clock())
-    off.replace_nodes([gke, node()])
+    off.replace_nodes([gke, registered_node("n", t4s(2))])
     assert "g" in off.unregistered and off.handshake("n")
     cache = ClusterCache(Clock(), gfd_split=3)
-    cache.replace_nodes([gke, node()])
+    cache.replace_nodes([gke, registered_node("n", t4s(2))])
     assert [(c.info.id, c.info.count) for c in cache.view["g"].cards] == [("GFD-g-0", 3)]
     assert not cache.handshake("g") and cache.handshake("n")
     cache.upsert_node({**gke, "status": {"allocatable": {"nvidia.com/gpu": "0"}}})
@@ -369,14 +356,14 @@ def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> 
     hami_v210 = "GPU-0,NVIDIA,1000,0:;" * 2
     for written in (hami_v210, ";" + hami_v210):  # theirs, ours
         cache = ClusterCache(Clock())
-        cache.replace_nodes([node()])
+        cache.replace_nodes([registered_node("n", t4s(2))])
         cache.upsert_pod(forged("p", written, **spec))
         assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written
 
 
 def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a", mem=15000))
 
     def on(*cards: str) -> PodDevices:
@@ -392,22 +379,24 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
 
 
 def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:
-    cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache = ClusterCache(Clock(), locks=NodeLocks())
+    cache.replace_nodes([registered_node("n", t4s(2))])
     before = cache.view["n"]
-    cache.upsert_node(node(**{"hami.io/mutex.lock": "2026-12-04T10:00:00Z,ns,p"}))
+    cache.upsert_node(
+        registered_node("n", t4s(2), **{"hami.io/mutex.lock": "2026-12-04T10:00:00Z,ns,p"})
+    )
     assert cache.view["n"] is before, "a lock coming and going rebuilds nothing"
-    cache.upsert_node(node(allocatable="0"))
+    cache.upsert_node(registered_node("n", t4s(2), allocatable="0"))
     assert "n" not in cache.view and "allocatable" in cache.unregistered["n"]
-    cache.upsert_node(node(allocatable="0"))
+    cache.upsert_node(registered_node("n", t4s(2), allocatable="0"))
     assert "n" not in cache.view
-    cache.upsert_node(node())
+    cache.upsert_node(registered_node("n", t4s(2)))
     assert cache.view["n"].cards == before.cards
 
 
 def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
     cache = ClusterCache(Clock())
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-0", 1000, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
     reserved = cache.view["n"]
@@ -416,6 +405,6 @@ def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
     assert cache.view["n"] is reserved, "the allocation is what the reservation counted"
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
     fresh = ClusterCache(Clock())
-    fresh.replace_nodes([node()])
+    fresh.replace_nodes([registered_node("n", t4s(2))])
     fresh.upsert_pod(pod("a"))
     assert fresh.view == cache.view

@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_lock
 from hami.engine.model import ContainerDevice, DeviceInfo, Usage
 from hami.engine.outside import kubelet_gpus
 from hami.service.annotations import allocation_annotations
+from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import registered_node, t4s
 
 from .test_store import Clock
@@ -211,7 +212,7 @@ def test_whole_cards_fill_the_node_and_then_over_commit_it_as_it_is() -> None:
 
 def test_an_unbound_allocation_counts_only_while_the_node_lock_names_the_pod() -> None:
     freed: list[str] = []
-    cache = ClusterCache(Clock(), on_release=freed.append)
+    cache = ClusterCache(Clock(), on_release=freed.append, locks=NodeLocks())
     cache.replace_nodes([node()])
     freed.clear()
     squat = gpu_pod("squat", "GPU-0", mem=None, gpus=1, on=None)

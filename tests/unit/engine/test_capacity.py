@@ -155,6 +155,8 @@ def slow_schedule(
 def test_decisions_are_those_made_by_fitting_every_node(
     states: list[NodeState], request: PodRequest, ann: dict[str, str]
 ) -> None:
+    """Each node twice, under two names: a decision answers a class of equal summaries once,
+    and each copy must still get what fitting it gives."""
     cluster = {
         f"node-{i}": build_node(
             f"node-{i}",
@@ -162,7 +164,7 @@ def test_decisions_are_those_made_by_fitting_every_node(
             {c.info.id: c.usage for c in s.cards},
             s.cordoned,
         )
-        for i, s in enumerate(states)
+        for i, s in enumerate([*states, *states])
     }
     names = [*reversed(cluster), "ghost"]
     opts = pod_options(ann)
@@ -246,3 +248,30 @@ def test_a_state_replaced_with_other_cards_is_summed_up_afresh() -> None:
     full = build_node("n", [t4(0)], {"GPU-0": Usage(1, 15360, 0)})
     replaced = replace(free, cards=full.cards)
     assert turned_down(replaced, ONE) == turned_down(full, ONE) == "1/1 CardInsufficientMemory"
+
+
+IDLE_AND_FULL = {"GPU-1": Usage(1, 15000, 0)}  # GPU-0 idle, GPU-1 full
+
+
+@pytest.mark.parametrize(
+    ("other", "policy"),
+    [
+        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(1, 0, 0)}), "mutex"),
+        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(0, 15000, 0)}), "spread"),
+        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(0, 0, 100)}), "spread"),
+        (build_node("b", [t4(0), t4(1)], IDLE_AND_FULL, frozenset({"GPU-0"})), "spread"),
+        (build_node("b", [replace(t4(0), health=False), t4(1)], IDLE_AND_FULL), "spread"),
+    ],
+    ids=["in use", "fuller", "cores taken", "cordoned", "unhealthy"],
+)
+def test_nodes_alike_but_for_one_card_are_answered_apart(other: NodeState, policy: str) -> None:
+    """The class two nodes share in one decision tells apart every card state a check reads:
+    node a has GPU-0 idle, node b the same cards with GPU-0 otherwise."""
+    ones = build_node("a", [t4(0), t4(1)], IDLE_AND_FULL)
+    opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
+    asked = PodRequest(app=(ContainerRequest(2, 1000),))
+    decision = schedule({"a": ones, "b": other}, asked, opts, ["a", "b"])
+    by_fitting = {n.name: fit_pod_uncached(n, asked, opts).reason for n in (ones, other)}
+    assert decision.node is None
+    assert dict(decision.failed) == by_fitting
+    assert by_fitting["a"] != by_fitting["b"]

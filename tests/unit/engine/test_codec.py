@@ -3,10 +3,8 @@ import pytest
 from hami.engine.codec import (
     CodecError,
     decode_node_devices,
-    decode_node_lock,
     decode_pod_devices,
     encode_node_devices,
-    encode_node_lock,
     encode_pod_devices,
 )
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodDevices, PodRequest
@@ -90,18 +88,6 @@ def test_node_legacy_format(raw: str, expected: list[tuple[str, int, int, bool, 
 def test_malformed_node_lists_are_errors(raw: str) -> None:
     with pytest.raises(CodecError):
         decode_node_devices(raw)
-
-
-def test_node_lock_value() -> None:
-    from datetime import UTC, datetime
-
-    when = datetime(2026, 8, 21, 10, 0, tzinfo=UTC)
-    value = encode_node_lock(when, "default", "gpu-pod")
-    assert value == "2026-08-21T10:00:00Z,default,gpu-pod"
-    assert decode_node_lock(value) == (when, "default", "gpu-pod")
-    assert decode_node_lock("2026-08-21T10:00:00Z") == (when, None, None)
-    with pytest.raises(CodecError):
-        decode_node_lock("yesterday,default,pod")
 
 
 A1 = ContainerDevice("GPU-a", 1000, 0)

@@ -62,7 +62,7 @@ def test_the_smallest_lower_priority_share_that_makes_room_is_evicted() -> None:
 
 
 def test_equal_or_higher_priority_is_never_a_victim() -> None:
-    # preemptionPolicy Never is the service's to refuse (tests/unit/service/test_preemption.py).
+    # preemptionPolicy Never is the service's to refuse (tests/unit/service/preemption/test_plan.py).
     base = node("n", cards=1)
     running = [victim("same", "n-0", 15000, 100), victim("higher", "n-0", 300, 200)]
     state = loaded(base, running)

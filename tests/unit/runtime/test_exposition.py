@@ -288,9 +288,10 @@ def test_a_gzip_scrape_is_the_text_and_recompresses_only_the_nodes_that_changed(
     node = sorted(cache.view)[0]
     cache.upsert_pod(outside_pod("other", node, 1))
     changed = cluster.render(cluster.snapshot(), gzip=True)
-    assert gzip.decompress(b"".join(changed)).decode() == b"".join(
-        cluster.render(cluster.snapshot())
-    ).decode()
+    assert (
+        gzip.decompress(b"".join(changed)).decode()
+        == b"".join(cluster.render(cluster.snapshot())).decode()
+    )
     # One node changed: besides those, its group's member of each card series.
     assert sum(id(m) not in kept for m in changed) == 2 * len(CARD_SERIES) + 1
 

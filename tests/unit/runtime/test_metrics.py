@@ -1,6 +1,5 @@
 """HAMi's scheduler series from the cache, under the v2.9+ names and the legacy ones."""
 
-
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo

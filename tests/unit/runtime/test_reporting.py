@@ -9,6 +9,7 @@ from hami.cache.store import ClusterCache
 from hami.kube.events import EventRecorder, EventType
 from hami.runtime.reporting import FilterReporter, LineBudget
 from hami.service.placement import Placement
+from tests.builders import gpu_pod, registered_node, t4
 from tests.fakes.kubeapi import FakeKube
 
 
@@ -59,3 +60,50 @@ async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events()
         "admissionPolicy.devicePluginUsers?)(cpu-1,cpu-2)",
         "1 nodes unregistered, the scheduler's cache has no node of that name(ghost)",
     ]
+
+
+async def test_a_pod_that_fits_nowhere_gets_one_event_per_reason_and_a_counted_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """HAMi's Events word for word (one per reason type, its nodes by name), and one log line
+    counting nodes per reason, however many nodes there are."""
+    cache = ClusterCache(clock=lambda: 0.0)
+    full = {"GPU-0": 15000, "GPU-1": 15000}
+    nodes = [registered_node(n, [t4(0), t4(1)]) for n in ("n-c", "n-a", "n-b")]
+    cache.replace_nodes(nodes)
+    taken = [
+        gpu_pod(
+            f"{node}-{card}",
+            node=node,
+            mem=mem,
+            uid=f"{node}-{card}",
+            annotations={"hami.io/vgpu-devices-allocated": f"{card},NVIDIA,{mem},0:;"},
+            phase="Running",
+        )
+        for node in ("n-a", "n-c")
+        for card, mem in full.items()
+    ] + [
+        gpu_pod(
+            "n-b-0",
+            node="n-b",
+            mem=15000,
+            uid="n-b-0",
+            phase="Running",
+            annotations={"hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,15000,0:;"},
+        )
+    ]
+    cache.replace_pods(taken)
+    outcome = Placement(cache).filter(gpu_pod("p", gpus=2, mem=1000), ["n-c", "n-a", "n-b"])
+    assert outcome.decision is not None and outcome.decision.node is None
+    events = _Recorded()
+    with caplog.at_level(logging.INFO, logger="hami.scheduler"):
+        FilterReporter(events)(outcome)
+    assert [m for _, _, m in events.seen] == [
+        "1 nodes AllocatedCardsInsufficientRequest(n-b)",
+        "3 nodes CardInsufficientMemory(n-a,n-b,n-c)",
+    ]
+    [line] = [r for r in caplog.records if r.getMessage() == "no node fits"]
+    assert line.nodes_by_reason == {  # type: ignore[attr-defined]
+        "2/2 CardInsufficientMemory": 2,
+        "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory": 1,
+    }

@@ -19,17 +19,17 @@ from pytest_aiohttp import AiohttpClient
 
 import hami.extender.routes
 from hami.cache.store import ClusterCache
-from hami.engine import names, reasons
-from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine import reasons
+from hami.engine.model import ContainerDevice
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.runtime.apps import MAX_BODY
 from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import FilterOutcome, Placement
+from tests.builders import registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]
@@ -38,21 +38,6 @@ Obj = dict[str, Any]
 REGISTERED = ("node-a", "node-b", "node-c")
 BARE = "node-bare"  # a Node without the device plugin's registration
 UNKNOWN = ("node-x", "node-y")  # names kube-scheduler knows and the cache does not
-
-
-def node(name: str, cards: int = 2) -> Obj:
-    devices = tuple(
-        DeviceInfo(f"GPU-{name}-{c}", c, 10, 15360, 100, "NVIDIA-Tesla T4") for c in range(cards)
-    )
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {names.NODE_REGISTER: encode_node_devices(devices)},
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": str(cards * 10)}},
-    }
 
 
 def bare_node(name: str) -> Obj:
@@ -94,7 +79,9 @@ class NeverBinder(Binder):
 class Harness:
     def __init__(self) -> None:
         self.cache = ClusterCache(clock=lambda: 0.0)
-        self.cache.replace_nodes([*(node(n) for n in REGISTERED), bare_node(BARE)])
+        self.cache.replace_nodes(
+            [*(registered_node(n, t4s(2, f"GPU-{n}")) for n in REGISTERED), bare_node(BARE)]
+        )
         self.placement = Placement(self.cache)
         self.closed: str | None = None
         self.paced = 0
@@ -128,7 +115,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube
         h.cache,
         EventRecorder(kube),
         now=lambda: datetime.now(UTC),
-        locks=LockWatch(),
+        locks=NodeLocks(),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )
@@ -176,7 +163,10 @@ def assert_subset(answer: Obj, sent: list[str]) -> None:
         pytest.param(
             lambda p, ns: {
                 "Pod": p,
-                "Nodes": {"metadata": {}, "items": [node(n) for n in ns]},
+                "Nodes": {
+                    "metadata": {},
+                    "items": [registered_node(n, t4s(2, f"GPU-{n}")) for n in ns],
+                },
                 "NodeNames": None,
             },
             id="not-node-cache-capable",

@@ -18,7 +18,6 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.codec import encode_node_lock
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice, PodDevices
 from hami.kube.errors import NotFound
@@ -28,7 +27,8 @@ from hami.service.binderrors import BindError
 from hami.service.binding import BeforeBinding, Binder
 from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import (
     FakeKube,
@@ -83,7 +83,8 @@ def world(
     **binder: Any,
 ) -> World:
     api = FakeKube()
-    cache = ClusterCache(clock=lambda: 0.0)
+    locks = NodeLocks(recheck=0.05)
+    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
     for name in (HERE, THERE):
         cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
     api.add("pods", gpu_pod(POD, NS))
@@ -95,7 +96,7 @@ def world(
         cache,
         EventRecorder(api, rate=0),
         now=lambda: NOW,
-        locks=LockWatch(recheck=0.05),
+        locks=locks,
         leadership=leader,
         budget=budget,
         on_failure=failures.append,
@@ -420,17 +421,22 @@ async def test_an_unexpected_failure_is_answered_and_logged(
 # --- the node lock, as a bind meets it ------------------------------------------------------------
 
 
-def other_lock(api: FakeKube, holder: dict[str, Any], node: str = HERE) -> None:
-    api.add("pods", holder)
+def other_lock(w: World, holder: dict[str, Any], node: str = HERE) -> None:
+    """Another pod's lock on `node`, as the API server and the watch show it."""
+    w.api.add("pods", holder)
     value = encode_node_lock(NOW, NS, holder["metadata"]["name"])
-    api.edit("nodes", node, lambda n: n["metadata"]["annotations"].update({names.NODE_LOCK: value}))
+    w.cache.upsert_node(
+        w.api.edit(
+            "nodes", node, lambda n: n["metadata"]["annotations"].update({names.NODE_LOCK: value})
+        )
+    )
 
 
 async def test_a_lock_held_for_a_pod_awaiting_allocate_is_contention() -> None:
     w = world(lock_wait=0.2)
     holder = gpu_pod("holder", NS)
     holder["spec"]["nodeName"] = HERE
-    other_lock(w.api, holder)
+    other_lock(w, holder)
     refused = await w.refused()
     assert refused.reason == "lock-contention" and "held by pod ns/holder" in str(refused)
     assert w.lock() == encode_node_lock(NOW, NS, "holder")  # not ours: left alone
@@ -441,16 +447,14 @@ async def test_a_bind_waits_for_the_holder_to_let_go() -> None:
     w = world(lock_wait=2.0)
     holder = gpu_pod("holder", NS)
     holder["spec"]["nodeName"] = HERE
-    other_lock(w.api, holder)
-    locks = w.binder.locks
-    locks.seen(w.api.get("nodes", HERE) or {})
+    other_lock(w, holder)
 
     async def allocate() -> None:  # the device plugin, moments later
         await asyncio.sleep(0.1)
         released = w.api.edit(
             "nodes", HERE, lambda n: n["metadata"]["annotations"].pop(names.NODE_LOCK)
         )
-        locks.seen(released)
+        w.cache.upsert_node(released)  # the watch shows it
 
     await asyncio.gather(w.bind(), allocate())
     assert w.lock() == encode_node_lock(NOW, NS, POD)
@@ -459,13 +463,34 @@ async def test_a_bind_waits_for_the_holder_to_let_go() -> None:
 async def test_an_orphaned_lock_is_taken_over_after_its_grace() -> None:
     w = world(lock_wait=0.1)
     # A scheduler killed between its lock write and its Binding: no bind of the holder is under way.
-    other_lock(w.api, gpu_pod("orphan", NS))
+    other_lock(w, gpu_pod("orphan", NS))
     w.binder.now = w.binder.locker.now = lambda: NOW + timedelta(seconds=5)
     assert (await w.refused()).reason == "lock-contention"  # within the grace: it may be posting
     later = NOW + timedelta(seconds=30)
     w.binder.now = w.binder.locker.now = lambda: later
     await w.bind()
     assert w.lock() == encode_node_lock(later, NS, POD)
+
+
+async def test_a_lock_write_that_lands_after_the_wait_ran_out_is_given_back() -> None:
+    w = world(lock_wait=0.15)
+    later = NOW + timedelta(seconds=5)
+    w.binder.now = w.binder.locker.now = lambda: later
+    # Being bound elsewhere for all we know (within the orphan grace): the first attempt waits.
+    other_lock(w, gpu_pod("holder", NS))
+    w.api.fail(
+        Fault("get_node"),  # the first attempt's read, as it is
+        # The holder is deleted before the next attempt, which takes the lock over: its write
+        # lands, its answer comes after the wait has run out.
+        Fault("get_node", meanwhile=lambda api: api.remove("pods", "holder", NS)),
+        Fault("patch_node_annotations", lands=True, delay=10),
+    )
+    refused = await w.refused()
+    assert refused.reason == "lock-contention"
+    ours = {names.NODE_LOCK: encode_node_lock(later, NS, POD)}
+    # The watch still showed the holder's lock: ours is released all the same.
+    assert [body for _, _, body in w.api.landed if body] == [ours, {names.NODE_LOCK: None}]
+    assert w.lock() is None
 
 
 async def test_binds_to_one_node_take_its_lock_in_turn() -> None:
@@ -483,7 +508,7 @@ async def test_binds_to_one_node_take_its_lock_in_turn() -> None:
     released = w.api.edit(
         "nodes", HERE, lambda n: n["metadata"]["annotations"].pop(names.NODE_LOCK)
     )
-    w.binder.locks.seen(released)
+    w.cache.upsert_node(released)
     await second
     assert w.lock() == encode_node_lock(NOW, NS, "q2")
 
@@ -506,9 +531,9 @@ async def test_a_lock_give_back_that_fails_is_only_logged(caplog: pytest.LogCapt
         api.fail(Fault("get_node", error=server_error(), times=10))
 
     w.api.fail(Fault("bind_pod", error=conflict(), meanwhile=elsewhere_and_node_unreadable))
-    with caplog.at_level(logging.WARNING, logger="hami.service.locking"):
+    with caplog.at_level(logging.WARNING, logger="hami.service.nodelock.locker"):
         assert (await w.refused()).reason == "bound-elsewhere"
-    assert [r.getMessage() for r in caplog.records if r.name == "hami.service.locking"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "hami.service.nodelock.locker"] == [
         "node lock not released"
     ]
 

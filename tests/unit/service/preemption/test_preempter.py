@@ -12,10 +12,11 @@ from hami.cache.store import ClusterCache
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
-from hami.service.preempting import Preempter, PreemptingPlacement
-from hami.service.preemption import PodFacts
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
+from tests.builders import registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault
-from tests.unit.service.test_preemption import LOW, node
+from tests.unit.service.preemption.test_plan import LOW
 
 BUDGET = {
     "metadata": {"namespace": "ns", "name": "keep"},
@@ -66,7 +67,7 @@ HIGH = {
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
     cache = ClusterCache(clock)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     facts = PodFacts()
     facts.replace(LOW)

@@ -1,7 +1,7 @@
 """Carrying out a GPU preemption: evict, nominate, hold the freed cards, place the pod.
 
 A GPU pod the filter turns away is planned for in the background
-(hami.service.preemption). A plan's victims are evicted through the Eviction
+(hami.service.preemption.plan). A plan's victims are evicted through the Eviction
 API, so PodDisruptionBudgets are honoured: a refused eviction (429) ends the
 plan, and the preemptor's Event and its next filter answer say why. Victims the
 budgets protect are tried first, so a refusal comes before any other victim is
@@ -25,19 +25,19 @@ from hami.cache.store import ClusterCache
 from hami.engine.model import PodDevices, PodRequest
 from hami.engine.pdb import Budget, parse_budget
 from hami.engine.policy import PodOptions
-from hami.engine.preempt import Preemption, Preemptor, Victim, choose
+from hami.engine.preempt import Preemption, Preemptor, Victim
 from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError, NotFound
 from hami.kube.events import EventReason, EventRecorder
 from hami.service.placement import FilterOutcome, Placement, PodRef
-from hami.service.preemption import PodFacts, field, preemptor_of
+from hami.service.preemption.facts import PodFacts, preemptor_of
+from hami.service.preemption.plan import at_once, field, paced
 
 log = logging.getLogger(__name__)
 
 # (outcome, reason): outcome is attempted, done or refused; reason says why a plan was refused.
 Observe = Callable[[str, str], None]
 RETRY_SECONDS = 10.0  # a refused or failed plan is not tried again for this long
-NODES_PER_TURN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +173,11 @@ class Preempter:
             # cards in between.
             if best is None:
                 return
-            again = field(
-                self.cache, self.facts, pod, ref.uid, [best.node], budgets, self._doomed()
+            chosen = at_once(
+                field(
+                    self.cache, self.facts, pod, ref.uid, [best.node], budgets, self._doomed()
+                ).planning()
             )
-            chosen = None if again is None else again.plan()
             placed = self.cache.reservation(ref.uid) or self.cache.allocation(ref.uid)
             if chosen is None or placed is not None or ref.uid in self._deleted:
                 return
@@ -189,18 +190,10 @@ class Preempter:
     async def _plan(
         self, pod: Preemptor, uid: str, candidates: Sequence[str], budgets: Sequence[Budget]
     ) -> Preemption | None:
-        """The plan of hami.service.preemption.field's dry runs, handing the loop back every few nodes: a dry run costs
-        about a millisecond a node, and filters must not wait for a hundred of them."""
-        f = field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed())
-        if f is None:
-            return None
-        plans: list[Preemption] = []
-        for k, found in enumerate(f.dry_runs()):
-            if found is not None:
-                plans.append(found)
-            if k % NODES_PER_TURN == NODES_PER_TURN - 1:
-                await asyncio.sleep(0)
-        return choose(plans)
+        """The plan, the victims of plans under way counted as gone, made on the event loop."""
+        return await paced(
+            field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed()).planning()
+        )
 
     def _hold(self, ref: PodRef, chosen: Preemption, n_init: int) -> Hold:
         graces = [f.grace for v in chosen.victims if (f := self.facts.get(v.uid)) is not None]

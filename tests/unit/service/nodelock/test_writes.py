@@ -6,15 +6,24 @@ from typing import Any
 
 import pytest
 
+from hami.engine.codec import CodecError
 from hami.kube.errors import Conflict, KubeError, Unavailable
-from hami.kube.lockrules import GONE, Action, Decision, Holder, Reason, decide_lock, holder_state
-from hami.kube.nodelock import (
-    Backoff,
-    NodeLockContention,
-    _retrying,
-    go_duration,
-    lock_node,
+from hami.service.nodelock.rules import (
+    GONE,
+    Action,
+    Decision,
+    Holder,
+    Reason,
+    decide_lock,
+    holder_state,
 )
+from hami.service.nodelock.wire import (
+    NodeLockContention,
+    decode_node_lock,
+    encode_node_lock,
+    go_duration,
+)
+from hami.service.nodelock.writes import Backoff, _retrying, lock_node
 from tests.fakes.kubeapi import FakeKube
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
@@ -318,7 +327,7 @@ def lock_of(api: FakeKube) -> str:
 async def test_take_over_logs_its_reason(caplog: pytest.LogCaptureFixture) -> None:
     bound_elsewhere = {"spec": {"nodeName": "node-b"}, "status": {"phase": "Running"}}
     api = api_with(OTHERS, {"other": bound_elsewhere})
-    with caplog.at_level(logging.INFO, logger="hami.kube.nodelock"):
+    with caplog.at_level(logging.INFO, logger="hami.service.nodelock.writes"):
         await lock_node(api, NODE, "default", "gpu-pod", now=lambda: NOW)
     assert lock_of(api) == "2026-08-21T10:00:00Z,default,gpu-pod"
     (record,) = [r for r in caplog.records if r.getMessage() == "node lock taken over"]
@@ -414,3 +423,13 @@ async def test_retry_after_is_honoured() -> None:
     start = loop.time()
     await _retrying(attempt, FAST, CONTEXT)
     assert loop.time() - start >= 0.05
+
+
+def test_node_lock_value() -> None:
+    when = datetime(2026, 8, 21, 10, 0, tzinfo=UTC)
+    value = encode_node_lock(when, "default", "gpu-pod")
+    assert value == "2026-08-21T10:00:00Z,default,gpu-pod"
+    assert decode_node_lock(value) == (when, "default", "gpu-pod")
+    assert decode_node_lock("2026-08-21T10:00:00Z") == (when, None, None)
+    with pytest.raises(CodecError):
+        decode_node_lock("yesterday,default,pod")

@@ -28,7 +28,7 @@ async def test_binds_waiting_on_a_lock_make_the_node_busy_and_hold_filters_until
     released = w.api.edit(
         "nodes", HERE, lambda n: n["metadata"]["annotations"].pop(names.NODE_LOCK)
     )
-    w.binder.locks.seen(released)
+    w.cache.upsert_node(released)
     await second
     await asyncio.wait_for(held, 1.0)  # the waiting bind took the lock: filters go on
     await locker.room(1, 0.0)

@@ -1,10 +1,7 @@
-"""HAMi's node lock: the `hami.io/mutex.lock` node annotation.
+"""One write of a node's lock against the API server: take it, or release it.
 
-The lock is shared with HAMi's device plugin, which finds the pod it must
-allocate for through it and releases it after Allocate, so the value format
-follows HAMi v2.10 (pkg/util/nodelock); when someone else's lock may be taken
-over is decided in hami.kube.lockrules. Writes carry the node's
-resourceVersion, so two writers can never both believe they took the lock:
+When someone else's lock may be taken over is decided in hami.service.nodelock.rules. Writes
+carry the node's resourceVersion, so two writers can never both believe they took the lock:
 the slower one gets a 409, re-reads and decides again.
 """
 
@@ -17,22 +14,23 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from hami.engine.codec import CodecError, decode_node_lock, encode_node_lock
 from hami.engine.names import NODE_LOCK
 from hami.kube.api import KubeAPI
 from hami.kube.calls import Fence
-from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
-from hami.kube.lockrules import Action, Decision, Reason, decide_lock, holder_state
+from hami.kube.errors import Conflict, NotFound, Unavailable
+from hami.service.nodelock.rules import Action, Decision, Reason, decide_lock, holder_state
+from hami.service.nodelock.wire import (
+    DEFAULT_EXPIRY,
+    NodeLockContention,
+    decode_node_lock,
+    encode_node_lock,
+    go_duration,
+    owns,
+)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EXPIRY = timedelta(minutes=5)
-
 T = TypeVar("T")
-
-
-class NodeLockContention(KubeError):  # noqa: N818  (HAMi's ErrNodeLockContention)
-    """Another pod holds the node's lock and may still be waiting for its devices."""
 
 
 @dataclass(frozen=True)
@@ -46,28 +44,6 @@ class Backoff:
 
 
 DEFAULT_BACKOFF = Backoff()
-
-
-def go_duration(d: timedelta) -> str:
-    """Go's time.Duration.String() for whole-second durations, e.g. 5m0s, as HAMi prints it."""
-    total = d.total_seconds()
-    hours, rest = divmod(int(total), 3600)
-    minutes, seconds = divmod(rest, 60)
-    secs = f"{seconds + (total - int(total)):g}s"
-    if hours:
-        return f"{hours}h{minutes}m{secs}"
-    if minutes:
-        return f"{minutes}m{secs}"
-    return secs
-
-
-def _owns(value: str, namespace: str, name: str) -> bool:
-    try:
-        _, holder_ns, holder_name = decode_node_lock(value)
-    except CodecError:
-        return False
-    # A legacy lock names no owner; HAMi lets any pod release it.
-    return holder_ns is None or (holder_ns, holder_name) == (namespace, name)
 
 
 _mutexes: "weakref.WeakValueDictionary[str, asyncio.Lock]" = weakref.WeakValueDictionary()
@@ -227,7 +203,7 @@ async def release_node(
         if not existing:
             log.info("node is not locked, nothing to release", extra=context)
             return
-        if not _owns(existing, namespace, pod):
+        if not owns(existing, namespace, pod):
             log.info(
                 "node lock belongs to another pod, left alone",
                 extra={**context, "holder": existing},

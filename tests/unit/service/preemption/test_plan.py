@@ -1,27 +1,18 @@
 """What the preemption service feeds the engine: priorities, starts, budgets, plans under way."""
 
+import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
+from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
 from hami.service.annotations import allocation_annotations
-from hami.service.preemption import PodFacts, describe, field, kube_scheduler_words, preemptor_of
-
-DEVS = tuple(DeviceInfo(f"GPU-{i}", i, 10, 15360, 100, "NVIDIA-Tesla T4") for i in range(2))
-
-
-def node() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "n",
-            "annotations": {"hami.io/node-nvidia-register": encode_node_devices(DEVS)},
-        },
-        "status": {"allocatable": {"nvidia.com/gpu": "20"}},
-    }
+from hami.service.preemption.facts import PodFacts, preemptor_of
+from hami.service.preemption.lines import describe, kube_scheduler_words
+from hami.service.preemption.plan import NODES_PER_TURN, Planned, at_once, field, paced
+from tests.builders import registered_node, t4s
 
 
 def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
@@ -49,13 +40,12 @@ def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -
 
 
 def plan_of(*args: Any, **kw: Any) -> Preemption | None:
-    f = field(*args, **kw)
-    return None if f is None else f.plan()
+    return at_once(field(*args, **kw).planning())
 
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
     cache = ClusterCache(lambda: 0.0)
-    cache.replace_nodes([node()])
+    cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()
     facts.replace(pods)
@@ -163,3 +153,31 @@ def test_explain_with_preemption_off_quotes_kube_scheduler_then_says_what_ours_w
         "  with hami serve --preemption: none helps: no GPU pod of priority below 1000 frees "
         "enough of a card on any node"
     ]
+
+
+async def test_served_paced_the_plan_is_the_same_and_the_loop_is_handed_back_between_nodes() -> (
+    None
+):
+    cache, facts = setup(*LOW)
+    served = await paced(field(cache, facts, wants(11000), "me", ["n"]).planning())
+    assert served == at_once(field(cache, facts, wants(11000), "me", ["n"]).planning())
+    handed: list[int] = []
+    nodes = 0
+
+    def dry_runs() -> Planned:
+        nonlocal nodes
+        for _ in range(2 * NODES_PER_TURN + 3):
+            nodes += 1
+            yield
+        return None
+
+    async def other() -> None:  # a filter waiting for the loop
+        while True:
+            handed.append(nodes)
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(other())
+    await asyncio.sleep(0)
+    await paced(dry_runs())
+    task.cancel()
+    assert handed == [0, NODES_PER_TURN, 2 * NODES_PER_TURN]

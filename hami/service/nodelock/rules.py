@@ -17,7 +17,8 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from hami.engine import names
-from hami.engine.codec import CodecError, decode_node_lock
+from hami.engine.codec import CodecError
+from hami.service.nodelock.wire import decode_node_lock
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _FINISHED_BIND_PHASES = frozenset({names.PHASE_SUCCESS, names.PHASE_FAILED})

@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from hami.engine.names import NODE_LOCK
 from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError
 from hami.kube.leader import Term
-from hami.kube.nodelock import NodeLockContention, lock_node, release_node
 from hami.service.deadline import Deadline
-from hami.service.lockwatch import LockWatch
+from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import NodeLockContention
+from hami.service.nodelock.writes import lock_node, release_node
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class NodeLocker:
     def __init__(
         self,
         kube: KubeAPI,
-        locks: LockWatch,
+        locks: NodeLocks,
         *,
         now: Callable[[], datetime],
         expiry: timedelta,
@@ -52,12 +52,13 @@ class NodeLocker:
         self.binding = binding
         # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
         self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        # node -> (lock value, loop time) of the locks this process wrote lately.
-        self._own: dict[str, tuple[str, float]] = {}
         # node -> binds of ours waiting for or taking its lock; and how many in all.
         self._waiting: dict[str, int] = {}
         self._queued = 0
         self._fewer = asyncio.Event()
+        # (node, namespace, name) of binds whose lock write went out and got no answer (yet): it
+        # may have landed though neither we nor the watch have seen it.
+        self._unanswered: set[tuple[str, str, str]] = set()
 
     async def room(self, limit: int, within: float) -> None:
         """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
@@ -79,21 +80,14 @@ class NodeLocker:
 
     def _written(self, node: Mapping[str, Any]) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
-        self.locks.seen(node)
-        name = str((node.get("metadata") or {}).get("name", ""))
-        value = ((node.get("metadata") or {}).get("annotations") or {}).get(NODE_LOCK)
-        if value:
-            self._own[name] = (value, asyncio.get_running_loop().time())
-        else:
-            self._own.pop(name, None)
+        self.locks.written(node, asyncio.get_running_loop().time())
 
     def _trusted(self, node: str, seen: str | None) -> bool:
         """Whether `seen` is a lock this process took moments ago."""
-        own = self._own.get(node)
-        if own is None or seen is None:
+        since = self.locks.written_at(node)
+        if since is None or seen is None or self.locks.value(node) != seen:
             return False
-        value, since = own
-        return value == seen and asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
+        return asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
     async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
         """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
@@ -102,6 +96,7 @@ class NodeLocker:
         self._queued += 1
         try:
             await self._take(node, namespace, name, term, wait)
+            self._unanswered.discard((node, namespace, name))  # taken: nothing to give back
         finally:
             self._queued -= 1
             self._fewer.set()
@@ -123,6 +118,16 @@ class NodeLocker:
                 "contention (other binds to this node were still waiting for its lock)"
             ) from None
         contention: NodeLockContention | None = None  # what the last attempt met
+        key = (node, namespace, name)
+
+        def sending() -> None:
+            term.check()
+            self._unanswered.add(key)
+
+        def answered(patched: Mapping[str, Any]) -> None:
+            self._unanswered.discard(key)
+            self._written(patched)
+
         try:
             while True:
                 term.check()
@@ -151,8 +156,8 @@ class NodeLocker:
                             # afresh, so a lagging watch never makes a bind wait for nothing.
                             known=self.locks.node(node) if seen is None else None,
                             binding=self.binding,
-                            written=self._written,
-                            fence=term.check,
+                            written=answered,
+                            fence=sending,
                         )
                     return
                 except NodeLockContention as e:
@@ -170,10 +175,13 @@ class NodeLocker:
 
     async def give_back(self, node: str, namespace: str, name: str) -> None:
         """Release the lock a failed bind may hold; a lock the watch shows as another pod's
-        costs no call, and a failure is only logged (the lock rules free such a lock: its holder
-        is neither bound to the node nor being bound)."""
+        costs no call, unless a lock write of this bind went unanswered (it may have landed
+        after what the watch shows), and a failure is only logged (the lock rules free such a
+        lock: its holder is neither bound to the node nor being bound)."""
+        unanswered = (node, namespace, name) in self._unanswered
+        self._unanswered.discard((node, namespace, name))
         owner = self.locks.value(node) or ""
-        if owner and not owner.endswith(f",{namespace},{name}"):
+        if owner and not owner.endswith(f",{namespace},{name}") and not unanswered:
             return
         try:
             # A few attempts at most (each a read and a write), whatever the API server does.

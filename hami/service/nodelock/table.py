@@ -1,0 +1,115 @@
+"""The node locks as last seen: the only in-memory copy of each lock's value.
+
+HAMi's device plugin releases a node's lock once it has allocated the pod the lock names; the
+Node update that says so reaches every watcher within milliseconds. A bind that met another
+pod's lock waits here for that update (or at most `recheck` seconds, in case an event is missed)
+and then tries again. The cache forwards every Node it is shown (watch, relist, deletion) and
+reads back the pod each lock names (an unbound pod's allocation counts only while its node's
+lock names it: hami.cache.records.LockTable); our own lock writes record what they returned,
+which comes before the watch shows it.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hami.engine.names import NODE_LOCK
+from hami.kube.informer import is_older
+from hami.service.nodelock.wire import lock_holder
+
+
+@dataclass(slots=True)
+class _Lock:
+    value: str
+    holder: tuple[str, str] | None  # the pod it names, read from `value` once
+    written_at: float | None = None  # loop time this process wrote it; None: someone else
+
+
+class NodeLocks:
+    def __init__(self, recheck: float = 1.0) -> None:
+        self.recheck = recheck
+        self._locks: dict[str, _Lock] = {}
+        self._versions: dict[str, str] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+        self._moved: list[Callable[[str], None]] = []
+
+    def listen(self, moved: Callable[[str], None]) -> None:
+        """Call `moved(node)` whenever the pod a node's lock names changes."""
+        self._moved.append(moved)
+
+    def seen(self, node: Mapping[str, Any]) -> None:
+        """A Node from the watch (or a relist), or as one of our own writes returned it: these
+        come before the watch shows them, so a watch event older than what is known is
+        dropped."""
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        version = str(meta.get("resourceVersion") or "")
+        known = self._versions.get(name)
+        if version and known and is_older(version, known):
+            return
+        if version:
+            self._versions[name] = version
+        self._set(name, (meta.get("annotations") or {}).get(NODE_LOCK))
+
+    def written(self, node: Mapping[str, Any], at: float) -> None:
+        """A Node as one of our lock writes returned it at loop time `at`."""
+        self.seen(node)
+        meta = node.get("metadata") or {}
+        lock = self._locks.get(str(meta.get("name", "")))
+        if lock is not None and lock.value == (meta.get("annotations") or {}).get(NODE_LOCK):
+            lock.written_at = at
+
+    def gone(self, node: Mapping[str, Any]) -> None:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        self._versions.pop(name, None)
+        self._set(name, None)
+
+    def _set(self, name: str, value: str | None) -> None:
+        before = self._locks.get(name)
+        if (before.value if before is not None else None) == (value or None):
+            return
+        if value:
+            self._locks[name] = _Lock(value, lock_holder(value))
+        else:
+            self._locks.pop(name, None)
+        changed = self._changed.pop(name, None)
+        if changed is not None:
+            changed.set()
+        after = self._locks.get(name)
+        if (before and before.holder) != (after and after.holder):
+            for moved in self._moved:
+                moved(name)
+
+    def value(self, node: str) -> str | None:
+        lock = self._locks.get(node)
+        return lock.value if lock is not None else None
+
+    def holder(self, node: str) -> tuple[str, str] | None:
+        """The pod (namespace, name) the node's lock names."""
+        lock = self._locks.get(node)
+        return lock.holder if lock is not None else None
+
+    def written_at(self, node: str) -> float | None:
+        """When this process wrote the node's lock as it stands; None if it did not."""
+        lock = self._locks.get(node)
+        return lock.written_at if lock is not None else None
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The Node's lock and resourceVersion as last seen, shaped like a Node; None if unseen."""
+        version = self._versions.get(name)
+        if version is None:
+            return None
+        lock = self.value(name)
+        annotations = {NODE_LOCK: lock} if lock is not None else {}
+        return {"metadata": {"name": name, "resourceVersion": version, "annotations": annotations}}
+
+    async def changed(self, node: str, since: str | None, within: float) -> None:
+        """Return once the node's lock is no longer `since`, or after `within` (at most
+        `recheck`) seconds."""
+        if self.value(node) != since:
+            return
+        event = self._changed.setdefault(node, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), min(within, self.recheck))

@@ -1,0 +1,67 @@
+"""NodeLocks: the one copy of each node's lock; a bind waiting for a lock wakes on the watch's
+release, not on a timer, and the cache hears when the pod a lock names changes."""
+
+import asyncio
+
+from hami.service.nodelock.table import NodeLocks
+
+
+def node(name: str, lock: str | None, version: str = "") -> dict[str, object]:
+    annotations = {"hami.io/mutex.lock": lock} if lock else {}
+    return {"metadata": {"name": name, "annotations": annotations, "resourceVersion": version}}
+
+
+async def test_a_waiter_wakes_when_the_lock_it_met_is_released() -> None:
+    locks = NodeLocks(recheck=30)
+    locks.seen(node("n", "t1,ns,a"))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    waiter = asyncio.create_task(locks.changed("n", "t1,ns,a", 30))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    locks.seen(node("other", None))  # another node's update wakes nobody here
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    locks.seen(node("n", None))
+    await asyncio.wait_for(waiter, 1)
+    assert loop.time() - started < 1
+    assert locks.value("n") is None
+
+
+async def test_a_change_the_waiter_missed_returns_at_once_and_a_silent_watch_rechecks() -> None:
+    locks = NodeLocks(recheck=0.05)
+    locks.seen(node("n", "t2,ns,b"))
+    await asyncio.wait_for(locks.changed("n", "t1,ns,a", 30), 0.01)  # already another value
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await locks.changed("n", "t2,ns,b", 30)  # nothing happens: back after `recheck`
+    assert 0.04 < loop.time() - started < 1
+    locks.gone(node("n", None))
+    assert locks.value("n") is None
+    locks.seen(node("a", "x"))
+    assert locks.value("a") == "x"
+
+
+def test_the_holder_is_read_once_and_its_changes_are_told() -> None:
+    locks = NodeLocks()
+    moved: list[str] = []
+    locks.listen(moved.append)
+    locks.seen(node("n", "2026-08-21T10:00:00Z,ns,a", "5"))
+    assert locks.holder("n") == ("ns", "a") and moved == ["n"]
+    locks.seen(node("n", "2026-08-21T10:00:01Z,ns,a", "6"))  # the same pod, taken again
+    assert moved == ["n"]
+    locks.seen(node("n", "2026-08-21T10:00:00Z,ns,b", "4"))  # older than what is known: dropped
+    assert locks.holder("n") == ("ns", "a")
+    locks.seen(node("n", "2026-08-21T10:00:00Z", "7"))  # a legacy lock names nobody
+    assert locks.holder("n") is None and moved == ["n", "n"]
+
+
+def test_a_lock_this_process_wrote_is_marked_until_it_changes() -> None:
+    locks = NodeLocks()
+    ours = node("n", "2026-08-21T10:00:00Z,ns,a", "5")
+    locks.written(ours, at=12.0)
+    assert locks.written_at("n") == 12.0
+    locks.seen(node("n", "2026-08-21T10:00:00Z,ns,a", "6"))  # the watch shows the same lock
+    assert locks.written_at("n") == 12.0
+    locks.seen(node("n", None, "7"))
+    assert locks.written_at("n") is None
