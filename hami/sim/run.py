@@ -13,9 +13,9 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig, admit
-from hami.engine.names import DEVICES_ALLOCATED, MIG_ALLOCATIONS
+from hami.engine.names import MIG_ALLOCATIONS
 from hami.engine.reasons import unschedulable_message
-from hami.service.annotations import allocation_annotations, allocation_labels
+from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.status import lab_card
@@ -127,8 +127,15 @@ class Simulation:
             return
         node = outcome.decision.node
         meta = pod.obj["metadata"]
+        held = self.cache.reservation(str(meta.get("uid", "")))
         meta.setdefault("annotations", {}).update(
-            allocation_annotations(node, outcome.decision.devices, SIMULATED_UNIX_TIME)
+            allocation_annotations(
+                node,
+                outcome.decision.devices,
+                SIMULATED_UNIX_TIME,
+                containers=held.containers if held is not None else (),
+                cards=self.cache.family_cards(node),
+            )
         )
         meta.setdefault("labels", {}).update(allocation_labels(node))
         pod.obj["spec"]["nodeName"] = node
@@ -145,7 +152,7 @@ class Simulation:
                     name=name,
                     namespace=obj["metadata"]["namespace"],
                     node=obj["spec"].get("nodeName"),
-                    allocated=annotations.get(DEVICES_ALLOCATED),
+                    allocated=written_cards(annotations),
                     pending_reason=self.pods[name].pending_reason,
                     mig=annotations.get(MIG_ALLOCATIONS),
                 )

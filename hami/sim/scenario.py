@@ -8,6 +8,8 @@ from typing import Any
 import yaml
 
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
+from hami.engine.families.registry import FAMILIES
+from hami.engine.inventory import Unregistered, family_cards, node_inventory
 from hami.engine.model import DeviceInfo
 from hami.engine.names import NVIDIA
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
@@ -102,19 +104,51 @@ def _device(raw: Any, where: str) -> DeviceInfo:
         raise ScenarioError(f"{where}: {e}") from None
 
 
+def _strings(raw: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    value = raw.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ScenarioError(f"{where}: node {raw['name']}: {key} must be a mapping")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def _node(raw: Any, where: str) -> dict[str, Any]:
+    """A Node as the API server holds it: NVIDIA's cards from `devices`, and any other
+    family's as its vendor's device plugin registers them (`annotations`, and the extended
+    resources under `allocatable`, which a family without a card list derives its cards from)."""
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
         raise ScenarioError(f"{where}: a node needs a name")
-    devices = raw.get("devices")
-    if not isinstance(devices, list) or not devices:
-        raise ScenarioError(f"{where}: node {raw['name']} needs a list of devices")
-    infos = tuple(_device(d, f"{where}, device {i}") for i, d in enumerate(devices))
-    annotations = {"hami.io/node-nvidia-register": encode_node_devices(infos)}
-    annotations.update(raw.get("annotations") or {})
-    return {
-        "metadata": {"name": raw["name"], "annotations": annotations, "labels": {"gpu": "on"}},
-        "status": {"allocatable": {"nvidia.com/gpu": str(sum(d.count for d in infos))}},
+    unknown = set(raw) - {"name", "devices", "annotations", "allocatable", "labels"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown node fields {sorted(unknown)}")
+    devices = raw.get("devices") or []
+    annotations = _strings(raw, "annotations", where)
+    allocatable = _strings(raw, "allocatable", where)
+    labels = {"gpu": "on", **_strings(raw, "labels", where)}
+    if not isinstance(devices, list):
+        raise ScenarioError(f"{where}: node {raw['name']}: devices must be a list")
+    if devices:
+        infos = tuple(_device(d, f"{where}, device {i}") for i, d in enumerate(devices))
+        annotations.setdefault("hami.io/node-nvidia-register", encode_node_devices(infos))
+        allocatable.setdefault("nvidia.com/gpu", str(sum(d.count for d in infos)))
+    node = {
+        "metadata": {"name": raw["name"], "annotations": annotations, "labels": labels},
+        # The kubelet reports the device plugins' resources in both; HAMi reads capacity.
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
+    # Read as the scheduler's cache reads it, so that a registration it cannot use is
+    # refused here naming the reason, not left to a `node unregistered` in every step.
+    _, why = family_cards(node, FAMILIES)
+    inventory = node_inventory(node)
+    if isinstance(inventory, Unregistered) or why:
+        # A family's own reason first: NVIDIA's `no ... annotation` is what any other node says.
+        reason = (
+            inventory.why if isinstance(inventory, Unregistered) and not why else "; ".join(why)
+        )
+        raise ScenarioError(
+            f"{where}: node {raw['name']}: {reason} (give NVIDIA's cards as devices, another "
+            "family's as its device plugin registers them: annotations and allocatable)"
+        )
+    return node
 
 
 def _load_yaml_docs(path: Path, where: str) -> list[dict[str, Any]]:
@@ -207,7 +241,7 @@ def _unique_cards(nodes: list[Any], where: str) -> None:
     by it alone."""
     seen: dict[str, str] = {}
     for i, node in enumerate(nodes):
-        for j, device in enumerate(node["devices"]):
+        for j, device in enumerate(node.get("devices") or []):
             here = f"node {i + 1} ({node['name']}), device {j}"
             card = str(device["id"])
             if card in seen:
