@@ -178,7 +178,7 @@ class ClusterCache:
         nvidia = inv is None or inv.handshake
         if not self._family_types:
             return nvidia
-        ours, others = split_devices(devices, self._families)
+        ours, others = split_devices(devices, self._families, self.family_cards(node))
         if not others:
             return nvidia
         by_type = self._families.by_type()
@@ -268,9 +268,9 @@ class ClusterCache:
     ) -> None:
         """Add (sign > 0) or remove one pod's usage; `family_cards` are the cards of other
         families among it, which NVIDIA's quotas do not count."""
-        quoted = usage if not family_cards else {
-            k: u for k, u in usage.items() if k not in family_cards
-        }
+        quoted = (
+            usage if not family_cards else {k: u for k, u in usage.items() if k not in family_cards}
+        )
         if sign > 0:
             self.quotas.add(namespace, card_total(quoted))
         else:

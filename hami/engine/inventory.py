@@ -27,7 +27,7 @@ from hami.engine.codec import (
 from hami.engine.families.base import NodeFacts
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.migalloc import MigAllocation, decode_allocations
-from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
+from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
 
 
@@ -250,16 +250,26 @@ def merge_devices(first: PodDevices, second: PodDevices) -> PodDevices:
 
 
 def split_devices(
-    devices: PodDevices, families: Families = FAMILIES
+    devices: PodDevices,
+    families: Families = FAMILIES,
+    cards: Mapping[str, tuple[DeviceInfo, ...]] | None = None,
 ) -> tuple[PodDevices, dict[str, PodDevices]]:
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
-    with one entry per container; `devices` itself when it holds no other family's card."""
+    with one entry per container; `devices` itself when it holds no other family's card.
+
+    A family whose allocation entries name the card's model (AMD's) is known by its cards
+    on the node (`cards`, by family type): without them its entries read as NVIDIA's."""
     types = families.types()
-    kinds = {d.type for c in devices for d in c if d.type in types}
+    owner = {card.id: kind for kind, infos in (cards or {}).items() for card in infos}
+
+    def kind(d: ContainerDevice) -> str | None:
+        return d.type if d.type in types else owner.get(d.uuid)
+
+    kinds = {k for c in devices for d in c if (k := kind(d)) is not None}
     if not kinds:
         return devices, {}
-    nvidia = tuple(tuple(d for d in c if d.type not in types) for c in devices)
-    return nvidia, {k: tuple(tuple(d for d in c if d.type == k) for c in devices) for k in kinds}
+    nvidia = tuple(tuple(d for d in c if kind(d) is None) for c in devices)
+    return nvidia, {k: tuple(tuple(d for d in c if kind(d) == k) for c in devices) for k in kinds}
 
 
 def family_allocation(
@@ -306,9 +316,7 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_allocation(
-    pod: Mapping[str, Any], families: Families = FAMILIES
-) -> PodAllocation | None:
+def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> PodAllocation | None:
     """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}

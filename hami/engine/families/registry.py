@@ -44,6 +44,7 @@ class Families:
         """The FamilyWire.type of every member: the device types that are not NVIDIA's."""
         return frozenset(f.wire.type for f in self.members)
 
+
 # Filled as each family lands behind the seam (issue 31), in the order of HAMi's
 # InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
 # then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,

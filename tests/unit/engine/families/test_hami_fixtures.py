@@ -177,7 +177,15 @@ def replay(
     chosen = None
     if decision is not None and decision.node is not None and decision.devices is not None:
         chosen = [decision.node]
-        ours_written = allocation_annotations(decision.node, decision.devices, 0)
+        spec = pod.get("spec") or {}
+        ours_written = allocation_annotations(
+            decision.node,
+            decision.devices,
+            0,
+            # What the bind passes: the pod's containers and the families' cards on the node.
+            containers=(*(spec.get("initContainers") or ()), *(spec.get("containers") or ())),
+            cards=cache.family_cards(decision.node),
+        )
     mine, theirs = _written(ours_written, hami["annotations"])
     return (
         {
