@@ -20,6 +20,7 @@ from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine.checks import no_room
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyquota import card_amounts
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -82,7 +83,8 @@ class ClusterCache:
     ) -> None:
         self._clock = clock
         # The other device families whose registrations and allocations are read beside
-        # NVIDIA's; their cards are counted like NVIDIA's, outside the NVIDIA quotas.
+        # NVIDIA's; their cards are counted like NVIDIA's, outside the NVIDIA quotas (in
+        # their own: hami.engine.familyquota).
         self._families = families
         self._family_types = families.types()
         # > 0: nodes without HAMi's registration are read from their GFD labels, each card
@@ -97,7 +99,9 @@ class ClusterCache:
         self._resources = resources
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in _account beside the cards'.
-        self.quotas = quotas or QuotaBook(resources.names, resources.memory_factor)
+        self.quotas = quotas or QuotaBook(
+            resources.names, resources.memory_factor, families=families
+        )
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._records = PodRecords(on_distrust, on_edit_ignored)
         self._inventory: dict[str, NodeInventory] = {}
@@ -275,6 +279,11 @@ class ClusterCache:
             self.quotas.add(namespace, card_total(quoted))
         else:
             self.quotas.remove(namespace, card_total(quoted))
+        if family_cards:
+            # The families' own quotas count them, by their memory and core resources.
+            owner = {c.id: kind for kind, cards in self.family_cards(node).items() for c in cards}
+            held = {k: (owner[k], u.usedmem, u.usedcores) for k, u in usage.items() if k in owner}
+            self.quotas.add_families(namespace, card_amounts(held, self._families), sign)
         per_card = self._usage.setdefault(node, {})
         for uuid, u in usage.items():
             total = per_card.get(uuid, Usage()) + u if sign > 0 else per_card.get(uuid, Usage()) - u
@@ -450,7 +459,7 @@ class ClusterCache:
             uid, namespace, name, node, devices, n_init, expires, containers=containers
         )
         self._reservations.put(res)
-        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices))
+        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices, node))
         return res
 
     def _ttl_of(self, uid: str) -> float:
@@ -474,14 +483,18 @@ class ClusterCache:
         if res is None:
             return None
         usage = pod_usage(res.devices, res.n_init)
-        self._account(res.node, res.namespace, usage, -1, self._others(res.devices))
+        self._account(res.node, res.namespace, usage, -1, self._others(res.devices, res.node))
         return res.node
 
-    def _others(self, devices: PodDevices) -> frozenset[str]:
-        """The cards of other families than NVIDIA's among `devices`."""
+    def _others(self, devices: PodDevices, node: str) -> frozenset[str]:
+        """The cards of other families than NVIDIA's among `devices` (a family whose entries
+        name the card's model is known by its cards on `node`)."""
         if not self._family_types:
             return frozenset()
-        return frozenset(d.uuid for c in devices for d in c if d.type in self._family_types)
+        theirs = {c.id for cards in self.family_cards(node).values() for c in cards}
+        return frozenset(
+            d.uuid for c in devices for d in c if d.type in self._family_types or d.uuid in theirs
+        )
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.

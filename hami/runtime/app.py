@@ -291,6 +291,7 @@ async def build(settings: Settings) -> Runtime:
                 injection=injection_config(settings),
             ),
             cache.quotas.quota,
+            cache.quotas.family_quota,
         ),
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),

@@ -5,14 +5,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami.engine.admission import Admission, AdmissionConfig, admit, admit_ephemeral
+from hami.engine.asks import pod_request
+from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
 from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
-from hami.engine.requests import RequestError, pod_request
+from hami.engine.requests import RequestError
 
 # The subresource `kubectl debug` adds ephemeral containers through (an UPDATE of the pod).
 EPHEMERAL = "ephemeralcontainers"
 # A namespace's GPU quota and what it holds now (the cache's), None where nothing limits it.
 Quotas = Callable[[str], NamespaceQuota | None]
+# The same for the other families' memory and core resources.
+FamilyQuotas = Callable[[str], FamilyQuota | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +28,15 @@ class AdmissionOutcome:
 
 
 class AdmissionService:
-    def __init__(self, config: AdmissionConfig, quotas: Quotas | None = None) -> None:
+    def __init__(
+        self,
+        config: AdmissionConfig,
+        quotas: Quotas | None = None,
+        family_quotas: FamilyQuotas | None = None,
+    ) -> None:
         self.config = config
         self.quotas = quotas
+        self.family_quotas = family_quotas
 
     def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
         """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks.
@@ -53,16 +63,23 @@ class AdmissionService:
         return AdmissionOutcome(True, diff(pod, verdict.pod), verdict.message)
 
     def _over_quota(self, pod: Mapping[str, Any], namespace: str) -> bool:
-        """HAMi's webhook check: the pod's explicit MiB and cores alone exceed what is left.
+        """HAMi's webhook check: the pod's explicit MiB and cores alone exceed what is left,
+        of NVIDIA's quota or of another family's (hami.engine.familyquota).
 
         Percentages and whole cards count 0 here; filter checks them on each card.
         """
         spec = pod.get("spec") or {}
         quota = None if self.quotas is None else self.quotas(namespace)
-        if quota is None or spec.get("schedulerName") != self.config.scheduler_name:
+        theirs = None if self.family_quotas is None else self.family_quotas(namespace)
+        if (quota is None and theirs is None) or spec.get(
+            "schedulerName"
+        ) != self.config.scheduler_name:
             return False  # not limited, or not a pod this scheduler places
         try:
-            asked = requested_usage(pod_request(spec, self.config.resources))
+            request = pod_request(spec, self.config.resources)
         except RequestError:
             return False  # admit has refused what it cannot read; nothing to count
-        return asked != QuotaUsage() and not quota.fits(asked)
+        if theirs is not None and not theirs.fits(requested_amounts(request)):
+            return True
+        asked = requested_usage(request)
+        return quota is not None and asked != QuotaUsage() and not quota.fits(asked)

@@ -162,7 +162,7 @@ def placement_lines(node: NodeState, request: PodRequest) -> list[str]:
 
 def quota_lines(quotas: QuotaBook, namespace: str) -> list[str]:
     """The namespace's GPU quota as it counts against this pod: limit and what is held."""
-    if quotas.quota(namespace) is None:
+    if quotas.quota(namespace) is None and quotas.family_quota(namespace) is None:
         return []
     held = [
         f"{q.resource} {q.used} of {q.limit}"
