@@ -554,6 +554,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         f"--leader-elect-resource-namespace={NAMESPACE}",
         "--shutdown-grace-seconds=15",
         "--log-level=info",
+        "--v=4",
         "--logging-format=text",
         "--cert-bootstrap-secret=hami-py-scheduler-tls",
         "--cert-dir=/tls",
