@@ -20,7 +20,6 @@ from hami.certs.material import BootstrapError
 from hami.certs.tls import ReloadingServerContext
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
-from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.events import EventReason, EventRecorder
@@ -29,7 +28,13 @@ from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
 from hami.runtime.chores import expire, freeze_heap, loop_lag
-from hami.runtime.config import Settings, bind_budget, injection_config, serving_context
+from hami.runtime.config import (
+    Settings,
+    bind_budget,
+    injection_config,
+    resource_defaults,
+    serving_context,
+)
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.preflight import require_admission_policy
@@ -168,12 +173,7 @@ async def build(settings: Settings) -> Runtime:
         if settings.leader_elect
         else AlwaysLeader()
     )
-    resources = ResourceDefaults(
-        default_memory=settings.default_memory,
-        default_cores=settings.default_cores,
-        default_gpu_num=settings.default_gpu_num,
-        memory_factor=settings.memory_factor,
-    )
+    resources = resource_defaults(settings)
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
     locks = NodeLocks()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)

@@ -18,7 +18,9 @@ import yaml
 from hami.certs.tls import ReloadingServerContext
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
+from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
+from hami.runtime.deviceconfig import DeviceConfigError, read_device_config
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
 from hami.runtime.pairprobe import check_url
@@ -104,6 +106,7 @@ class Settings:
     driver_container_lib: str = ""
     hook_path: str = "/usr/local/vgpu"
     gfd_split_count: int = 0
+    device_config_file: str = ""
     legacy_metrics: bool = False
     log_level: str = "info"
     v: int = 0
@@ -290,6 +293,20 @@ def validate(s: Settings) -> None:
         raise ConfigError("--log-level must be debug, info, warning or error")
     if not 0 <= s.v <= 10:
         raise ConfigError(f"--v must be from 0 to 10 (klog's verbosity), got {s.v}")
+    if s.device_config_file:
+        try:
+            read_device_config(s.device_config_file, resource_defaults(s))
+        except DeviceConfigError as e:
+            raise ConfigError(str(e)) from None
+
+
+def resource_defaults(s: Settings) -> ResourceDefaults:
+    return ResourceDefaults(
+        default_memory=s.default_memory,
+        default_cores=s.default_cores,
+        default_gpu_num=s.default_gpu_num,
+        memory_factor=s.memory_factor,
+    )
 
 
 def bind_budget(s: Settings) -> Budget:

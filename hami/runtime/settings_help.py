@@ -141,6 +141,10 @@ HELP = {
     "driver_container_lib": "generic profile: where that folder appears in containers (added to LD_LIBRARY_PATH)",
     "legacy_metrics": "publish HAMi's metric names from before v2.9 (GPUDeviceMemoryAllocated, ...)",
     "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
+    "device_config_file": (
+        "HAMi's device-config.yaml (its chart's hami-scheduler-device ConfigMap), read as HAMi "
+        "reads it; a file naming other resources than the defaults is refused (none: defaults)"
+    ),
     "gfd_split_count": (
         "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
         "labels (nvidia.com/gpu.count, .memory, .product) and allocatable nvidia.com/gpu, each "

@@ -6,6 +6,7 @@ tests and its chart values.
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hami.engine.families import (
     amd,
@@ -14,14 +15,15 @@ from hami.engine.families import (
     biren,
     cambricon,
     enflame,
+    hygon,
     iluvatar,
     kunlun,
     mthreads,
     vastai,
 )
 from hami.engine.families.base import Family
-from hami.engine.families.hygon import HYGON
-from hami.engine.families.metax import MetaxGpu, MetaxSgpu
+from hami.engine.families.metax.gpu import from_config as metax_gpu
+from hami.engine.families.metax.sgpu import from_config as metax_sgpu
 
 
 @dataclass(frozen=True)
@@ -45,26 +47,42 @@ class Families:
         return frozenset(f.wire.type for f in self.members)
 
 
-# Filled as each family lands behind the seam (issue 31), in the order of HAMi's
-# InitDevicesWithConfig (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU,
-# then VGCU), Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron,
-# AMD, Vastai, Biren, then each Ascend chip and each Iluvatar chip.
-FAMILIES = Families(
-    (
-        cambricon.FAMILY,
-        HYGON,
-        enflame.WHOLE_FAMILY,
-        enflame.DRS_FAMILY,
-        mthreads.FAMILY,
-        MetaxGpu(),
-        MetaxSgpu(),
-        kunlun.WHOLE_FAMILY,
-        kunlun.VXPU_FAMILY,
-        awsneuron.FAMILY,
-        amd.FAMILY,
-        vastai.FAMILY,
-        biren.FAMILY,
-        *ascend.from_config(ascend.DEFAULT_VNPUS),
-        *iluvatar.FAMILIES,
+def from_device_config(config: Mapping[str, Any]) -> Families:
+    """Every family as HAMi's device-config.yaml configures it (the chart's defaults for a
+    section the file leaves out), in the order of HAMi's InitDevicesWithConfig
+    (pkg/scheduler/config): Cambricon, Hygon, Enflame (GCU, then VGCU), Moore Threads, MetaX
+    (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron, AMD, Vastai, Biren, then each
+    Ascend chip (`vnpus`) and each Iluvatar chip (`iluvatars`); NVIDIA's is read apart.
+
+    Raises ValueError or TypeError for a section it cannot read."""
+
+    def section(name: str) -> Mapping[str, Any]:
+        value = config.get(name) or {}
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name} must be a mapping, got {type(value).__name__}")
+        return value
+
+    iluvatars = config.get("iluvatars") or [iluvatar.chart_section(c) for c in iluvatar.CHIPS]
+    if not isinstance(iluvatars, list):
+        raise ValueError(f"iluvatars must be a list, got {type(iluvatars).__name__}")
+    return Families(
+        (
+            cambricon.from_config(section("cambricon")),
+            hygon.from_config(section("hygon")),
+            *enflame.from_config(section("enflame")),
+            mthreads.from_config(section("mthreads")),
+            metax_gpu(section("metax")),
+            metax_sgpu(section("metax")),
+            *kunlun.from_config(section("kunlun")),
+            awsneuron.from_config(section("awsneuron")),
+            amd.from_config(section("amd")),
+            vastai.from_config(section("vastai")),
+            biren.from_config(section("biren")),
+            *ascend.from_config(section("vnpus") or ascend.DEFAULT_VNPUS),
+            *iluvatar.from_config(iluvatars),
+        )
     )
-)
+
+
+# The families one process schedules: the chart's default device-config.yaml (issue 31).
+FAMILIES = from_device_config({})
