@@ -661,13 +661,61 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         )
 
 
+# HAMi v2.10's chart's `devices` values (charts/hami/values.yaml), as a HAMi user has them.
+HAMI_DEVICES: dict[str, Any] = {
+    "amd": {"customresources": ["amd.com/gpu", "amd.com/gpumem", "amd.com/gpucores"]},
+    "awsneuron": {"customresources": ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"]},
+    "kunlun": {
+        "enabled": True,
+        "customresources": ["kunlunxin.com/xpu", "kunlunxin.com/vxpu", "kunlunxin.com/vxpu-memory"],
+    },
+    "enflame": {
+        "enabled": True,
+        "customresources": [
+            "enflame.com/drs-gcu",
+            "enflame.com/gcu-memory",
+            "enflame.com/gcu-core",
+            "enflame.com/gcu",
+        ],
+    },
+    "mthreads": {"enabled": True, "customresources": ["mthreads.com/vgpu"]},
+    "vastai": {"enabled": True, "customresources": ["vastaitech.com/va"]},
+    "biren": {"enabled": True, "customresources": ["birentech.com/gpu"]},
+    "nvidia": {"gpuCorePolicy": "default", "libCudaLogLevel": 1},
+    "ascend": {
+        "enabled": True,
+        "image": "",
+        "imagePullPolicy": "IfNotPresent",
+        "extraArgs": [],
+        "nodeSelector": {"ascend": "on"},
+        "tolerations": [],
+        "runtimeClassName": "",
+        "hamiVnpuCore": False,
+        "customresources": [f"huawei.com/Ascend910B3{s}" for s in ("", "-memory", "-core")],
+    },
+    "iluvatar": {
+        "enabled": True,
+        "customresources": [f"iluvatar.ai/BI-V150{s}" for s in ("-vgpu", ".vCore", ".vMem")],
+    },
+}
+HAMI_SRC = Path("/work/hami-src")
+
+
 # --- kube-scheduler reads the rendered configuration ----------------------------------------------
 
 
 @pytest.mark.parametrize(
     "values",
-    [["scheduler.replicas=2"], ["scheduler.replicas=1", "scheduler.leaderElect=false"]],
-    ids=["ha", "single"],
+    [
+        ["scheduler.replicas=2"],
+        ["scheduler.replicas=1", "scheduler.leaderElect=false"],
+        # HAMi's chart's device values, with a resource name of the user's beside them.
+        [
+            f"devices={json.dumps(HAMI_DEVICES)}",
+            "devices.ascend.customresources[0]=example.com/npu",
+        ],
+    ],
+    ids=["ha", "single", "families"],
 )
 def test_helm_kube_scheduler_accepts_the_rendered_configuration(
     tmp_path: Path, values: list[str]
@@ -707,3 +755,64 @@ def test_helm_kube_scheduler_accepts_the_rendered_configuration(
     assert extender["urlPrefix"] == "http://127.0.0.1:9444"
     assert extender["nodeCacheCapable"] is True
     assert effective["profiles"][0]["schedulerName"] == SCHEDULER_NAME
+
+
+# --- HAMi's chart's device-family values and its device-config override --------------------------
+
+
+def _hamis_device_config() -> str:
+    """HAMi's chart's own device-config.yaml where its source is at hand, else the part of it
+    the families read (their defaults)."""
+    if (HAMI_SRC / "charts" / "hami").is_dir():
+        from tests.reference.record_hami import chart_device_config
+        from tests.unit.test_helm_render import helm_binary
+
+        return chart_device_config(helm_binary(), HAMI_SRC)
+    return "nvidia:\n  resourceCountName: nvidia.com/gpu\nhygon:\n  memoryFactor: 1\n"
+
+
+def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_path: Path) -> None:
+    from hami.engine.families.registry import FAMILIES
+    from hami.engine.requests import ResourceDefaults
+    from hami.runtime.deviceconfig import read_device_config
+
+    text = _hamis_device_config()
+    docs = render(
+        f"devices={json.dumps(HAMI_DEVICES)}",
+        f"device-config={json.dumps({'content': text})}",
+    )
+    # Every family's resources go to the webhook and to the extender, as in HAMi's chart.
+    maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    (scheduler,) = [m for m in maps.values() if "config.yaml" in m]
+    config = yaml.safe_load(scheduler["config.yaml"])
+    managed = {r["name"] for r in config["extenders"][0]["managedResources"]}
+    assert set(FAMILIES.resource_names()) <= managed
+    # The override is mounted where hami serve's flag points, and hami serve reads it as it is.
+    (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]
+    assert yaml.safe_load(device) == yaml.safe_load(text)
+    serve = container(docs, EXTENDER)
+    assert "--device-config-file=/device-config.yaml" in serve["args"]
+    (mount,) = [m for m in serve["volumeMounts"] if m["name"] == "device-config"]
+    assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
+    (tmp_path / "device-config.yaml").write_text(device)
+    read = read_device_config(str(tmp_path / "device-config.yaml"), ResourceDefaults())
+    assert [f.wire for f in read] == [f.wire for f in FAMILIES]
+    # Without an override nothing is mounted, and hami serve runs with the defaults.
+    plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
+    assert not any(a.startswith("--device-config-file") for a in plain["args"])
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("devices.ascend.runtimeClassName=ascend", "/devices/ascend/runtimeClassName"),
+        ("devices.ascend.hamiVnpuCore=true", "/devices/ascend/hamiVnpuCore"),
+        ("devices.nvidia.gpuCorePolicy=force", "/devices/nvidia/gpuCorePolicy"),
+        ("devices.cuda.enabled=true", "additional properties 'cuda'"),
+    ],
+)
+def test_helm_device_values_hami_serve_cannot_honour_are_refused(value: str, refused: str) -> None:
+    from tests.unit.test_helm_render import template_args
+
+    result = helm(*template_args(value), check=False)
+    assert result.returncode != 0 and refused in result.stderr, result.stderr

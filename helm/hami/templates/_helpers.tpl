@@ -149,9 +149,14 @@ Certificates and the webhook
 {{- if eq .Values.webhook.injection.mode "standalone" }}true{{ end }}
 {{- end }}
 
-{{/* The other device families' resources (families.yaml, the registry's list). */}}
+{{/* The other device families' resources (families.yaml, the registry's list), then any
+     other name HAMi's chart values list under devices.<family>.customresources. */}}
 {{- define "hami.familyResources" -}}
-{{- toJson ((.Files.Get "families.yaml" | fromYaml).resources | default list) -}}
+{{- $names := (.Files.Get "families.yaml" | fromYaml).resources | default list -}}
+{{- range $family, $v := .Values.devices }}
+{{- $names = concat $names ((kindIs "map" $v) | ternary ($v.customresources | default list) list) -}}
+{{- end }}
+{{- toJson (uniq $names) -}}
 {{- end }}
 
 {{/* CEL: does container c request or limit any GPU resource, of NVIDIA or another family? */}}
