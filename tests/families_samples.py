@@ -141,3 +141,26 @@ SAMPLE_ALLOCATABLE["Mthreads"] = {
 SAMPLE_NODE["AWSNeuron"] = {}
 SAMPLE_ALLOCATABLE["AWSNeuron"] = {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "32"}
 SAMPLE_LABELS["AWSNeuron"] = {"node.kubernetes.io/instance-type": "trn1.32xlarge"}
+
+# MetaX GPU: no card list; HAMi counts the node's metax-tech.com/gpu capacity (a simulator
+# sets capacity to the allocatable given here). The plugin writes MetaLink losses and scores
+# per number of cards asked, read by the node score.
+SAMPLE_NODE["Metax-GPU"] = {
+    "metax-tech.com/gpu.topology.losses": '{"1":0,"2":0,"3":110,"4":220}',
+    "metax-tech.com/gpu.topology.scores": '{"1":0,"2":10,"3":20,"4":60}',
+}
+SAMPLE_ALLOCATABLE["Metax-GPU"] = {"metax-tech.com/gpu": "4"}
+
+# MetaX sGPU: metax-tech.com/node-gpu-devices, a JSON card list in Go's field names (zero
+# fields omitted), with the card's QoS policy and MetaLink zone; no handshake.
+SAMPLE_NODE["Metax-SGPU"] = {
+    "metax-tech.com/node-gpu-devices": "["
+    + ",".join(
+        f'{{"uuid":"GPU-mx-{i}","bdf":"0000:{0x40 + i:02x}:00.0","model":"MXC500",'
+        f'"totalDevCount":16,"totalCompute":100,"totalVRam":65536,"numa":{i // 2},'
+        f'"healthy":true,"qosPolicy":"best-effort","linkZone":{1 + i // 2}}}'
+        for i in range(4)
+    )
+    + "]",
+}
+SAMPLE_ALLOCATABLE["Metax-SGPU"] = {"metax-tech.com/sgpu": "64"}

@@ -24,6 +24,7 @@ from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
     Unregistered,
+    family_of,
     inventory_key,
     is_terminal,
     node_inventory,
@@ -481,7 +482,8 @@ class ClusterCache:
         """The cards of other families than NVIDIA's among `devices`."""
         if not self._family_types:
             return frozenset()
-        return frozenset(d.uuid for c in devices for d in c if d.type in self._family_types)
+        types = self._family_types
+        return frozenset(d.uuid for c in devices for d in c if family_of(d, types))
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.

@@ -27,7 +27,7 @@ from hami.engine.codec import (
 from hami.engine.families.base import NodeFacts
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.migalloc import MigAllocation, decode_allocations
-from hami.engine.model import DeviceInfo, PodDevices, is_nvidia
+from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
 
 
@@ -255,11 +255,21 @@ def split_devices(
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
     with one entry per container; `devices` itself when it holds no other family's card."""
     types = families.types()
-    kinds = {d.type for c in devices for d in c if d.type in types}
+    kinds = {family_of(d, types) for c in devices for d in c} - {""}
     if not kinds:
         return devices, {}
-    nvidia = tuple(tuple(d for d in c if d.type not in types) for c in devices)
-    return nvidia, {k: tuple(tuple(d for d in c if d.type == k) for c in devices) for k in kinds}
+    nvidia = tuple(tuple(d for d in c if not family_of(d, types)) for c in devices)
+    return nvidia, {
+        k: tuple(tuple(d for d in c if family_of(d, types) == k) for c in devices) for k in kinds
+    }
+
+
+def family_of(device: ContainerDevice, types: frozenset[str]) -> str:
+    """The family a device belongs to ("" for NVIDIA): the one that chose it or whose
+    annotation it was read from, else the family its type names."""
+    if device.family:
+        return device.family
+    return device.type if device.type in types else ""
 
 
 def family_allocation(
@@ -276,7 +286,10 @@ def family_allocation(
         raw = annotations.get(family.wire.allocated_annotation)
         if not raw:
             continue
-        devices = decode_pod_devices(raw)
+        kind = family.wire.type
+        devices = tuple(
+            tuple(replace(d, family=kind) for d in c) for c in decode_pod_devices(raw)
+        )
         if len(devices) != len(containers):
             given = iter(d for d in devices if d)
             devices = tuple(

@@ -94,7 +94,9 @@ def extender_app(rt: Runtime) -> web.Application:
             rt.not_serving,
             rt.paced,
             each(
-                FilterReporter(rt.events, success_events=rt.settings.success_events),
+                FilterReporter(
+                    rt.events, success_events=rt.settings.success_events, verbosity=rt.settings.v
+                ),
                 rt.requeuer.filtered,
             ),
             rt.metrics.observer(rt.metrics.filter_seconds),

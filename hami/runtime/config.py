@@ -106,6 +106,7 @@ class Settings:
     gfd_split_count: int = 0
     legacy_metrics: bool = False
     log_level: str = "info"
+    v: int = 0
     logging_format: str = "text"
     cert_bootstrap_secret: str = ""
     cert_dir: str = ""
@@ -287,6 +288,8 @@ def validate(s: Settings) -> None:
         )
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level must be debug, info, warning or error")
+    if not 0 <= s.v <= 10:
+        raise ConfigError(f"--v must be from 0 to 10 (klog's verbosity), got {s.v}")
 
 
 def bind_budget(s: Settings) -> Budget:

@@ -15,6 +15,9 @@ from hami.service.placement import FilterOutcome
 
 log = logging.getLogger("hami.scheduler")
 
+# klog's verbosity at which HAMi logs `device <uuid> computer score is <score>`.
+SCORE_VERBOSITY = 2
+
 
 def reason_types(reason: str) -> list[str]:
     """`1/4 A, 3/4 B` -> [A, B]; node-level reasons are returned whole."""
@@ -56,10 +59,14 @@ class FilterReporter:
         clock: Callable[[], float] = time.monotonic,
         *,
         success_events: bool = False,
+        verbosity: int = 0,
     ) -> None:
         self.events = events
         self.success_events = success_events
         self._scores = LineBudget(score_lines_per_second, clock)
+        # HAMi logs each card's score at klog verbosity 2 (its chart runs at 4); below that
+        # they cost a line per card per pod, and the decision's one line carries them.
+        self._chosen_level = logging.INFO if verbosity >= SCORE_VERBOSITY else logging.DEBUG
 
     def __call__(self, outcome: FilterOutcome) -> None:
         if not outcome.gpu:
@@ -76,7 +83,7 @@ class FilterReporter:
         for cs in decision.scores:
             # HAMi's wording, as users grep for it. Only the chosen node's cards at INFO:
             # a pod that fits nowhere in a large cluster would log every card there is.
-            level = logging.INFO if cs.node == decision.node else logging.DEBUG
+            level = self._chosen_level if cs.node == decision.node else logging.DEBUG
             if log.isEnabledFor(level) and self._scores.take(len(cs.cards)):
                 log.log(level, "card scores", extra={**ctx, "node": cs.node})
                 for uuid, score in cs.items():
@@ -90,6 +97,10 @@ class FilterReporter:
                     "node": decision.node,
                     "allocated": decision.allocation,
                     "nodes_rejected": len(outcome.failed),
+                    # Per container (init first), the chosen node's card scores.
+                    "card_scores": [
+                        dict(cs.items()) for cs in decision.scores if cs.node == decision.node
+                    ],
                 },
             )
             if not self.success_events:

@@ -103,6 +103,11 @@ HELP = {
     "identity": "this replica's name in the Lease",
     "logging_format": "text (klog's, as Kubernetes components log) or json",
     "log_level": "debug, info, warning or error",
+    "v": (
+        "klog's verbosity for the lines HAMi logs verbosely: from 2, every card score of the "
+        "chosen node as HAMi words it (`device <uuid> computer score is <score>`) at info; "
+        "below, they are debug lines and each decision logs one info line with the scores"
+    ),
     "kube_timeout_seconds": "deadline of one API server call",
     "extender_http_timeout": (
         "kube-scheduler's extender httpTimeout as its configuration writes it (a Go duration; "

@@ -437,6 +437,7 @@ class ControlPlane:
             str(metrics_port),
             "--scheduler-name",
             SCHEDULER_NAME,
+            "--v=4",  # the chart's default, HAMi's: Lab 14's Step 8 reads the card score lines
             # An administrator who dropped the policy accepted the risk (hami.runtime.preflight).
             *(["--allow-without-admission-policy=true"] if self._policy_dropped else []),
             *extra_args,

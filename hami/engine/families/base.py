@@ -16,7 +16,7 @@ never a client or a clock.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
 
@@ -73,6 +73,10 @@ class FitPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
     binpack: bool = True  # the GPU policy's first sort key (families that score cards)
+    # The annotations of the pods already holding each card, by card id, one entry per
+    # allocation entry as in HAMi's DeviceUsage.PodInfos (allocation annotations included),
+    # for a family whose rules read them; empty where none is known.
+    holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,8 @@ class NodeFacts:
     name: str = ""
     capacity: Mapping[str, str] | None = None  # None: not known to the caller
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The node's annotations, for a family whose node score reads what its plugin wrote there.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 NO_NODE = NodeFacts()
@@ -184,3 +190,37 @@ class Family(Protocol):
     def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
         """Whether the webhook claims this container for the scheduler, and what it sets."""
         ...
+
+
+@runtime_checkable
+class PodScored(Protocol):
+    """Optional: a family whose node score reads the pod or the node (HAMi's ScoreNode gets
+    both; most families read neither and implement only Family.score_node)."""
+
+    def score_pod(
+        self,
+        cards: Sequence[Card],
+        devices: PodDevices,
+        pod: FitPod,
+        node: NodeFacts,
+        binpack: bool,
+    ) -> float: ...
+
+
+def node_score(
+    family: Family,
+    cards: Sequence[Card],
+    devices: PodDevices,
+    pod: FitPod,
+    node: NodeFacts,
+    binpack: bool,
+) -> float:
+    """The family's addition to the node score, with the pod and node where it reads them.
+
+    `cards` carry their usage before the pod (HAMi's snapshot); the value is added to the
+    node score as it is (a family applies its own weight). HAMi calls this, once the pod
+    fits, for each family whose card type is among the node's cards, even one the pod asks
+    nothing of (devices then hold only empty containers)."""
+    if isinstance(family, PodScored):
+        return family.score_pod(cards, devices, pod, node, binpack)
+    return family.score_node(cards, devices, binpack)

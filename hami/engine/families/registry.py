@@ -21,6 +21,7 @@ from hami.engine.families import (
 )
 from hami.engine.families.base import Family
 from hami.engine.families.hygon import HYGON
+from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ FAMILIES = Families(
         enflame.WHOLE_FAMILY,
         enflame.DRS_FAMILY,
         mthreads.FAMILY,
+        MetaxGpu(),
+        MetaxSgpu(),
         kunlun.WHOLE_FAMILY,
         kunlun.VXPU_FAMILY,
         awsneuron.FAMILY,

@@ -107,3 +107,26 @@ async def test_a_pod_that_fits_nowhere_gets_one_event_per_reason_and_a_counted_l
         "2/2 CardInsufficientMemory": 2,
         "1/2 AllocatedCardsInsufficientRequest, 1/2 CardInsufficientMemory": 1,
     }
+
+
+@pytest.mark.parametrize(("verbosity", "card_lines_at"), [(0, logging.DEBUG), (2, logging.INFO)])
+async def test_a_placement_logs_one_info_line_and_hamis_card_lines_from_verbosity_2(
+    caplog: pytest.LogCaptureFixture, verbosity: int, card_lines_at: int
+) -> None:
+    """HAMi logs each card's score at klog -v=2: at that verbosity ours are info lines in its
+    words; below it they are debug lines, and the one info line carries the scores."""
+    cache = ClusterCache(clock=lambda: 0.0)
+    cache.replace_nodes([registered_node("n", [t4(0), t4(1)])])
+    outcome = Placement(cache).filter(gpu_pod("p"), ["n"])
+    with caplog.at_level(logging.DEBUG, logger="hami.scheduler"):
+        FilterReporter(_Recorded(), verbosity=verbosity)(outcome)
+    cards = [r for r in caplog.records if "computer score" in r.msg]
+    assert [(r.levelno, r.getMessage()) for r in cards] == [
+        (card_lines_at, "device GPU-0 computer score is 0.000000"),
+        (card_lines_at, "device GPU-1 computer score is 0.000000"),
+    ]
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert info.count("filter chose node") == 1
+    [chose] = [r for r in caplog.records if r.getMessage() == "filter chose node"]
+    assert chose.card_scores == [{"GPU-0": 0.0, "GPU-1": 0.0}]  # type: ignore[attr-defined]
+    assert len(info) == (1 if verbosity < 2 else 4)  # + "card scores" and two card lines

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
 from hami.engine.families.base import Family, FitPod, NodeFacts
+from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.model import Card, DeviceInfo, Usage
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
@@ -20,6 +21,8 @@ FAMILIES: list[Family] = [
     vastai.FAMILY,
     biren.FAMILY,
     iluvatar.FAMILIES[0],
+    MetaxGpu(),
+    MetaxSgpu(),
 ]
 LABELS = {"node.kubernetes.io/instance-type": "inf2.48xlarge"}
 
