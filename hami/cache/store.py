@@ -25,6 +25,7 @@ from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
     Unregistered,
+    family_of,
     inventory_key,
     is_terminal,
     node_inventory,
@@ -182,7 +183,7 @@ class ClusterCache:
         nvidia = inv is None or inv.handshake
         if not self._family_types:
             return nvidia
-        ours, others = split_devices(devices, self._families, self.family_cards(node))
+        ours, others = split_devices(devices, self._families)
         if not others:
             return nvidia
         by_type = self._families.by_type()
@@ -272,9 +273,9 @@ class ClusterCache:
     ) -> None:
         """Add (sign > 0) or remove one pod's usage; `family_cards` are the cards of other
         families among it, which NVIDIA's quotas do not count."""
-        quoted = (
-            usage if not family_cards else {k: u for k, u in usage.items() if k not in family_cards}
-        )
+        quoted = usage if not family_cards else {
+            k: u for k, u in usage.items() if k not in family_cards
+        }
         if sign > 0:
             self.quotas.add(namespace, card_total(quoted))
         else:
@@ -459,7 +460,7 @@ class ClusterCache:
             uid, namespace, name, node, devices, n_init, expires, containers=containers
         )
         self._reservations.put(res)
-        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices, node))
+        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices))
         return res
 
     def _ttl_of(self, uid: str) -> float:
@@ -483,18 +484,15 @@ class ClusterCache:
         if res is None:
             return None
         usage = pod_usage(res.devices, res.n_init)
-        self._account(res.node, res.namespace, usage, -1, self._others(res.devices, res.node))
+        self._account(res.node, res.namespace, usage, -1, self._others(res.devices))
         return res.node
 
-    def _others(self, devices: PodDevices, node: str) -> frozenset[str]:
-        """The cards of other families than NVIDIA's among `devices` (a family whose entries
-        name the card's model is known by its cards on `node`)."""
+    def _others(self, devices: PodDevices) -> frozenset[str]:
+        """The cards of other families than NVIDIA's among `devices`."""
         if not self._family_types:
             return frozenset()
-        theirs = {c.id for cards in self.family_cards(node).values() for c in cards}
-        return frozenset(
-            d.uuid for c in devices for d in c if d.type in self._family_types or d.uuid in theirs
-        )
+        types = self._family_types
+        return frozenset(d.uuid for c in devices for d in c if family_of(d, types))
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.

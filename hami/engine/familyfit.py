@@ -11,10 +11,10 @@ The node's score gains each family's ScoreNode for the devices chosen.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hami.engine import reasons as r
-from hami.engine.families.base import Family, FitPod
+from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.fit import first_order, resorted
 from hami.engine.model import (
@@ -80,8 +80,11 @@ def fit_families(
                 state.cards = _add(state.cards, got)
         out.append(tuple(d for got in picked for d in got))
     binpack = opts.node_policy == NodePolicy.BINPACK
+    # The node's facts beyond its cards are not kept in its state: a family's score reads
+    # its name only (see docs/device-families.md).
+    facts = NodeFacts(node.name)
     score = sum(
-        by_type[kind].score_node(node.families.get(kind, ()), tuple(chosen), binpack)
+        node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, binpack)
         for kind, chosen in taken.items()
     )
     return FamiliesFit(tuple(out), "", score)
@@ -117,7 +120,7 @@ def _fit_one(
     fit = family.fit(ordered, ask, pod, tuple(taken.get(ask.type, ())))
     if fit.devices is None:
         return None, fit.reason
-    return fit.devices, ""
+    return tuple(replace(d, family=ask.type) for d in fit.devices), ""
 
 
 def _add(cards: list[Card], devices: ContainerDevices) -> list[Card]:

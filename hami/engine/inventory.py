@@ -250,26 +250,26 @@ def merge_devices(first: PodDevices, second: PodDevices) -> PodDevices:
 
 
 def split_devices(
-    devices: PodDevices,
-    families: Families = FAMILIES,
-    cards: Mapping[str, tuple[DeviceInfo, ...]] | None = None,
+    devices: PodDevices, families: Families = FAMILIES
 ) -> tuple[PodDevices, dict[str, PodDevices]]:
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
-    with one entry per container; `devices` itself when it holds no other family's card.
-
-    A family whose allocation entries name the card's model (AMD's) is known by its cards
-    on the node (`cards`, by family type): without them its entries read as NVIDIA's."""
+    with one entry per container; `devices` itself when it holds no other family's card."""
     types = families.types()
-    owner = {card.id: kind for kind, infos in (cards or {}).items() for card in infos}
-
-    def kind(d: ContainerDevice) -> str | None:
-        return d.type if d.type in types else owner.get(d.uuid)
-
-    kinds = {k for c in devices for d in c if (k := kind(d)) is not None}
+    kinds = {family_of(d, types) for c in devices for d in c} - {""}
     if not kinds:
         return devices, {}
-    nvidia = tuple(tuple(d for d in c if kind(d) is None) for c in devices)
-    return nvidia, {k: tuple(tuple(d for d in c if kind(d) == k) for c in devices) for k in kinds}
+    nvidia = tuple(tuple(d for d in c if not family_of(d, types)) for c in devices)
+    return nvidia, {
+        k: tuple(tuple(d for d in c if family_of(d, types) == k) for c in devices) for k in kinds
+    }
+
+
+def family_of(device: ContainerDevice, types: frozenset[str]) -> str:
+    """The family a device belongs to ("" for NVIDIA): the one that chose it or whose
+    annotation it was read from, else the family its type names."""
+    if device.family:
+        return device.family
+    return device.type if device.type in types else ""
 
 
 def family_allocation(
@@ -286,7 +286,10 @@ def family_allocation(
         raw = annotations.get(family.wire.allocated_annotation)
         if not raw:
             continue
-        devices = decode_pod_devices(raw)
+        kind = family.wire.type
+        devices = tuple(
+            tuple(replace(d, family=kind) for d in c) for c in decode_pod_devices(raw)
+        )
         if len(devices) != len(containers):
             given = iter(d for d in devices if d)
             devices = tuple(
@@ -316,7 +319,9 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> PodAllocation | None:
+def pod_allocation(
+    pod: Mapping[str, Any], families: Families = FAMILIES
+) -> PodAllocation | None:
     """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}

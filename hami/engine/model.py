@@ -276,6 +276,10 @@ class ContainerDevice:
     # for the annotations its bind writes. Not on the wire, so never compared: an allocation
     # read back from a pod's annotations is the same allocation.
     extra: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The device family (FamilyWire.type) whose fit chose it, or whose allocation annotation
+    # it was read from; "" for NVIDIA's. A family's entries may carry the card's model as
+    # their `type` (AMD's do), so the family is kept apart from it. Not on the wire.
+    family: str = field(default="", compare=False)
 
     def get(self, key: str, default: str = "") -> str:
         return dict(self.extra).get(key, default)

@@ -27,7 +27,7 @@ def allocation_annotations(
 
     NVIDIA's cards go under HAMi's NVIDIA keys, each other family's under its own (its
     Family.annotations); a pod with no NVIDIA card has no NVIDIA keys, as in HAMi."""
-    devices, others = split_devices(devices, families, cards)
+    devices, others = split_devices(devices, families)
     out = {
         names.ASSIGNED_NODE: node,
         names.ASSIGNED_TIME: str(unix_now),

@@ -72,7 +72,7 @@ def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     nodesim(node)
 
     kube.apply(manifest("first", family), namespace)
-    kube.wait_ready(namespace, ["first"], timeout=120)
+    kube.wait_ready(namespace, ["first"], timeout=60)
     pod = kube.pod(namespace, "first")
     # Our webhook: the pod is ours, with none of NVIDIA's node-side injection.
     assert pod["spec"]["schedulerName"] == "hami-scheduler"

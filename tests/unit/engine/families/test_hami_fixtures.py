@@ -45,6 +45,14 @@ _MIXED_REASON = (
     "random (two recordings of this step gave different ones); hami-py fits NVIDIA first "
     "and gives its reason."
 )
+# Steps the plumbing does not place as HAMi yet, and why (gaps, not deliberate differences):
+# each fails the test once it is placed as HAMi places it, so that it is dropped from here.
+PLUMBING_GAPS: Mapping[tuple[str, str], str] = {
+    ("metax", "p15"): (
+        "FitPod.holders (the annotations of the pods holding each card, which MetaX's sGPU "
+        "QoS reads) is not supplied by the plumbing yet"
+    ),
+}
 DELIBERATE_DIFFERENCES: Mapping[tuple[str, str], tuple[str, str]] = {
     ("nvidia_mixed", "p2"): (
         "annotations",
@@ -182,7 +190,6 @@ def replay(
             decision.node,
             decision.devices,
             0,
-            # What the bind passes: the pod's containers and the families' cards on the node.
             containers=(*(spec.get("initContainers") or ()), *(spec.get("containers") or ())),
             cards=cache.family_cards(decision.node),
         )
@@ -230,6 +237,11 @@ def test_each_step_is_placed_as_hami_places_it(name: str, index: int) -> None:
     if deliberate is not None:
         ours.pop(deliberate[0])
         hami.pop(deliberate[0])
+    gap = PLUMBING_GAPS.get((fixture["family"], step["pod"]))
+    if gap is not None:
+        if ours == hami:
+            pytest.fail(f"{fixture['family']} {step['pod']} is placed as HAMi now: drop its gap")
+        pytest.xfail(gap)
     assert ours == hami, f"{fixture['family']} {step['pod']} ({step.get('note', '')})"
 
 
