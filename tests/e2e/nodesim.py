@@ -462,7 +462,11 @@ class Simulator:
                 raise AdmissionError(f"device {unknown[0]} not found on node {node.name}")
             try:
                 position = _container_index(pod, container)
-                mig = nodesim_mig.realize(pod, container, position, devices, cards, others)
+                mig = (
+                    None
+                    if node.family  # MIG is NVIDIA's
+                    else nodesim_mig.realize(pod, container, position, devices, cards, others)
+                )
             except nodesim_mig.MigRefusedError as e:
                 raise AdmissionError(str(e)) from None
             segments[index] = ""
@@ -618,7 +622,8 @@ def _decode_container(segment: str, vendor: str = VENDOR) -> list[str]:
     uuids = []
     for piece in segment.split(":"):
         fields = piece.split(",")
-        if len(fields) >= 4 and fields[1] == vendor:
+        # A family's entries may carry the card's model (AMD's): it names the vendor's word.
+        if len(fields) >= 4 and vendor.lower() in fields[1].lower():
             uuids.append(fields[0])
     return uuids
 
