@@ -49,17 +49,18 @@ SAMPLE_ALLOCATABLE["kunlun"] = {"kunlunxin.com/xpu": "8"}
 
 # Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU P800 board as a JSON card
 # list under hami.io/node-register-xpu (ids are PCI bus ids, split count 4 per XPU) and
-# keeps its handshake fresh.
+# keeps its handshake fresh. HAMi offers a request only the cards whose model contains its
+# type, so the plugin's model names the XPU (as in HAMi's recorded fixtures).
 SAMPLE_NODE["XPU"] = {
     "hami.io/node-register-xpu": (
-        '[{"id":"0000:1a:00.0","count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
-        '{"id":"0000:1b:00.0","index":1,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
-        '{"id":"0000:3d:00.0","index":2,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
-        '{"id":"0000:3e:00.0","index":3,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","health":true},'
-        '{"id":"0000:9c:00.0","index":4,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
-        '{"id":"0000:9d:00.0","index":5,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
-        '{"id":"0000:bc:00.0","index":6,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true},'
-        '{"id":"0000:bd:00.0","index":7,"count":4,"devmem":98304,"devcore":100,"type":"P800-OAM","numa":1,"health":true}]'
+        '[{"id":"0000:1a:00.0","count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"0000:1b:00.0","index":1,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"0000:3d:00.0","index":2,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"0000:3e:00.0","index":3,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"0000:9c:00.0","index":4,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"0000:9d:00.0","index":5,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"0000:bc:00.0","index":6,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"0000:bd:00.0","index":7,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true}]'
     ),
     "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
 }
@@ -164,3 +165,50 @@ SAMPLE_NODE["Metax-SGPU"] = {
     + "]",
 }
 SAMPLE_ALLOCATABLE["Metax-SGPU"] = {"metax-tech.com/sgpu": "64"}
+
+
+def _ascend(kind: str, devmem: int, devcore: int) -> None:
+    """Another chip kind of HAMi's vnpus config, registered as the 910B3 above is: eight NPUs
+    of the chart's memory and AI cores (310P: its allocatable memory), two HCCS groups."""
+    npus = ",".join(
+        "{"
+        + f'"id":"{kind.lower()}-{i}",'
+        + (f'"index":{i},' if i else "")
+        + f'"count":4,"devmem":{devmem},"devcore":{devcore},"type":"{kind}","health":true,'
+        + f'"custominfo":{{"NetworkID":{i // 4}}}'
+        + "}"
+        for i in range(8)
+    )
+    SAMPLE_NODE[kind] = {
+        f"hami.io/node-register-{kind}": f"[{npus}]",
+        f"hami.io/node-handshake-{kind}": "Reported_2026.01.01 00:00:00",
+        "hami-vnpu-core": "false",
+    }
+    SAMPLE_ALLOCATABLE[kind] = {f"huawei.com/{kind}": "32"}
+
+
+for _kind, _mib, _cores in (
+    ("Ascend910A", 32768, 30),
+    ("Ascend910B2", 65536, 24),
+    ("Ascend910B4-1", 65536, 20),
+    ("Ascend910B4", 32768, 20),
+    ("Ascend310P", 21527, 8),
+    ("Ascend910C", 65536, 20),
+):
+    _ascend(_kind, _mib, _cores)
+
+
+def _iluvatar(chip: str) -> None:
+    """Another Iluvatar chip, registered as the MR-V100 above is (the `:` form)."""
+    SAMPLE_NODE[chip] = {
+        f"hami.io/node-{chip}-register": (
+            f"GPU-{chip.lower()}-0,10,32768,100,Iluvatar {chip},0,true,0,hami-core:"
+            f"GPU-{chip.lower()}-1,10,32768,100,Iluvatar {chip},0,true,1,hami-core:"
+        ),
+        f"hami.io/node-handshake-{chip}": "Reported 2026-01-01 00:00:00",
+    }
+    SAMPLE_ALLOCATABLE[chip] = {f"iluvatar.ai/{chip}-vgpu": "20"}
+
+
+for _chip in ("MR-V50", "BI-V150", "BI-V100"):
+    _iluvatar(_chip)
