@@ -16,7 +16,7 @@ card while the watch is out of touch.
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -50,13 +50,45 @@ class Reservation:
 
 
 class Reservations:
-    """The reservations by pod uid and their stages; the counting is ClusterCache's."""
+    """The reservations by pod uid and their stages, and which pods the watch has shown (how
+    long their decisions wait for a bind); the counting is ClusterCache's."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float], ttl: float, unknown_ttl: float) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        # A filter for a pod the watch has not shown (yet) holds its cards this long only:
+        # kube-scheduler filters pods it learnt of through its own watch, so ours sees them
+        # within moments, and made-up pods must not fence cards off for the full TTL.
+        self._unknown_ttl = min(unknown_ttl, ttl)
+        self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._by_uid: dict[str, Reservation] = {}
         # uid -> when it landed, in landing order: the first is the longest unconfirmed.
         self._landed: dict[str, float] = {}
         self._epoch = 0
+
+    def ttl_of(self, uid: str) -> float:
+        """How long a decision for the pod waits for its bind: less for one the watch never
+        showed."""
+        return self._ttl if uid in self._known else self._unknown_ttl
+
+    def learn(self, uid: str, live: bool) -> None:
+        """The watch showed the pod, live or finished."""
+        if not live:
+            self._known.discard(uid)
+            return
+        if uid in self._known:
+            return
+        self._known.add(uid)
+        # The pod is real after all: its decision may wait for its bind the full TTL.
+        self.extend(uid, self._clock() + self._ttl)
+
+    def known_only(self, uids: set[str]) -> None:
+        """A complete list showed these pods: forget having seen any other."""
+        self._known &= uids
+
+    def unknown(self, uid: str) -> None:
+        """The pod was deleted."""
+        self._known.discard(uid)
 
     def get(self, uid: str) -> Reservation | None:
         return self._by_uid.get(uid)

@@ -4,41 +4,34 @@ Usage per card is kept incrementally: every pod event adds or removes that
 one pod's share, so a filter never rescans all pods (HAMi rebuilds the whole
 view on every filter). Reservations made at filter time count like
 allocations until the pod's own annotations arrive through the watch; only a
-decision no bind has taken up expires (hami.cache.reservations). What a pod is counted as, and why the cache trusts
-what it bound over what is written later, is hami.engine.trust; pods bound
-without an allocation of ours are counted as whole cards (hami.engine.outside).
+decision no bind has taken up expires (hami.cache.reservations). What a pod is
+counted as, and why the cache trusts what it bound over what is written later, is
+hami.engine.trust; pods bound without an allocation of ours are counted as whole
+cards (hami.engine.outside). This module owns the pods' states and their moves; the
+nodes' side is hami.cache.nodes, what is counted on the cards hami.cache.counts.
 """
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
 from typing import Any
 
+from hami.cache.counts import Counts
+from hami.cache.nodes import NodeStore, Read
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
-from hami.engine.checks import no_room
 from hami.engine.families.registry import FAMILIES, Families
-from hami.engine.familyquota import card_amounts
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
-    Unregistered,
-    family_of,
-    inventory_key,
     is_terminal,
-    node_inventory,
-    split_devices,
 )
-from hami.engine.mig import pod_instances
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
-from hami.engine.names import NODE_LOCK
 from hami.engine.outside import OutsideClaim
-from hami.engine.quota import card_total
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import build_node, held, mig_devices, pod_usage
-from hami.engine.trust import Counted, asks_for_no_card, count, observe
+from hami.engine.state import held, pod_usage
+from hami.engine.trust import asks_for_no_card, count, observe
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
@@ -60,10 +53,11 @@ class ClusterCache:
     RESERVED and COUNTED hold the memory, cores and slots written; OUTSIDE, the cards the
     kubelet gives. An allocation on an unbound pod counts only while the node's lock names
     it; one edited after the bind is ignored (on_edit_ignored). Every change that frees cards
-    calls on_release with the node. The stores: nodes (_inventory, _states, view), pods
-    (_records: what each pod's annotations say; _pods and _pod_usage: COUNTED; _outside:
-    OUTSIDE; _reservations: RESERVED), their sum per card (_usage) and per namespace
-    (quotas); the node locks are read from `locks` (without it, no lock names any pod).
+    calls on_release with the node. The stores: _nodes (hami.cache.nodes.NodeStore: each
+    node's inventory, the sum per card, the node states, view), pods (_records: what each
+    pod's annotations say; _counts, hami.cache.counts.Counts: COUNTED and, in its
+    OutsideBook, OUTSIDE; _reservations: RESERVED), the sum per namespace (quotas); the
+    node locks are read from `locks` (without it, no lock names any pod).
     """
 
     def __init__(
@@ -83,54 +77,35 @@ class ClusterCache:
         families: Families = FAMILIES,
     ) -> None:
         self._clock = clock
-        # The other device families whose registrations and allocations are read beside
-        # NVIDIA's; their cards are counted like NVIDIA's, outside the NVIDIA quotas (in
-        # their own: hami.engine.familyquota).
-        self._families = families
-        self._family_types = families.types()
-        # > 0: nodes without HAMi's registration are read from their GFD labels, each card
-        # shared by this many tasks (hami.engine.gfd).
-        self._gfd_split = gfd_split
-        self._ttl = reservation_ttl
-        # A filter for a pod the watch has not shown (yet) holds its cards this long only:
-        # kube-scheduler filters pods it learnt of through its own watch, so ours sees them
-        # within moments, and made-up pods must not fence cards off for the full TTL.
-        self._unknown_ttl = min(unknown_pod_ttl, reservation_ttl)
-        self._gpu_resource = gpu_resource
         self._resources = resources
         self._on_release = on_release
-        # Namespace GPU quotas; usage is counted in _account beside the cards'.
+        # Namespace GPU quotas; usage is counted in Counts.account beside the cards'.
         self.quotas = quotas or QuotaBook(
             resources.names, resources.memory_factor, families=families
         )
-        self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._records = PodRecords(on_distrust, on_edit_ignored)
-        self._inventory: dict[str, NodeInventory] = {}
-        # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
-        self._node_keys: dict[str, tuple[Any, ...]] = {}
-        self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
         self._locks = locks
         if locks is not None:
             locks.listen(self._lock_moved)
-        self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
-        self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
-        self._pod_usage: dict[str, dict[str, Usage]] = {}
-        self._outside = OutsideBook()  # counted as the kubelet's whole cards
-        self._reservations = Reservations()
-        self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
-        self._states: dict[str, NodeState] = {}
-        # Nodes whose usage or cards changed since their state was built: built when next read,
-        # so a node gaining a thousand pods in one LIST is built once, not a thousand times.
-        self._stale: set[str] = set()
-        self._view: Mapping[str, NodeState] = MappingProxyType(self._states)
+        self._reservations = Reservations(clock, reservation_ttl, unknown_pod_ttl)
+        # Counts mutates the pods OUTSIDE; the NodeStore reads them into the nodes' states.
+        # The other device families' registrations and allocations are read beside NVIDIA's;
+        # their cards are counted like NVIDIA's, outside NVIDIA's quotas (hami.engine.familyquota).
+        self._outside = OutsideBook()
+        self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
+        self._counts = Counts(self._nodes, self._outside, self.quotas, families)
+        # Theirs, read here directly: the pod side looks them up on every event.
+        self._inventory = self._nodes.inventories
+        self._allocations = self._counts.allocations
+        self.unregistered: Mapping[str, str] = self._nodes.unregistered  # node -> why
 
-    # --- nodes -----------------------------------------------------------
+    # --- nodes (their inventories and states: hami.cache.nodes) -------------
 
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
         seen = set()
         for node in nodes:
             seen.add(self._upsert_node(node))
-        for name in [*self._inventory, *self.unregistered]:
+        for name in self._nodes.names():
             if name not in seen:
                 self.delete_node({"metadata": {"name": name}})
 
@@ -138,32 +113,18 @@ class ClusterCache:
         self._upsert_node(node)
 
     def _upsert_node(self, node: Mapping[str, Any]) -> str:
-        meta = node.get("metadata") or {}
-        self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
         if self._locks is not None:
             self._locks.seen(node)
-        key = inventory_key(node, self._gpu_resource, self._gfd_split, self._families)
-        name = str(key[0] or "")
-        if self._node_keys.get(name) == key:
-            return name
-        self._node_keys[name] = key
-        inv = node_inventory(node, self._gpu_resource, self._gfd_split, self._families)
-        if isinstance(inv, Unregistered):
-            if inv.name in self._inventory:
-                self._drop_node(inv.name)
-                self._recount_node(inv.name)
-            self.unregistered[inv.name] = inv.why
-            self._node_keys[name] = key
-            return inv.name
-        self.unregistered.pop(inv.name, None)
-        if self._inventory.get(inv.name) != inv:
-            self._inventory[inv.name] = inv
-            self._rebuild(inv.name)
+        name, change = self._nodes.read(node)
+        if change is Read.DROPPED:
+            self._counts.forget_node(name)
+            self._recount_node(name)
+        elif change is Read.CHANGED:
             # Which cards exist, and which are in MIG mode, decide how its pods are counted.
-            self._recount_node(inv.name)
+            self._recount_node(name)
             # New or changed cards (registered, uncordoned, healthy again) may fit a waiting pod.
-            self._released(inv.name)
-        return inv.name
+            self._released(name)
+        return name
 
     def _lock_moved(self, node: str) -> None:
         # An unbound pod's allocation counts only while the lock names it.
@@ -179,120 +140,36 @@ class ClusterCache:
         """Whether a device plugin on `node` allocates `devices` through HAMi's node lock and
         bind phase: NVIDIA's unless its cards were read from GFD labels; another family's
         where its FamilyWire names HAMi's lock (the others take none, or their own)."""
-        inv = self._inventory.get(node)
-        nvidia = inv is None or inv.handshake
-        if not self._family_types:
-            return nvidia
-        ours, others = split_devices(devices, self._families)
-        if not others:
-            return nvidia
-        by_type = self._families.by_type()
-        return (nvidia and any(ours)) or any(
-            by_type[kind].wire.lock_name == NODE_LOCK for kind in others
-        )
+        return self._nodes.handshake(node, devices)
 
     def family_cards(self, node: str) -> Mapping[str, tuple[DeviceInfo, ...]]:
         """The other families' cards registered on `node`, by type."""
-        inv = self._inventory.get(node)
-        return {} if inv is None else dict(inv.families)
+        return self._nodes.family_cards(node)
 
     def delete_node(self, node: Mapping[str, Any]) -> bool:
         """Forget the node, unless it is an older object of that name (a Node deleted and made
         again while the watch was out of touch: the relist shows the new one, then deletes
         the old uid); whether it was forgotten."""
         meta = node.get("metadata") or {}
-        name, uid = str(meta.get("name", "")), str(meta.get("uid") or "")
-        if uid and self._node_uids.get(name, uid) != uid:
+        name = str(meta.get("name", ""))
+        if not self._nodes.current(name, str(meta.get("uid") or "")):
             return False
-        self._node_uids.pop(name, None)
         if self._locks is not None:
             self._locks.gone(node)
-        self._drop_node(name)
+        self._counts.forget_node(name)
+        self._nodes.drop(name)
         self._recount_node(name)
         return True
-
-    def _drop_node(self, name: str) -> None:
-        self._outside.forget_node(name)
-        self._node_keys.pop(name, None)
-        self._inventory.pop(name, None)
-        self._states.pop(name, None)
-        self._stale.discard(name)
-        self.unregistered.pop(name, None)
 
     @property
     def view(self) -> Mapping[str, NodeState]:
         """Every registered node's state, as of every event applied so far."""
-        self.settle()
-        return self._view
+        return self._nodes.view
 
     def settle(self) -> None:
         """Build the states of the nodes changed since the last read, now rather than on the
         next read (after a list, when a first filter should not pay for every node)."""
-        for name in self._stale:
-            self._build(name)
-        self._stale.clear()
-
-    def _state(self, name: str) -> NodeState | None:
-        if name in self._stale:
-            self._stale.discard(name)
-            self._build(name)
-        return self._states.get(name)
-
-    def _mig(self, name: str) -> frozenset[str]:
-        inv = self._inventory.get(name)
-        return frozenset() if inv is None else mig_devices(inv.devices)
-
-    def _rebuild(self, name: str) -> None:
-        self._stale.add(name)
-
-    def _build(self, name: str) -> None:
-        inv = self._inventory.get(name)
-        if inv is None:
-            return
-        usage: Mapping[str, Usage] = self._usage.get(name, {})
-        usage = self._outside.usage(name, inv.devices, usage, inv.families)
-        self._states[name] = build_node(
-            name,
-            inv.devices,
-            usage,
-            inv.cordoned,
-            inv.links,
-            self._states.get(name),
-            inv.families,
-        )
-
-    # --- usage bookkeeping ------------------------------------------------
-
-    def _account(
-        self,
-        node: str,
-        namespace: str,
-        usage: Mapping[str, Usage],
-        sign: int,
-        family_cards: frozenset[str] = frozenset(),
-    ) -> None:
-        """Add (sign > 0) or remove one pod's usage; `family_cards` are the cards of other
-        families among it, which NVIDIA's quotas do not count."""
-        quoted = usage if not family_cards else {
-            k: u for k, u in usage.items() if k not in family_cards
-        }
-        if sign > 0:
-            self.quotas.add(namespace, card_total(quoted))
-        else:
-            self.quotas.remove(namespace, card_total(quoted))
-        if family_cards:
-            # The families' own quotas count them, by their memory and core resources.
-            owner = {c.id: kind for kind, cards in self.family_cards(node).items() for c in cards}
-            held = {k: (owner[k], u.usedmem, u.usedcores) for k, u in usage.items() if k in owner}
-            self.quotas.add_families(namespace, card_amounts(held, self._families), sign)
-        per_card = self._usage.setdefault(node, {})
-        for uuid, u in usage.items():
-            total = per_card.get(uuid, Usage()) + u if sign > 0 else per_card.get(uuid, Usage()) - u
-            if total.empty:
-                per_card.pop(uuid, None)
-            else:
-                per_card[uuid] = total
-        self._rebuild(node)
+        self._nodes.settle()
 
     # --- pods --------------------------------------------------------------
 
@@ -303,18 +180,18 @@ class ClusterCache:
             self.upsert_pod(pod)
         for uid in [u for u in self._records.uids() if u not in seen]:
             self._records.put(uid, None)
-            self._released(self._uncount(uid))
+            self._released(self._counts.uncount(uid))
         for uid in [u for u in self._reservations.uids() if u not in seen]:
             self.forget(uid)
-        self._known &= seen
+        self._reservations.known_only(seen)
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        self._learn(uid, live=not is_terminal(pod))
+        self._reservations.learn(uid, live=not is_terminal(pod))
         seen, edit = observe(pod, self._records.get(uid), self._resources)
         self._records.put(uid, seen)
         if seen is None:
-            self._released(self._uncount(uid))
+            self._released(self._counts.uncount(uid))
             if is_terminal(pod):
                 self.forget(uid)
             # Otherwise keep any reservation: the pod's events between filter
@@ -340,90 +217,54 @@ class ClusterCache:
         if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.
             self._released(self._drop_reservation(uid))
-        was = self._pods.get(uid) or self._outside.get(uid)
-        if self._counts(uid, counted):
+        was = self._allocations.get(uid) or self._outside.get(uid)
+        if self._counts.holds(uid, counted):
             return
-        left = self._uncount(uid)
+        left = self._counts.uncount(uid)
         if counted.own is not None:
             self._count_own(uid, counted.own)
         elif counted.outside is not None:
-            self._outside.add(counted.outside)
-            self._rebuild(counted.outside.node)
+            self._counts.add_outside(counted.outside)
         if was is not None and (counted.own or counted.outside) is None:
             self._released(left)
 
     def _count_own(self, uid: str, alloc: PodAllocation) -> None:
-        usage = held(alloc, self._mig(alloc.node))
-        self._pods[uid] = alloc
-        self._pod_usage[uid] = usage
+        usage = held(alloc, self._nodes.mig(alloc.node))
         # The pod's own annotations are now the truth; the reservation has done its job. When
         # they say what it counted (the bind of this very decision), the count carries over:
         # rebuilding the node twice for no change is most of what a bound pod costs the cache.
         res = self._reservations.get(uid)
-        if (
+        carried = (
             res is not None
             and (res.node, res.namespace) == (alloc.node, alloc.namespace)
             and pod_usage(res.devices, res.n_init) == usage
-        ):
-            self._reservations.pop(uid)
-            return
-        self._drop_reservation(uid)
-        self._account(alloc.node, alloc.namespace, usage, +1, _cards(alloc.family_devices))
-
-    def _counts(self, uid: str, counted: Counted) -> bool:
-        """Whether the pod is counted so already (on cards as their MIG modes stand)."""
-        if counted.outside is not None:
-            return self._outside.get(uid) == counted.outside
-        if counted.own is None:
-            return uid not in self._pods and self._outside.get(uid) is None
-        alloc = counted.own
-        return self._pods.get(uid) == alloc and self._pod_usage[uid] == held(
-            alloc, self._mig(alloc.node)
         )
+        if carried:
+            self._reservations.pop(uid)
+        else:
+            self._drop_reservation(uid)
+        self._counts.own(uid, alloc, usage, carried)
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
         """hami.engine.trust.asks_for_no_card: bound by HAMi with no lock and no allocation."""
         return asks_for_no_card(pod, self._resources)
 
-    def _learn(self, uid: str, live: bool) -> None:
-        if not live:
-            self._known.discard(uid)
-            return
-        if uid in self._known:
-            return
-        self._known.add(uid)
-        # The pod is real after all: its decision may wait for its bind the full TTL.
-        self._reservations.extend(uid, self._clock() + self._ttl)
-
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._records.put(uid, None)
-        self._released(self._uncount(uid))
+        self._released(self._counts.uncount(uid))
         self.forget(uid)
-        self._known.discard(uid)
-
-    def _uncount(self, uid: str) -> str | None:
-        """Uncount what the pod holds; the node it was on, if any."""
-        claim = self._outside.remove(uid)
-        if claim is not None:
-            self._rebuild(claim.node)
-            return claim.node
-        alloc = self._pods.pop(uid, None)
-        if alloc is None:
-            return None
-        usage = self._pod_usage.pop(uid)
-        self._account(alloc.node, alloc.namespace, usage, -1, _cards(alloc.family_devices))
-        return alloc.node
+        self._reservations.unknown(uid)
 
     def _released(self, node: str | None) -> None:
         if node is not None and self._on_release is not None:
             self._on_release(node)
 
     def allocation(self, uid: str) -> PodAllocation | None:
-        return self._pods.get(uid)
+        return self._allocations.get(uid)
 
     def pods(self) -> Iterable[PodAllocation]:
-        return self._pods.values()
+        return self._allocations.values()
 
     def outside(self, node: str | None = None) -> Iterable[OutsideClaim]:
         """Bound pods holding GPUs without an allocation of ours (on `node`, or anywhere),
@@ -455,18 +296,14 @@ class ClusterCache:
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
         families' devices (Reservation.containers)."""
         self._drop_reservation(uid)
-        expires = self._clock() + self._ttl_of(uid) if until is None else until
+        expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until
         res = Reservation(
             uid, namespace, name, node, devices, n_init, expires, containers=containers
         )
         self._reservations.put(res)
-        self._account(node, namespace, pod_usage(devices, n_init), +1, self._others(devices))
+        usage = pod_usage(devices, n_init)
+        self._counts.account(node, namespace, usage, +1, self._counts.others(devices))
         return res
-
-    def _ttl_of(self, uid: str) -> float:
-        """How long a decision for the pod waits for its bind: less for one the watch never
-        showed (see _unknown_ttl)."""
-        return self._ttl if uid in self._known else self._unknown_ttl
 
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
@@ -484,15 +321,8 @@ class ClusterCache:
         if res is None:
             return None
         usage = pod_usage(res.devices, res.n_init)
-        self._account(res.node, res.namespace, usage, -1, self._others(res.devices))
+        self._counts.account(res.node, res.namespace, usage, -1, self._counts.others(res.devices))
         return res.node
-
-    def _others(self, devices: PodDevices) -> frozenset[str]:
-        """The cards of other families than NVIDIA's among `devices`."""
-        if not self._family_types:
-            return frozenset()
-        types = self._family_types
-        return frozenset(d.uuid for c in devices for d in c if family_of(d, types))
 
     def release_unbound(self, uid: str) -> None:
         """Drop what a pod holds before it is placed again, so it never competes with itself.
@@ -503,9 +333,9 @@ class ClusterCache:
         """
         # The pod itself is about to be placed again: nobody else needs telling.
         self._drop_reservation(uid)
-        alloc = self._pods.get(uid)
+        alloc = self._allocations.get(uid)
         if alloc is not None and not alloc.bound:
-            self._uncount(uid)
+            self._counts.uncount(uid)
 
     def expire(self) -> list[Reservation]:
         """Drop decisions whose bind never came; returns them for logging."""
@@ -526,7 +356,7 @@ class ClusterCache:
     def bind_failed(self, uid: str) -> None:
         """The bind did not land: the decision waits for kube-scheduler's next try as any does."""
         now = self._clock()
-        self._reservations.move(uid, Stage.DECIDED, now, now + self._ttl_of(uid))
+        self._reservations.move(uid, Stage.DECIDED, now, now + self._reservations.ttl_of(uid))
 
     def relisting(self) -> None:
         """A complete list of the pods starts (hami.kube.informer calls it)."""
@@ -544,22 +374,11 @@ class ClusterCache:
         return self._reservations.oldest_unconfirmed()
 
     def usage(self) -> Mapping[str, Mapping[str, Usage]]:
-        return self._usage
+        return self._nodes.usage()
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
         """`<uuid> (<why>)` for each of the node's cards that, with what is counted on it now
         (this pod's share among it), has no room for the pod's `devices` after all, by the
         rule /filter places by (hami.engine.checks.no_room)."""
-        state = self._state(node)
-        own = pod_instances(devices)
-        wanted = {d.uuid for c in devices for d in c}
-        out = []
-        for c in () if state is None else state.all_cards():
-            why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
-            if why is not None:
-                out.append(f"{c.info.id} ({why})")
-        return out
+        return self._nodes.overcommitted(node, devices)
 
-
-def _cards(devices: PodDevices) -> frozenset[str]:
-    return frozenset(d.uuid for c in devices for d in c)

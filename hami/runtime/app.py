@@ -9,14 +9,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from hami.cache.freshness import Freshness, limits
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
-from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
-from hami.certs.material import BootstrapError
+from hami.certs.bootstrap import CertBootstrap
 from hami.certs.tls import ReloadingServerContext
 from hami.engine.admission import AdmissionConfig
 from hami.engine.policy import Defaults
@@ -27,6 +25,7 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
+from hami.runtime.certsetup import certificates, pair
 from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import (
     Settings,
@@ -147,7 +146,7 @@ def _edit_ignored(
 
 async def build(settings: Settings) -> Runtime:
     # A pair given as files is checked before anything connects; a bootstrapped one is made below.
-    tls = None if settings.cert_bootstrap_secret else serving_context(*_pair(settings))
+    tls = None if settings.cert_bootstrap_secret else serving_context(*pair(settings))
     kube = Kube(
         await connect(settings.kubeconfig or None),
         timeout=settings.kube_timeout_seconds,
@@ -160,7 +159,7 @@ async def build(settings: Settings) -> Runtime:
     except OSError:
         await kube.close()
         raise
-    certs, cert_file, key_file = await _certificates(settings, kube)
+    certs, cert_file, key_file = await certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity, rate=settings.events_per_second)
     leadership: Leadership = (
         LeaseLeadership(
@@ -312,33 +311,6 @@ async def build(settings: Settings) -> Runtime:
         )
     )
     return runtime
-
-
-def _pair(settings: Settings) -> tuple[str, str]:
-    return settings.tls_cert_file, settings.tls_key_file
-
-
-async def _certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap | None, str, str]:
-    """The serving pair's files; with --cert-bootstrap-secret, made (or reused) first."""
-    if not settings.cert_bootstrap_secret:
-        return None, *_pair(settings)
-    certs = CertBootstrap(
-        kube,
-        BootstrapConfig(
-            namespace=settings.service_namespace,
-            secret_name=settings.cert_bootstrap_secret,
-            cert_dir=Path(settings.cert_dir),
-            hosts=service_hosts(settings.service_name, settings.service_namespace),
-            webhook_configuration=settings.webhook_configuration_name,
-        ),
-    )
-    try:
-        await certs.start()
-    except BootstrapError as e:
-        await kube.close()
-        # main() reports an OSError as "cannot serve" and exits 2, which is what this is.
-        raise OSError(f"certificate bootstrap: {e}") from e
-    return certs, str(certs.cert_file), str(certs.key_file)
 
 
 async def run(rt: Runtime, stop: asyncio.Event) -> None:

@@ -3,7 +3,7 @@ only its changed cards are scored again."""
 
 import pytest
 
-import hami.cache.store
+import hami.cache.nodes
 from hami.cache.store import ClusterCache
 from hami.engine.state import build_node
 from tests.builders import registered_node, t4s
@@ -19,7 +19,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
         builds.append(name)
         return build_node(name, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(hami.cache.store, "build_node", counted)
+    monkeypatch.setattr(hami.cache.nodes, "build_node", counted)
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
     builds.clear()

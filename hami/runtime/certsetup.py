@@ -1,0 +1,37 @@
+"""The serving pair of `hami serve`: the files given (--tls-cert-file, --tls-key-file) or,
+with --cert-bootstrap-secret, a pair made or reused through the Secret and rotated by the
+CertBootstrap this returns (hami.certs.bootstrap), which then owns it."""
+
+from pathlib import Path
+
+from hami.certs.bootstrap import BootstrapConfig, CertBootstrap, service_hosts
+from hami.certs.material import BootstrapError
+from hami.kube.client import Kube
+from hami.runtime.config import Settings
+
+
+def pair(settings: Settings) -> tuple[str, str]:
+    return settings.tls_cert_file, settings.tls_key_file
+
+
+async def certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap | None, str, str]:
+    """The serving pair's files; with --cert-bootstrap-secret, made (or reused) first."""
+    if not settings.cert_bootstrap_secret:
+        return None, *pair(settings)
+    certs = CertBootstrap(
+        kube,
+        BootstrapConfig(
+            namespace=settings.service_namespace,
+            secret_name=settings.cert_bootstrap_secret,
+            cert_dir=Path(settings.cert_dir),
+            hosts=service_hosts(settings.service_name, settings.service_namespace),
+            webhook_configuration=settings.webhook_configuration_name,
+        ),
+    )
+    try:
+        await certs.start()
+    except BootstrapError as e:
+        await kube.close()
+        # main() reports an OSError as "cannot serve" and exits 2, which is what this is.
+        raise OSError(f"certificate bootstrap: {e}") from e
+    return certs, str(certs.cert_file), str(certs.key_file)
