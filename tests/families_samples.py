@@ -48,19 +48,20 @@ SAMPLE_NODE["kunlun"] = {}
 SAMPLE_ALLOCATABLE["kunlun"] = {"kunlunxin.com/xpu": "8"}
 
 # Kunlunxin vXPUs: HAMi's kunlun vXPU plugin writes an eight-XPU P800 board as a JSON card
-# list under hami.io/node-register-xpu (ids are PCI bus ids, split count 4 per XPU) and
+# list under hami.io/node-register-xpu (split count 4 per XPU; ids without `:`, which HAMi's
+# allocation format uses between devices) and
 # keeps its handshake fresh. HAMi offers a request only the cards whose model contains its
 # type, so the plugin's model names the XPU (as in HAMi's recorded fixtures).
 SAMPLE_NODE["XPU"] = {
     "hami.io/node-register-xpu": (
-        '[{"id":"0000:1a:00.0","count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
-        '{"id":"0000:1b:00.0","index":1,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
-        '{"id":"0000:3d:00.0","index":2,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
-        '{"id":"0000:3e:00.0","index":3,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
-        '{"id":"0000:9c:00.0","index":4,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
-        '{"id":"0000:9d:00.0","index":5,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
-        '{"id":"0000:bc:00.0","index":6,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
-        '{"id":"0000:bd:00.0","index":7,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true}]'
+        '[{"id":"XPU-0","count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"XPU-1","index":1,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"XPU-2","index":2,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"XPU-3","index":3,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","health":true},'
+        '{"id":"XPU-4","index":4,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"XPU-5","index":5,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"XPU-6","index":6,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true},'
+        '{"id":"XPU-7","index":7,"count":4,"devmem":98304,"devcore":100,"type":"XPU-P800","numa":1,"health":true}]'
     ),
     "hami.io/node-handshake-xpu": "Reported_2026-01-01 00:00:00",
 }

@@ -133,9 +133,22 @@ def family_cards(
             continue
         if not cards:
             why.append(f"{wire.register_annotation}: no {wire.type} device found on node")
-        else:
-            found.append((wire.type, cards))
+            continue
+        unfit = next((c.id for c in cards if _ALLOCATION_SEPARATORS & set(c.id)), None)
+        if unfit is not None:
+            # An allocation names devices as `id,type,MiB,cores:` per container `;`: an id
+            # holding one of those would be read back as another device, its usage lost.
+            why.append(
+                f"{wire.register_annotation}: device id {unfit!r} holds one of "
+                f"{''.join(sorted(_ALLOCATION_SEPARATORS))!r}, which HAMi's allocation "
+                "annotations use between devices"
+            )
+            continue
+        found.append((wire.type, cards))
     return tuple(found), why
+
+
+_ALLOCATION_SEPARATORS = frozenset(",:;")
 
 
 def node_inventory(
@@ -287,9 +300,7 @@ def family_allocation(
         if not raw:
             continue
         kind = family.wire.type
-        devices = tuple(
-            tuple(replace(d, family=kind) for d in c) for c in decode_pod_devices(raw)
-        )
+        devices = tuple(tuple(replace(d, family=kind) for d in c) for c in decode_pod_devices(raw))
         if len(devices) != len(containers):
             given = iter(d for d in devices if d)
             devices = tuple(
@@ -319,9 +330,7 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_allocation(
-    pod: Mapping[str, Any], families: Families = FAMILIES
-) -> PodAllocation | None:
+def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> PodAllocation | None:
     """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}

@@ -73,6 +73,17 @@ def test_a_node_with_only_dcus_is_registered() -> None:
     assert [d.id for d in inv.all_devices()] == ["DCU-0", "DCU-1"]
 
 
+@pytest.mark.parametrize("uuid", ["0000:1a:00.0", "DCU,0", "DCU;0"])
+def test_a_card_id_that_cannot_travel_in_an_allocation_leaves_the_family_unregistered(
+    uuid: str,
+) -> None:
+    """`id,type,MiB,cores:` per device, `;` per container: a PCI-style id would be read back
+    as another device and its usage counted on none, so the node says why instead."""
+    inv = node_inventory(family_node("n", HYGON, [replace(dcus(1)[0], id=uuid)]))
+    assert isinstance(inv, Unregistered)
+    assert f"hami.io/node-dcu-register: device id {uuid!r} holds one of" in inv.why
+
+
 def test_a_dcu_registration_listing_no_card_is_not_registered() -> None:
     """HAMi's GetNodeDevices: "no gpu found on node"; the reason names the annotation."""
     inv = node_inventory(family_node("n", HYGON, []))
