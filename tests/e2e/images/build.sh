@@ -113,7 +113,9 @@ save lab12-workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.0
 standin="$work/standin"
 cp -r "$here/standin" "$standin"
 mkdir -p "$standin/tests/e2e" "$standin/tests/reference" "$standin/proto"
-cp "$repo/tests/__init__.py" "$standin/tests/"
+for f in __init__ builders families_samples; do
+  cp "$repo/tests/$f.py" "$standin/tests/"
+done
 for f in __init__ fake_device_plugin nodesim nodesim_mig nodespec; do
   cp "$repo/tests/e2e/$f.py" "$standin/tests/e2e/"
 done
