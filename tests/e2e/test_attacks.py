@@ -14,6 +14,7 @@ import ssl
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import aiohttp
 import pytest
@@ -341,7 +342,9 @@ def test_kill_9_during_a_burst_leaves_no_node_blocked(
 ) -> None:
     """SIGKILL between a bind's lock and its Binding: the restarted process reclaims the lock of
     a pod that went elsewhere at once, instead of after HAMi's five-minute expiry."""
-    nodes = [t4_node("crash-a"), t4_node("crash-b")]
+    # Each plugin Allocate takes half a second, so a lock is held long enough to be seen
+    # (a burst on a fast machine could otherwise come and go between two polls).
+    nodes = [replace(t4_node(n), allocate_delay=0.5) for n in ("crash-a", "crash-b")]
     nodesim(*nodes)
     pods = [f"crash-{i:02d}" for i in range(24)]
     kube.apply("\n---\n".join(gpu_pod(p) for p in pods), namespace)
