@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hami.engine import gfd, names
+from hami.engine import gfd, names, nvidianames
 from hami.engine.codec import (
     CodecError,
     decode_link_scores,
@@ -67,7 +67,7 @@ def _allocatable(node: Mapping[str, Any], gpu_resource: str) -> int:
 
 def inventory_key(
     node: Mapping[str, Any],
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
     families: Families = FAMILIES,
 ) -> tuple[Any, ...]:
@@ -78,12 +78,12 @@ def inventory_key(
     """
     meta = node.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    registered = annotations.get(names.NODE_REGISTER)
+    registered = annotations.get(nvidianames.NODE_REGISTER)
     labels = meta.get("labels") or {}
     return (
         meta.get("name"),
         registered,
-        annotations.get(names.NODE_LINK_SCORES),
+        annotations.get(nvidianames.NODE_LINK_SCORES),
         annotations.get(names.DEVICE_CORDON),
         ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
         tuple(sorted(labels.items())) if gfd_split > 0 and not registered else (),
@@ -153,7 +153,7 @@ _ALLOCATION_SEPARATORS = frozenset(",:;")
 
 def node_inventory(
     node: Mapping[str, Any],
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
     families: Families = FAMILIES,
 ) -> NodeInventory | Unregistered:
@@ -178,27 +178,27 @@ def _nvidia_inventory(
     meta = node.get("metadata") or {}
     name = str(meta.get("name", ""))
     annotations = meta.get("annotations") or {}
-    raw = annotations.get(names.NODE_REGISTER)
+    raw = annotations.get(nvidianames.NODE_REGISTER)
     if not raw:
         if gfd_split > 0:
             return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
         return Unregistered(
             name,
-            f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
+            f"no {nvidianames.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
             "identity in the chart's admissionPolicy.devicePluginUsers?)",
         )
     try:
         devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
     except CodecError as e:
-        return Unregistered(name, f"{names.NODE_REGISTER}: {e}")
+        return Unregistered(name, f"{nvidianames.NODE_REGISTER}: {e}")
     if not devices:
         return Unregistered(name, "no gpu found on node")
     if not _allocatable(node, gpu_resource):
         return Unregistered(name, f"node allocatable {gpu_resource} is 0")
     links: dict[str, dict[str, int]] = {}
-    if annotations.get(names.NODE_LINK_SCORES):
+    if annotations.get(nvidianames.NODE_LINK_SCORES):
         try:
-            links = decode_link_scores(annotations[names.NODE_LINK_SCORES])
+            links = decode_link_scores(annotations[nvidianames.NODE_LINK_SCORES])
         except CodecError:
             links = {}  # topology scores are advisory: without them every link scores 0
     return NodeInventory(
@@ -217,12 +217,12 @@ def _from_gfd(
     if not allocatable:
         return Unregistered(
             name,
-            f"no {names.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
+            f"no {nvidianames.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
             "(no device plugin advertises its cards)",
         )
     cards = gfd.gfd_cards(name, meta.get("labels") or {}, allocatable, split)
     if isinstance(cards, str):
-        return Unregistered(name, f"no {names.NODE_REGISTER} annotation and {cards}")
+        return Unregistered(name, f"no {nvidianames.NODE_REGISTER} annotation and {cards}")
     annotations = meta.get("annotations") or {}
     cordoned = frozenset(split_list(annotations.get(names.DEVICE_CORDON)))
     return NodeInventory(name, cards, cordoned, handshake=False, advertised=allocatable)
@@ -338,11 +338,11 @@ def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> Pod
     if not node or is_terminal(pod):
         return None
     try:
-        devices = decode_pod_devices(annotations.get(names.DEVICES_ALLOCATED, ""))
+        devices = decode_pod_devices(annotations.get(nvidianames.DEVICES_ALLOCATED, ""))
     except CodecError:
         return None
     try:
-        mig = decode_allocations(annotations.get(names.MIG_ALLOCATIONS) or "")
+        mig = decode_allocations(annotations.get(nvidianames.MIG_ALLOCATIONS) or "")
     except CodecError:
         mig = ()  # as HAMi: none at all, so the MIG cards it holds are no longer trusted
     spec = pod.get("spec") or {}

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from hami.engine import names
+from hami.engine import names, nvidianames
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.base import BindContext
 from hami.engine.families.registry import FAMILIES, Families
@@ -46,20 +46,24 @@ def allocation_annotations(
     if others and not any(devices):
         return out
     encoded = encode_pod_devices(devices)
-    out[names.DEVICES_TO_ALLOCATE] = encoded
-    out[names.DEVICES_ALLOCATED] = encoded
+    out[nvidianames.DEVICES_TO_ALLOCATE] = encoded
+    out[nvidianames.DEVICES_ALLOCATED] = encoded
     # Cards in MIG mode: which profile and placement each instance takes, for HAMi's device
     # plugin to create (written only when there is one, as HAMi writes it).
     mig = encode_allocations(allocations(devices))
     if mig:
-        out[names.MIG_ALLOCATIONS] = mig
+        out[nvidianames.MIG_ALLOCATIONS] = mig
     return out
 
 
 def written_cards(annotations: Mapping[str, str], families: Families = FAMILIES) -> str | None:
     """The pod's allocation as written: NVIDIA's annotation, then each other family's
     prefixed with its type (`DCU <list>`); None when it carries none."""
-    parts = [annotations[names.DEVICES_ALLOCATED]] if names.DEVICES_ALLOCATED in annotations else []
+    parts = (
+        [annotations[nvidianames.DEVICES_ALLOCATED]]
+        if nvidianames.DEVICES_ALLOCATED in annotations
+        else []
+    )
     parts += [
         f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
         for f in families
