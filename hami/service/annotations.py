@@ -4,11 +4,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from hami.engine import names, nvidianames
-from hami.engine.codec import encode_pod_devices
 from hami.engine.families.base import BindContext
+from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import split_devices
-from hami.engine.migalloc import allocations, encode_allocations
 from hami.engine.model import DeviceInfo, PodDevices
 
 
@@ -45,14 +44,7 @@ def allocation_annotations(
         out.update(by_type[kind].annotations(theirs, bind))
     if others and not any(devices):
         return out
-    encoded = encode_pod_devices(devices)
-    out[nvidianames.DEVICES_TO_ALLOCATE] = encoded
-    out[nvidianames.DEVICES_ALLOCATED] = encoded
-    # Cards in MIG mode: which profile and placement each instance takes, for HAMi's device
-    # plugin to create (written only when there is one, as HAMi writes it).
-    mig = encode_allocations(allocations(devices))
-    if mig:
-        out[nvidianames.MIG_ALLOCATIONS] = mig
+    out.update(NVIDIA.annotations(devices))
     return out
 
 
