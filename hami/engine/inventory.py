@@ -96,12 +96,12 @@ def _family_key(
 ) -> tuple[Any, ...]:
     """What the families' decode_node may read: their registrations, and where a family
     derives its cards from them, the node's capacity and labels."""
-    if not families.members:
+    if not families.others:
         return ()
     status = node.get("status") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
     return (
-        tuple(annotations.get(f.wire.register_annotation) for f in families),
+        tuple(annotations.get(f.wire.register_annotation) for f in families.others),
         tuple(sorted((status.get("capacity") or {}).items())),
         tuple(sorted(labels.items())),
     )
@@ -122,7 +122,7 @@ def family_cards(
     )
     found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
     why: list[str] = []
-    for family in families:
+    for family in families.others:
         wire = family.wire
         try:
             cards = family.decode_node(annotations, facts)
@@ -160,7 +160,7 @@ def node_inventory(
     """The node's cards: NVIDIA's, and those of each family of `families` registered on it.
     A node is registered when either is (HAMi schedules a node with only, say, DCUs)."""
     nvidia = _nvidia_inventory(node, gpu_resource, gfd_split)
-    if not families.members:
+    if not families.others:
         return nvidia
     found, why = family_cards(node, families)
     if not found:
@@ -267,7 +267,7 @@ def split_devices(
 ) -> tuple[PodDevices, dict[str, PodDevices]]:
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
     with one entry per container; `devices` itself when it holds no other family's card."""
-    types = families.types()
+    types = families.other_types()
     kinds = {family_of(d, types) for c in devices for d in c} - {""}
     if not kinds:
         return devices, {}
@@ -295,7 +295,7 @@ def family_allocation(
     name the family's count resource."""
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     out: PodDevices = ()
-    for family in families:
+    for family in families.others:
         raw = annotations.get(family.wire.allocated_annotation)
         if not raw:
             continue

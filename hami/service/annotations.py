@@ -33,7 +33,7 @@ def allocation_annotations(
         names.BIND_PHASE: phase,
         names.BIND_TIME: str(unix_now),
     }
-    by_type = families.by_type()
+    by_type = families.other_by_type()
     for kind, theirs in others.items():
         bind = BindContext(
             node,
@@ -58,7 +58,7 @@ def written_cards(annotations: Mapping[str, str], families: Families = FAMILIES)
     )
     parts += [
         f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
-        for f in families
+        for f in families.others
         if f.wire.allocated_annotation in annotations
     ]
     return " ".join(parts) or None

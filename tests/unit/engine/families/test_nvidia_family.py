@@ -10,6 +10,7 @@ from hami.engine import nvidianames as nv
 from hami.engine.codec import decode_node_devices, encode_node_devices
 from hami.engine.families.base import FamilyRequest, FitPod
 from hami.engine.families.nvidia.family import FAMILY
+from hami.engine.families.registry import FAMILIES
 from hami.engine.fit import first_order, fit_container, resorted
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerRequest, DeviceInfo, Usage
 from hami.engine.policy import pod_options
@@ -86,3 +87,20 @@ def test_decode_and_requests_are_the_engines() -> None:
             and got
             == FamilyRequest(nv.NVIDIA, want.nums, want.memreq, want.mem_percentage, want.coresreq)
         )
+
+
+def test_the_registry_holds_thirteen_families_in_hamis_order() -> None:
+    # HAMi's InitDevicesWithConfig: NVIDIA, Cambricon, Hygon, Enflame (GCU, then its vGCU),
+    # Moore Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron, AMD,
+    # Vastai, Biren, then each Ascend and each Iluvatar chip of the chart's device config.
+    # Thirteen vendors; some register several kinds (a chip each, or whole and shared cards).
+    assert FAMILIES.members[0] is FAMILY
+    assert [f.wire.type for f in FAMILIES.members] == [
+        "NVIDIA", "MLU", "DCU", "GCU", "Enflame", "Mthreads", "Metax-GPU", "Metax-SGPU",
+        "kunlun", "XPU", "AWSNeuron", "AMD", "Vastai", "Biren",
+        "Ascend910A", "Ascend910B2", "Ascend910B3", "Ascend910B4-1", "Ascend910B4", "Ascend310P",
+        "Ascend910C", "MR-V100", "MR-V50", "BI-V150", "BI-V100",
+    ]  # fmt: skip
+    assert FAMILIES.others == FAMILIES.members[1:]
+    assert nv.NVIDIA not in FAMILIES.other_types()
+    assert not set(FAMILY.wire.resources.all()) & set(FAMILIES.other_resource_names())
