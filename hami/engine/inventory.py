@@ -20,11 +20,11 @@ from hami.engine import gfd, names, nvidianames
 from hami.engine.codec import (
     CodecError,
     decode_link_scores,
-    decode_node_devices,
     decode_pod_devices,
     split_list,
 )
 from hami.engine.families.base import NodeFacts
+from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
@@ -188,7 +188,7 @@ def _nvidia_inventory(
             "identity in the chart's admissionPolicy.devicePluginUsers?)",
         )
     try:
-        devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
+        devices = tuple(d for d in NVIDIA.decode_node(annotations) or () if is_nvidia(d))
     except CodecError as e:
         return Unregistered(name, f"{nvidianames.NODE_REGISTER}: {e}")
     if not devices:

@@ -52,7 +52,7 @@ class NvidiaFamily:
     ) -> None:
         self.defaults = defaults
         self.gpu_core_policy = gpu_core_policy
-        self._wire = wire(defaults.names)
+        self._wire = wire(defaults)
 
     @property
     def wire(self) -> FamilyWire:

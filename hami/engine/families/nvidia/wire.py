@@ -3,11 +3,12 @@
 from hami.engine import names
 from hami.engine import nvidianames as nv
 from hami.engine.families.base import FamilyResources, FamilyWire
-from hami.engine.requests import ResourceNames
+from hami.engine.requests import ResourceDefaults
 
 
-def wire(resources: ResourceNames = ResourceNames()) -> FamilyWire:
+def wire(defaults: ResourceDefaults = ResourceDefaults()) -> FamilyWire:
     """The wire for the resource names HAMi's device config (`nvidia:`) gives NVIDIA."""
+    resources = defaults.names
     return FamilyWire(
         type=nv.NVIDIA,
         vendor=nv.NVIDIA,  # HAMi's DeviceVendor for these cards (its CommonWord)
@@ -16,6 +17,7 @@ def wire(resources: ResourceNames = ResourceNames()) -> FamilyWire:
             memory=resources.memory,
             cores=resources.cores,
             extra=(resources.memory_percentage, resources.priority),
+            memory_factor=defaults.memory_factor,
         ),
         register_annotation=nv.NODE_REGISTER,
         handshake_annotation=nv.NODE_HANDSHAKE,
