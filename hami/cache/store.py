@@ -21,6 +21,7 @@ from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.engine import nvidianames as nv
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import (
     NodeInventory,
@@ -64,7 +65,7 @@ class ClusterCache:
         self,
         clock: Callable[[], float],
         reservation_ttl: float = 120.0,
-        gpu_resource: str = "nvidia.com/gpu",
+        gpu_resource: str = nv.GPU,
         *,
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
@@ -381,4 +382,3 @@ class ClusterCache:
         (this pod's share among it), has no room for the pod's `devices` after all, by the
         rule /filter places by (hami.engine.checks.no_room)."""
         return self._nodes.overcommitted(node, devices)
-
