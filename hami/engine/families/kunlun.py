@@ -301,6 +301,9 @@ def _wire(kind: str, resources: FamilyResources, **names: str) -> FamilyWire:
         use_uuid="hami.io/use-xpu-uuid",  # both families read the vXPU plugin's selection
         nouse_uuid="hami.io/no-use-xpu-uuid",
         reads=(PLUGIN_USE_UUID, PLUGIN_NOUSE_UUID),
+        # Named so that mypy types the rest of `names` as strings.
+        holder_reads=(),
+        node_reads=(),
         **names,
     )
 
