@@ -66,6 +66,12 @@ class FamilyWire:
     # The node annotations the family's node score reads (NodeFacts.annotations there): only
     # these are kept of a Node, and a change of one re-reads it.
     node_reads: tuple[str, ...] = ()
+    # Environment variables that would take a container past what the device plugin gave it
+    # (hami.engine.familyescapes): `device_env`, what the vendor's container runtime reads to
+    # mount devices into any container of the family's nodes; `share_env`, what the device
+    # plugin sets to hold its container to its share, which the container's own value replaces.
+    device_env: tuple[str, ...] = ()
+    share_env: tuple[str, ...] = ()
 
     def pod_annotations(self) -> tuple[str, ...]:
         """Every pod annotation the family's fit may read."""
