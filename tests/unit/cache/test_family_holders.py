@@ -2,6 +2,7 @@
 sGPU QoS reads the policy and app class of the pods on a card, decided or bound, and forgets
 a pod once it is gone. Families that read no holders, and NVIDIA's pods, keep none."""
 
+import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -9,9 +10,13 @@ from hami.engine.families.hygon import HYGON
 from hami.engine.families.metax.config import APP_CLASS, QOS_POLICY
 from hami.engine.families.registry import FAMILIES
 from hami.engine.preempt import Victim, without
+from hami.kube.events import EventRecorder
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
 from tests.builders import family_node, family_pod, sample_card
+from tests.fakes.kubeapi import FakeKube
 
 SGPU = FAMILIES.by_type()["Metax-SGPU"]
 NODE = "sg"
@@ -125,3 +130,41 @@ def test_families_that_read_no_holders_keep_none() -> None:
     assert out.decision is not None and out.decision.node == "dcu"
     bind(cache, pod, out)
     assert cache.view["dcu"].holders == {}
+
+
+def test_a_preemptions_hold_shows_the_preemptors_policy_on_its_card() -> None:
+    """The cards a preemption holds for a pod hold its annotations too: a third pod is judged
+    against the policy the preemptor will put the card under."""
+    cache, placement = cluster("fixed-share")
+    low = sgpu_pod("low", **{QOS_POLICY: "fixed-share"})
+    low["spec"]["priority"] = 1
+    low["spec"]["containers"][0]["resources"]["limits"]["metax-tech.com/vmemory"] = "60"
+    bind(cache, low, place(placement, low))
+    low["status"]["startTime"] = "2026-01-01T00:00:01Z"
+    high = sgpu_pod("high", **{QOS_POLICY: "best-effort"})
+    high["spec"]["priority"] = 1000
+    kube = FakeKube()
+    for p in (low, high):
+        kube.add("pods", p)
+    facts = PodFacts()
+    facts.replace([low])
+    preempter = Preempter(
+        kube,
+        cache,
+        facts,
+        EventRecorder(kube, rate=0),
+        scheduler_name="hami-scheduler",
+        hold_seconds=60,
+        observe=lambda outcome, reason: None,
+        clock=lambda: 0.0,
+    )
+    preempting = PreemptingPlacement(preempter, cache)
+
+    async def run() -> None:
+        assert preempting.filter(high, [NODE]).node_names is None
+        await asyncio.gather(*preempter._tasks)
+
+    asyncio.run(run())
+    assert cache.reservation("uid-high") is not None
+    policies = {uid: a.get(QOS_POLICY) for uid, a in cache.view[NODE].holders[CARD]}
+    assert policies == {"uid-low": "fixed-share", "uid-high": "best-effort"}
