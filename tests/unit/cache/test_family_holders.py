@@ -10,13 +10,11 @@ from hami.engine.families.hygon import HYGON
 from hami.engine.families.metax.config import APP_CLASS, QOS_POLICY
 from hami.engine.families.registry import FAMILIES
 from hami.engine.preempt import Victim, without
-from hami.kube.events import EventRecorder
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
-from hami.service.preemption.facts import PodFacts
-from hami.service.preemption.preempter import Preempter, PreemptingPlacement
 from tests.builders import family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
+from tests.unit.service.preemption.test_preempter import preempting
 
 SGPU = FAMILIES.by_type()["Metax-SGPU"]
 NODE = "sg"
@@ -133,8 +131,8 @@ def test_families_that_read_no_holders_keep_none() -> None:
 
 
 def test_a_preemptions_hold_shows_the_preemptors_policy_on_its_card() -> None:
-    """The cards a preemption holds for a pod hold its annotations too: a third pod is judged
-    against the policy the preemptor will put the card under."""
+    """The cards a preemption holds for a pod list it among their holders, with the policy it
+    will put the card under, as a decision's cards do."""
     cache, placement = cluster("fixed-share")
     low = sgpu_pod("low", **{QOS_POLICY: "fixed-share"})
     low["spec"]["priority"] = 1
@@ -146,23 +144,11 @@ def test_a_preemptions_hold_shows_the_preemptors_policy_on_its_card() -> None:
     kube = FakeKube()
     for p in (low, high):
         kube.add("pods", p)
-    facts = PodFacts()
-    facts.replace([low])
-    preempter = Preempter(
-        kube,
-        cache,
-        facts,
-        EventRecorder(kube, rate=0),
-        scheduler_name="hami-scheduler",
-        hold_seconds=60,
-        observe=lambda outcome, reason: None,
-        clock=lambda: 0.0,
-    )
-    preempting = PreemptingPlacement(preempter, cache)
+    preempter = preempting(kube, cache, [low], lambda: 0.0)
 
     async def run() -> None:
-        assert preempting.filter(high, [NODE]).node_names is None
-        await asyncio.gather(*preempter._tasks)
+        assert preempter.filter(high, [NODE]).node_names is None
+        await asyncio.gather(*preempter.preempter._tasks)
 
     asyncio.run(run())
     assert cache.reservation("uid-high") is not None
