@@ -14,6 +14,7 @@ from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
+from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
@@ -142,7 +143,7 @@ def _leave(
 ) -> Admission:
     """The one way out for a GPU pod, whatever made it one: the escape checks on what its
     author wrote, read against what is stored (`stored`, pins included)."""
-    problems = pod_escapes(pod, stored, _folders(cfg), injected)
+    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored, message)
@@ -188,6 +189,12 @@ def admit(
     # Its cards come from the same device plugin, so a GPU pod of another scheduler is held
     # to the same checks.
     gpu_in = adopt or names_gpu(spec, cfg.resources.names)
+    if not gpu_in:
+        # A pod asking only other families: their own ways out (NVIDIA's are judged on pods
+        # asking NVIDIA's cards), whoever schedules it.
+        problems = family_escapes(pod)
+        if problems:
+            return _deny(refusal(problems))
     if not ours:
         return (
             _leave(pod, _pinned(pod, cfg, False), cfg, "", FOREIGN)
@@ -211,7 +218,7 @@ def admit(
         family = not ignored and claim_families(out, containers, cfg.resources)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
-        problems = pod_escapes(pod, pod, _folders(cfg), injected) if gpu_in else []
+        problems = pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod) if gpu_in else []
         return _deny(refusal(problems) if problems else str(e))
     if ignored:
         if not gpu_in:
@@ -260,11 +267,14 @@ def admit_ephemeral(
     """Decide on ephemeral containers added to a running pod (kubectl debug): a GPU pod's new
     ones are held to the same checks as its own containers, and pinned to no card."""
     spec = pod.get("spec") or {}
+    running = [c.get("name") for c in (old.get("spec") or {}).get("ephemeralContainers") or ()]
     if not names_gpu(spec, cfg.resources.names):
-        return Admission(True, dict(pod))
+        problems = family_escapes(pod, skip=running)
+        return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
     stored = copy.deepcopy(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
     problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
+    problems += family_escapes(pod, skip=running)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored)

@@ -160,6 +160,7 @@ class Placement:
             decision.devices,
             len((pod.get("spec") or {}).get("initContainers") or ()),
             containers=_containers(pod) if asked[0].families else (),
+            annotations=(pod.get("metadata") or {}).get("annotations") or {},
         )
         return FilterOutcome(ref, node_names=[decision.node], decision=decision)
 
