@@ -12,7 +12,8 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
-from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
+from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
@@ -42,6 +43,8 @@ class AdmissionConfig:
     injection: InjectionConfig = InjectionConfig()
     # Schedulers whose pods are taken over when they ask for a KAI GPU share.
     adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
+    # The other device families, as the process's device config names their resources.
+    families: Families = FAMILIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +111,16 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     return has_gpu
 
 
-def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
+def forged_annotations(annotations: Mapping[str, str], families: Families = FAMILIES) -> list[str]:
     """Scheduler-owned keys present at creation: only the scheduler may write them (the
     other families' allocation annotations among them)."""
+    theirs = family_owned_keys(families)
     return sorted(
         k
         for k in annotations
         if k in names.SCHEDULER_OWNED_KEYS
         or k.startswith(names.SCHEDULER_OWNED_PREFIXES)
-        or k in FAMILY_OWNED_KEYS
+        or k in theirs
     )
 
 
@@ -209,7 +213,7 @@ def admit(
     annotations_in = meta.get("annotations") or {}
     # Checked for every pod, whoever schedules it: the cache counts any pod carrying an
     # allocation, so a forged one could fence off cards it never uses.
-    forged = forged_annotations(annotations_in)
+    forged = forged_annotations(annotations_in, cfg.families)
     if forged:
         return _deny(
             f"annotations {', '.join(forged)} are written by the scheduler only; "
@@ -246,7 +250,7 @@ def admit(
         gpu = [_mutate_container(c, cfg) for c in containers]
         request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
         # Other device families' containers make the pod ours too, without NVIDIA's injection.
-        family = not ignored and claim_families(out, containers, cfg.resources)
+        family = not ignored and claim_families(out, containers, cfg.resources, cfg.families)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
         problems = pod_escapes(pod, pod, _folders(cfg), injected) if gpu_in else []

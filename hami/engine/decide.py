@@ -7,6 +7,7 @@ from operator import attrgetter
 from hami.engine import reasons as r
 from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyfit import fit_families
 from hami.engine.fit import fit_pod
 from hami.engine.inventory import merge_devices
@@ -56,6 +57,7 @@ def schedule(
     options: PodOptions,
     candidates: Iterable[str] | None = None,
     quota: NamespaceQuota | None = None,
+    families: Families = FAMILIES,
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 
@@ -76,7 +78,7 @@ def schedule(
         else:
             known.append(node)
     if request.families:
-        return _schedule_families(known, request, options, failed, quota)
+        return _schedule_families(known, request, options, failed, quota, families)
     scores: list[CardScores] = []
     key = hash((request, options, quota))
     turned_down = summary_check(request, options) if quota is None else None
@@ -99,6 +101,7 @@ def _schedule_families(
     options: PodOptions,
     failed: dict[str, str],
     quota: NamespaceQuota | None,
+    families: Families,
 ) -> Decision:
     """schedule for a pod asking another device family: every node is fitted, NVIDIA's asks
     first, and the nodes that fit are ordered by HAMi's node score with each family's
@@ -111,7 +114,7 @@ def _schedule_families(
         if fit.devices is None:
             failed[node.name] = fit.reason
             continue
-        other = fit_families(node, request, options)
+        other = fit_families(node, request, options, families)
         if other.devices is None:
             failed[node.name] = other.reason
             continue

@@ -796,7 +796,7 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
     (tmp_path / "device-config.yaml").write_text(device)
     read = read_device_config(str(tmp_path / "device-config.yaml"), ResourceDefaults())
-    assert [f.wire for f in read] == [f.wire for f in FAMILIES]
+    assert [f.wire for f in read.families] == [f.wire for f in FAMILIES]
     # Without an override nothing is mounted, and hami serve runs with the defaults.
     plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
     assert not any(a.startswith("--device-config-file") for a in plain["args"])
