@@ -116,3 +116,55 @@ def test_a_node_with_no_registration_at_all_is_refused(
     assert main(["simulate", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert "node bare: no hami.io/node-nvidia-register annotation" in err, err
+
+
+def test_a_device_config_renaming_a_familys_resources_replays_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hami simulate --device-config-file`: Hygon's example with its resources renamed, as a
+    device config renames them, is placed as the example is (the webhook, the cache, the
+    filter and the bind all read the file's names); without the file its pods are nobody's."""
+    renames = {
+        "hygon.com/dcunum": "example.com/dcu",
+        "hygon.com/dcumem": "example.com/dcu-mem",
+        "hygon.com/dcucores": "example.com/dcu-cores",
+    }
+    text = (EXAMPLES / "hygon.yaml").read_text()
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    scenario = tmp_path / "hygon.yaml"
+    scenario.write_text(text)
+    config = tmp_path / "device-config.yaml"
+    config.write_text(
+        "hygon:\n"
+        + "".join(
+            f"  {key}: {new}\n"
+            for key, new in zip(
+                ("resourceCountName", "resourceMemoryName", "resourceCoreName"),
+                renames.values(),
+                strict=True,
+            )
+        )
+    )
+    golden = (GOLDEN / "hygon.txt").read_text()
+    assert main(["simulate", "--device-config-file", str(config), str(scenario)]) == 0
+    assert capsys.readouterr().out == golden
+    main(["simulate", str(scenario)])
+    assert capsys.readouterr().out != golden
+
+
+def test_a_device_config_hami_could_not_read_stops_simulate_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "device-config.yaml"
+    config.write_text("hygon: {memoryFactor: two}\nshiny: {}\n")
+    assert (
+        main(["simulate", "--device-config-file", str(config), str(EXAMPLES / "hygon.yaml")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "hygon.memoryFactor must be a whole number" in err
+    config.write_text("shiny: {}\n")
+    assert (
+        main(["simulate", "--device-config-file", str(config), str(EXAMPLES / "hygon.yaml")]) == 0
+    )
+    assert "warning: device config " in capsys.readouterr().err
