@@ -144,11 +144,13 @@ class Placement:
         decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
         decision = self._elsewhere(ref, asked, node_names, decision)
         if decision.node is None or decision.devices is None:
+            # `in` over the values runs in C: most answers name no unknown node.
+            unknown = reasons.NODE_UNREGISTERED in decision.failed.values()
             why = {
                 name: self.cache.unregistered.get(
                     name, "the scheduler's cache has no node of that name"
                 )
-                for name, reason in decision.failed.items()
+                for name, reason in (decision.failed.items() if unknown else ())
                 if reason == reasons.NODE_UNREGISTERED
             }
             return FilterOutcome(ref, failed=decision.failed, decision=decision, unregistered=why)
