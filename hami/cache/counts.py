@@ -32,7 +32,7 @@ class Counts:
         self._nodes = nodes
         self._quotas = quotas
         self._families = families
-        self._family_types = families.types()
+        self._family_types = families.other_types()
         self._holder_types = holder_types(families)
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         # Read-only to ClusterCache, which looks a pod up on every pod event.

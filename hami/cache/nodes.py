@@ -51,7 +51,7 @@ class NodeStore:
         # shared by this many tasks (hami.engine.gfd).
         self._gfd_split = gfd_split
         self._families = families
-        self._family_types = families.types()
+        self._family_types = families.other_types()
         self._outside = outside
         self._inventory: dict[str, NodeInventory] = {}
         # Read-only to the pod side, which looks a node's cards up on every pod event.
@@ -121,7 +121,7 @@ class NodeStore:
         ours, others = split_devices(devices, self._families)
         if not others:
             return nvidia
-        by_type = self._families.by_type()
+        by_type = self._families.other_by_type()
         return (nvidia and any(ours)) or any(
             by_type[kind].wire.lock_name == NODE_LOCK for kind in others
         )

@@ -21,6 +21,7 @@ from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.engine import nvidianames as nv
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyholders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
@@ -65,7 +66,7 @@ class ClusterCache:
         self,
         clock: Callable[[], float],
         reservation_ttl: float = 120.0,
-        gpu_resource: str = "nvidia.com/gpu",
+        gpu_resource: str = nv.GPU,
         *,
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
@@ -392,4 +393,3 @@ class ClusterCache:
         (this pod's share among it), has no room for the pod's `devices` after all, by the
         rule /filter places by (hami.engine.checks.no_room)."""
         return self._nodes.overcommitted(node, devices)
-

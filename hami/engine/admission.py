@@ -12,13 +12,14 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
+from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
 from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError
 from hami.engine.requests import (
     RequestError,
     ResourceDefaults,
@@ -57,56 +58,17 @@ def _deny(message: str) -> Admission:
     return Admission(False, {}, message, 403)
 
 
-def _has(resources: Mapping[str, Any], name: str, sections: tuple[str, ...]) -> bool:
-    return any(name in (resources.get(s) or {}) for s in sections)
-
-
 def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
-    """HAMi's per-container mutation; True when the container asks for a GPU."""
-    r = cfg.resources.names
-    cname = container.get("name", "?")
-    created = "resources" not in container
-    resources = container.setdefault("resources", {})
-    limits = resources.get("limits") or {}
-    pct = limits.get(
-        r.memory_percentage, (resources.get("requests") or {}).get(r.memory_percentage)
-    )
-    pct_value: int | None = None
-    if pct is not None:
-        try:
-            pct_value = as_int64(pct)
-        except QuantityError:
-            pct_value = None
-        if pct_value is None or not 0 <= pct_value <= 100:
-            raise RequestError(
-                f"invalid {r.memory_percentage} value {pct} in container {cname}: "
-                "must be an integer between 0 and 100"
-            )
-    if r.priority in limits:
-        set_env(container, "CUDA_TASK_PRIORITY", str(limits[r.priority]))
-    if cfg.gpu_core_policy not in ("", "default"):
-        set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
-
-    # A count under requests counts too: the cores default below writes limits, and a second
-    # pass must not then take the container for one without a count.
-    has_gpu = _has(resources, r.gpu, ("limits", "requests"))
-    if (
-        not has_gpu
-        and cfg.resources.default_gpu_num > 0
-        and any(k in limits for k in (r.cores, r.memory, r.memory_percentage))
-    ):
-        resources.setdefault("limits", {})[r.gpu] = cfg.resources.default_gpu_num
-        has_gpu = True
-    if has_gpu and not _has(resources, r.cores, ("limits", "requests")):
-        # A container that takes a card's whole memory cannot share its cores either.
-        exclusive_memory = pct_value == 100 or (
-            pct is None and not _has(resources, r.memory, ("limits", "requests"))
-        )
-        if exclusive_memory:
-            resources.setdefault("limits", {})[r.cores] = "100"
-    if created and not resources:
-        del container["resources"]
-    return has_gpu
+    """HAMi's per-container mutation (NVIDIA's claim rule); True when the container asks for
+    a GPU."""
+    claim = nvidia_claim(container, cfg.resources, cfg.gpu_core_policy)
+    if claim.error:
+        raise RequestError(claim.error)
+    for name, value in claim.env:
+        set_env(container, name, value)
+    if claim.limits:
+        container.setdefault("resources", {}).setdefault("limits", {}).update(claim.limits)
+    return claim.claimed
 
 
 def forged_annotations(annotations: Mapping[str, str]) -> list[str]:

@@ -38,7 +38,7 @@ def pod_request(
 
 @lru_cache(maxsize=8)
 def _resources(families: Families) -> frozenset[str]:
-    return frozenset(families.resource_names())
+    return frozenset(families.other_resource_names())
 
 
 def _names_any(container: Mapping[str, Any], wanted: frozenset[str]) -> bool:
@@ -54,7 +54,7 @@ def _container(
     if not _names_any(container, _resources(families)):
         return ()
     out = []
-    for family in families:
+    for family in families.others:
         ask = family.container_request(container, strict=strict)
         if ask is not None:
             out.append(ask)
@@ -65,5 +65,5 @@ def family_annotations(
     annotations: Mapping[str, str], families: Families = FAMILIES
 ) -> tuple[tuple[str, str], ...]:
     """The pod annotations the families' fits read (FamilyWire.pod_annotations), sorted."""
-    keys = {k for f in families for k in f.wire.pod_annotations()}
+    keys = {k for f in families.others for k in f.wire.pod_annotations()}
     return tuple(sorted((k, v) for k, v in annotations.items() if k in keys))

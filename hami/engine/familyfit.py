@@ -51,7 +51,7 @@ class _Cards:
 def fit_families(
     node: NodeState, request: PodRequest, opts: PodOptions, families: Families = FAMILIES
 ) -> FamiliesFit:
-    by_type = families.by_type()
+    by_type = families.other_by_type()
     pod = FitPod(
         annotations=dict(opts.family_annotations),
         mutex=opts.gpu_policy.mutex,

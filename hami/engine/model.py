@@ -4,7 +4,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from hami.engine.names import NVIDIA
+from hami.engine.nvidianames import NVIDIA
 
 # HAMi's "percentage not set" sentinel for nvidia.com/gpumem-percentage.
 PERCENTAGE_UNSET = 101

@@ -119,7 +119,7 @@ def observe(
 def _family_gpus(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """The other families' devices the kubelet gives the pod, by type (none for most pods)."""
     out = []
-    for family in FAMILIES:
+    for family in FAMILIES.others:
         n = kubelet_gpus(spec, family.wire.resources.count)
         if n > 0:
             out.append((family.wire.type, n))

@@ -109,8 +109,9 @@ class Claim:
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
     # The container's limits to set, replacing any value there (a family that turns a
-    # count of several devices into whole-device cores and memory).
-    limits: tuple[tuple[str, str], ...] = ()
+    # count of several devices into whole-device cores and memory). NVIDIA's default count is
+    # written as the number it is configured as, as HAMi's webhook writes it.
+    limits: tuple[tuple[str, str | int], ...] = ()
     # The container's requests to set, replacing any value there (Ascend's memory rounded
     # up to a template is written to both).
     requests: tuple[tuple[str, str], ...] = ()
