@@ -62,6 +62,9 @@ class Reservations:
         self._unknown_ttl = min(unknown_ttl, ttl)
         self._known: set[str] = set()  # uids of the live pods the watch has shown
         self._by_uid: dict[str, Reservation] = {}
+        # How many reservations each node holds, kept as they come and go: every filter under
+        # contention reads it, and a burst holds hundreds of reservations.
+        self._per_node: Counter[str] = Counter()
         # uid -> when it landed, in landing order: the first is the longest unconfirmed.
         self._landed: dict[str, float] = {}
         self._epoch = 0
@@ -95,18 +98,31 @@ class Reservations:
 
     def put(self, res: Reservation) -> None:
         self._landed.pop(res.uid, None)
+        self._uncount(self._by_uid.get(res.uid))
         self._by_uid[res.uid] = res
+        self._per_node[res.node] += 1
 
     def pop(self, uid: str) -> Reservation | None:
         self._landed.pop(uid, None)
-        return self._by_uid.pop(uid, None)
+        res = self._by_uid.pop(uid, None)
+        self._uncount(res)
+        return res
+
+    def _uncount(self, res: Reservation | None) -> None:
+        if res is None:
+            return
+        left = self._per_node[res.node] - 1
+        if left:
+            self._per_node[res.node] = left
+        else:
+            del self._per_node[res.node]
 
     def uids(self) -> list[str]:
         return list(self._by_uid)
 
-    def nodes(self) -> Counter[str]:
-        """How many reservations each node holds."""
-        return Counter(r.node for r in self._by_uid.values())
+    def nodes(self) -> Mapping[str, int]:
+        """How many reservations each node holds (none: absent); read it, do not keep it."""
+        return self._per_node
 
     def __contains__(self, uid: object) -> bool:
         return uid in self._by_uid

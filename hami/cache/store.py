@@ -11,7 +11,6 @@ cards (hami.engine.outside). This module owns the pods' states and their moves; 
 nodes' side is hami.cache.nodes, what is counted on the cards hami.cache.counts.
 """
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -322,7 +321,7 @@ class ClusterCache:
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
 
-    def reserved_nodes(self) -> Counter[str]:
+    def reserved_nodes(self) -> Mapping[str, int]:
         """How many decisions whose bind the watch has not shown yet each node has."""
         return self._reservations.nodes()
 

@@ -9,6 +9,7 @@ by an older device plugin (`migtemplate`, or the legacy form) lists none, and
 no profile fits it, as under HAMi v2.10.
 """
 
+import functools
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -146,6 +147,10 @@ def _decode_container(segment: str) -> ContainerDevices:
     return tuple(out)
 
 
+# A pod's allocation is decoded again with each of its watch events (and bound pods on a card
+# often carry the same text): each distinct text is decoded once. The result is immutable, and
+# a text that does not decode raises every time (lru_cache keeps no exceptions).
+@functools.lru_cache(maxsize=4096)
 def decode_pod_devices(value: str) -> PodDevices:
     """Inverse of encode_pod_devices; `;` terminates each container, so the last piece is dropped."""
     segments = value.split(";")

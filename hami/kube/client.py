@@ -131,8 +131,7 @@ class Kube(ListWatch, CertificateCalls):
         """
         return await self._call(
             f"patch node {name}",
-            self.core.patch_node,
-            name,
+            self.raw("PATCH", "api", "v1", "nodes", name),
             {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
             request_timeout=request_timeout,
             write=Write("patch", "nodes", Priority.BIND_STEP),
@@ -168,9 +167,7 @@ class Kube(ListWatch, CertificateCalls):
             metadata["labels"] = dict(labels)
         await self._call(
             f"bind pod {namespace}/{name} to node {node}",
-            self.core.create_namespaced_pod_binding,
-            name,
-            namespace,
+            self.raw("POST", "api", "v1", "namespaces", namespace, "pods", name, "binding"),
             {
                 "apiVersion": "v1",
                 "kind": "Binding",

@@ -115,9 +115,9 @@ class Placement:
             return decision
         # A decision not yet bound is a bind about to queue on its node's lock.
         reserved = self.cache.reserved_nodes()
-        if not reserved[decision.node] and not busy(decision.node):
+        if not reserved.get(decision.node) and not busy(decision.node):
             return decision
-        ahead = {n: reserved[n] + busy(n) for n in node_names}
+        ahead = {n: reserved.get(n, 0) + busy(n) for n in node_names}
         fewest = min(ahead.values())
         if fewest >= ahead.get(decision.node, 0):
             return decision

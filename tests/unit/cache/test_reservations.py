@@ -183,3 +183,41 @@ def test_a_node_made_again_under_its_name_survives_the_old_ones_delete() -> None
     assert "n" in cache.view
     assert cache.delete_node({"metadata": {"name": "n", "uid": "uid-2"}}) is True
     assert "n" not in cache.view
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["reserve", "forget", "expire", "start", "land", "fail"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["n", "m"]),
+        ),
+        max_size=30,
+    )
+)
+def test_the_reservations_per_node_follow_every_reservation(
+    steps: list[tuple[str, str, str]],
+) -> None:
+    """Kept as reservations come and go (placement reads it on every filter under contention),
+    the count per node always equals a count of the reservations held."""
+    clock = Clock()
+    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
+    for what, uid, node in steps:
+        clock.now += 2
+        if what == "reserve":
+            cache.reserve(uid, "ns", uid, node, CARD, 0)
+        elif what == "forget":
+            cache.forget(uid)
+        elif what == "expire":
+            cache.expire()
+        elif cache.reservation(uid) is not None:
+            {"start": cache.bind_started, "land": cache.bind_landed, "fail": cache.bind_failed}[
+                what
+            ](uid)
+        held = [r for u in "abc" if (r := cache.reservation(u)) is not None]
+        expected: dict[str, int] = {}
+        for r in held:
+            expected[r.node] = expected.get(r.node, 0) + 1
+        assert dict(cache.reserved_nodes()) == expected
