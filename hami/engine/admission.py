@@ -5,7 +5,6 @@ whose message names the fix. It is pure: the webhook adapter diffs the result
 into a JSONPatch, and `hami simulate` runs the very same function.
 """
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
+from hami.engine.jsonpatch import copy_json
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError
@@ -121,10 +121,10 @@ def _gpu_flags(containers: list[dict[str, Any]], cfg: AdmissionConfig) -> list[b
 def _pinned(pod: Mapping[str, Any], cfg: AdmissionConfig, translate: bool) -> dict[str, Any]:
     """A GPU pod left otherwise as written, with the pins (hami.engine.pins). `translate`: KAI
     gives its GPU-share container a card, so that one is a GPU container."""
-    stored = copy.deepcopy(dict(pod))
+    stored = copy_json(dict(pod))
     containers = [*(stored["spec"].get("initContainers") or ()), *stored["spec"]["containers"]]
     _drop_nulls(stored, containers)
-    probe = copy.deepcopy(stored)
+    probe = copy_json(stored)
     if translate:
         probe.setdefault("metadata", {})
         kai.translate(probe, cfg.resources.names)
@@ -209,7 +209,7 @@ def admit(
     if not ignored and cfg.injection.mode == "standalone":
         injected = _config_name(pod, config_name)
 
-    out = copy.deepcopy(dict(pod))
+    out = copy_json(dict(pod))
     out_spec = out["spec"]
     containers = [*(out_spec.get("initContainers") or ()), *out_spec["containers"]]
     _drop_nulls(out, containers)
@@ -279,7 +279,7 @@ def admit_ephemeral(
     if not names_gpu(spec, cfg.resources.names):
         problems = family_escapes(pod, cfg.families, skip=running)
         return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
-    stored = copy.deepcopy(dict(pod))
+    stored = copy_json(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
     problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
     problems += family_escapes(pod, cfg.families, skip=running)

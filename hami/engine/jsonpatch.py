@@ -6,9 +6,23 @@ the construction instead of being a rule every mutation must remember).
 """
 
 import copy
-from typing import Any
+from typing import Any, TypeVar, cast
 
 Patch = list[dict[str, Any]]
+T = TypeVar("T")
+
+
+def copy_json(value: T) -> T:
+    """A deep copy of a JSON document (dicts, lists, and values never changed in place): what
+    copy.deepcopy gives it, at a fraction of its cost (no memo of objects seen, no dispatch by
+    type), which the webhook pays several times a pod."""
+    if isinstance(value, dict):
+        return cast(T, {k: copy_json(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return cast(T, [copy_json(v) for v in value])
+    if isinstance(value, tuple):
+        return cast(T, tuple(copy_json(v) for v in value))
+    return value
 
 
 def _escape(key: str) -> str:

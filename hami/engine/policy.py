@@ -7,6 +7,7 @@ lists the valid ones: a typo silently turning into `spread` is the kind of
 surprise a scheduler must not spring on its users.
 """
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -56,6 +57,10 @@ class GpuPolicy:
     single: str  # the name in single mode ("" in chain mode)
 
 
+# Read with every filter and webhook call from a pod's annotation or the default, which a
+# cluster sets to a handful of texts: each is parsed once (a text that is no policy raises
+# every time; lru_cache keeps no exceptions).
+@functools.lru_cache(maxsize=256)
 def parse_gpu_policy(text: str) -> GpuPolicy:
     tokens = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in tokens):

@@ -4,6 +4,7 @@ kube-apiserver may call a webhook again after other webhooks mutated the pod
 (reinvocationPolicy), so a second pass that added anything would stack patches.
 """
 
+import copy
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.injection import InjectionConfig, driver_profile
-from hami.engine.jsonpatch import diff
+from hami.engine.jsonpatch import copy_json, diff
 from hami.engine.requests import ResourceDefaults
 
 RESOURCES = (
@@ -90,3 +91,23 @@ def test_admit_of_admit_adds_nothing(pod: dict[str, Any], cfg: AdmissionConfig) 
     twice = admit(once.pod, cfg, "fallback")
     assert twice.allowed, twice.message
     assert diff(once.pod, twice.pod) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(pods(), st.sampled_from(CONFIGS))
+def test_admit_leaves_the_pod_it_was_given_as_it_was(
+    pod: dict[str, Any], cfg: AdmissionConfig
+) -> None:
+    """admit mutates copies (hami.engine.jsonpatch.copy_json), never the request's pod."""
+    before = copy.deepcopy(pod)
+    admit(pod, cfg, "fallback")
+    assert pod == before
+
+
+def test_a_json_copy_is_equal_and_shares_nothing_mutable() -> None:
+    doc = {"a": [{"b": 1, "c": [1.5, None, True]}], "d": ("e", {"f": "g"}), "h": "i"}
+    copied = copy_json(doc)
+    assert copied == copy.deepcopy(doc)
+    copied["a"][0]["c"].append(2)
+    copied["d"][1]["f"] = "changed"
+    assert doc == {"a": [{"b": 1, "c": [1.5, None, True]}], "d": ("e", {"f": "g"}), "h": "i"}
