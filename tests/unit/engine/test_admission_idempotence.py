@@ -105,7 +105,11 @@ def test_admit_leaves_the_pod_it_was_given_as_it_was(
 
 
 def test_a_json_copy_is_equal_and_shares_nothing_mutable() -> None:
-    doc = {"a": [{"b": 1, "c": [1.5, None, True]}], "d": ("e", {"f": "g"}), "h": "i"}
+    doc: dict[str, Any] = {
+        "a": [{"b": 1, "c": [1.5, None, True]}],
+        "d": ("e", {"f": "g"}),
+        "h": "i",
+    }
     copied = copy_json(doc)
     assert copied == copy.deepcopy(doc)
     copied["a"][0]["c"].append(2)
