@@ -293,7 +293,7 @@ def _shares(card: Card, request: FamilyRequest) -> bool:
     return usage.used == 0 or usage.usedmem // usage.used == request.memreq
 
 
-def _wire(kind: str, resources: FamilyResources, **names: str) -> FamilyWire:
+def _wire(kind: str, resources: FamilyResources, **names: Any) -> FamilyWire:
     return FamilyWire(
         type=kind,
         vendor=kind,
