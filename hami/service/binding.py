@@ -306,8 +306,9 @@ class Binder:
         # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node, plan.devices)
         needs_lock = handshake and any(plan.devices)
-        # A family's own lock (Cambricon's) first, as HAMi's lockAllDevices takes its vendors'
-        # locks in name order (MLU before NVIDIA); each is waited for (HAMi fails at once).
+        # A family's own lock first, as HAMi's lockAllDevices takes its vendors' locks in name
+        # order (the one family with its own sorts before NVIDIA); each is waited for (HAMi's
+        # bind fails at once).
         locks = (*family_locks(plan.devices[plan.n_init :]), *((None,) if needs_lock else ()))
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify

@@ -5,8 +5,8 @@ taken and the pod it was taken for. A legacy lock holds the bare time and names 
 frees a lock after DEFAULT_EXPIRY; when ours may free one earlier is
 hami.service.nodelock.rules.
 
-A family whose FamilyWire names a lock of its own (Cambricon's `cambricon.com/dsmlu.lock`,
-HAMi's pkg/device/cambricon LockNode) has the legacy form: a bare RFC 3339 time, naming no pod,
+A family whose FamilyWire names a lock of its own (HAMi's LockNode for that vendor, see the
+family's module) has the legacy form: a bare RFC 3339 time, naming no pod,
 freed after the family's `lock_expiry_seconds`; its vendor's device plugin removes it after
 Allocate, whoever took it. The same rules read both forms (a bare time can only expire).
 """
@@ -43,7 +43,7 @@ class LockSpec:
 
     def within(self) -> str:
         """The expiry as HAMi words its contention error: `5m0s` for its own lock, `2 minutes`
-        for a family's (Cambricon's "node %s has been locked within 2 minutes")."""
+        for a family's ("node %s has been locked within 2 minutes")."""
         minutes, seconds = divmod(int(self.expiry.total_seconds()), 60)
         if self.names_pod or seconds or not minutes:
             return go_duration(self.expiry)
