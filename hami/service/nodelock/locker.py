@@ -140,6 +140,8 @@ class NodeLocker:
                 "contention (other binds to this node were still waiting for its lock)"
             ) from None
         contention: NodeLockContention | None = None  # what the last attempt met
+        noted = False  # whether the wait was logged
+        context = {"namespace": namespace, "pod": name, "node": node}
         mine = (node, key, namespace, name)
         values: list[str] = []  # what the write about to be sent holds
 
@@ -161,52 +163,42 @@ class NodeLocker:
                         "contention (held by a pod this scheduler bound moments ago, whose "
                         "devices are being allocated)"
                     )
-                    if wait.left() <= 0:
-                        raise contention
-                    await _first(
-                        self.locks.changed(node, seen, wait.left(), key), term.ended.wait()
-                    )
-                    continue
-                try:
-                    async with wait.step():
-                        return await lock_node(
-                            self.kube,
-                            node,
-                            namespace,
-                            name,
-                            now=self.now,
-                            expiry=self.expiry,
-                            write_timeout=self.write_timeout,
-                            # Only a free lock is taken on the watch's word; a held one is read
-                            # afresh, so a lagging watch never makes a bind wait for nothing.
-                            known=self.locks.node(node, key) if seen is None else None,
-                            binding=self.binding,
-                            written=answered,
-                            fence=sending,
-                            lock=spec,
-                            sending=values.append,
-                        )
-                except NodeLockContention as e:
-                    if contention is None:
-                        # Worth a line: the bind's time goes into waiting for the holder.
-                        log.info(
-                            "node lock held, waiting for it",
-                            extra={
-                                "namespace": namespace,
-                                "pod": name,
-                                "node": node,
-                                "lock": key,
-                                "held": self.locks.value(node, key) or "",
-                            },
-                        )
-                    contention = e
-                except TimeoutError:
-                    # The wait ran out during an attempt: what the holder did is the reason.
-                    if contention is None:
-                        raise
-                    raise contention from None
+                else:
+                    try:
+                        async with wait.step():
+                            return await lock_node(
+                                self.kube,
+                                node,
+                                namespace,
+                                name,
+                                now=self.now,
+                                expiry=self.expiry,
+                                write_timeout=self.write_timeout,
+                                # Only a free lock is taken on the watch's word; a held one is
+                                # read afresh, so a lagging watch never makes a bind wait for
+                                # nothing.
+                                known=self.locks.node(node, key) if seen is None else None,
+                                binding=self.binding,
+                                written=answered,
+                                fence=sending,
+                                lock=spec,
+                                sending=values.append,
+                            )
+                    except NodeLockContention as e:
+                        contention = e
+                    except TimeoutError:
+                        # The wait ran out during an attempt: what the holder did is the reason.
+                        if contention is None:
+                            raise
+                        raise contention from None
                 if wait.left() <= 0:
                     raise contention
+                if not noted:
+                    noted = True  # worth a line: the bind's time goes into waiting for the holder
+                    log.info(
+                        "node lock held, waiting for it",
+                        extra={**context, "lock": key, "held": seen or ""},
+                    )
                 await _first(self.locks.changed(node, seen, wait.left(), key), term.ended.wait())
         finally:
             queue.release()
