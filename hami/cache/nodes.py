@@ -17,6 +17,7 @@ from typing import Any
 from hami.cache.outside import OutsideBook
 from hami.engine.checks import no_room
 from hami.engine.families.registry import Families
+from hami.engine.familyholders import Pairs, card_holders
 from hami.engine.inventory import (
     NodeInventory,
     Unregistered,
@@ -60,6 +61,9 @@ class NodeStore:
         self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
+        # node -> (pod uid, a reservation?) -> the cards it holds of a family that reads its
+        # holders, and its annotations that family reads (hami.engine.familyholders).
+        self._holders: dict[str, dict[tuple[str, bool], tuple[frozenset[str], Pairs]]] = {}
         self._states: dict[str, NodeState] = {}
         # Nodes whose usage or cards changed since their state was built.
         self._stale: set[str] = set()
@@ -73,12 +77,12 @@ class NodeStore:
         """Take the Node object's inventory in; its name, and what that changed."""
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
-        key = inventory_key(node, self._gpu_resource, self._gfd_split, self._families)
+        key = inventory_key(node, self._gpu_resource, self._gfd_split, families=self._families)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
             return name, Read.SAME
         self._node_keys[name] = key
-        inv = node_inventory(node, self._gpu_resource, self._gfd_split, self._families)
+        inv = node_inventory(node, self._gpu_resource, self._gfd_split, families=self._families)
         if isinstance(inv, Unregistered):
             dropped = inv.name in self._inventory
             if dropped:
@@ -144,6 +148,24 @@ class NodeStore:
                 per_card[uuid] = total
         self._stale.add(node)
 
+    def hold(
+        self, node: str, key: tuple[str, bool], cards: frozenset[str], annotations: Pairs
+    ) -> None:
+        """A pod (keyed by uid and whether it is a reservation) holds `cards` of a family that
+        reads its holders: the family's fits see `annotations` on them."""
+        held = self._holders.setdefault(node, {})
+        if held.get(key) != (cards, annotations):
+            held[key] = (cards, annotations)
+            self._stale.add(node)
+
+    def unhold(self, node: str, key: tuple[str, bool]) -> None:
+        held = self._holders.get(node)
+        if held is None or held.pop(key, None) is None:
+            return
+        if not held:
+            del self._holders[node]
+        self._stale.add(node)
+
     def touch(self, name: str) -> None:
         """The node's usage changed outside count() (pods outside the scheduler)."""
         self._stale.add(name)
@@ -181,6 +203,8 @@ class NodeStore:
             inv.links,
             self._states.get(name),
             inv.families,
+            card_holders(held) if (held := self._holders.get(name)) else None,
+            dict(inv.annotations) if inv.annotations else None,
         )
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:

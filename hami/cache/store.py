@@ -23,6 +23,7 @@ from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine import nvidianames as nv
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyholders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -79,6 +80,9 @@ class ClusterCache:
     ) -> None:
         self._clock = clock
         self._resources = resources
+        # The device families this process schedules (its device config's): the services
+        # holding the cache read them here, so that every one decodes the same names.
+        self.families = families
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in Counts.account beside the cards'.
         self.quotas = quotas or QuotaBook(
@@ -93,6 +97,8 @@ class ClusterCache:
         # The other device families' registrations and allocations are read beside NVIDIA's;
         # their cards are counted like NVIDIA's, outside NVIDIA's quotas (hami.engine.familyquota).
         self._outside = OutsideBook()
+        self._families = families
+        self._holder_types = holder_types(families)
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
         # Theirs, read here directly: the pod side looks them up on every event.
@@ -189,7 +195,7 @@ class ClusterCache:
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._reservations.learn(uid, live=not is_terminal(pod))
-        seen, edit = observe(pod, self._records.get(uid), self._resources)
+        seen, edit = observe(pod, self._records.get(uid), self._resources, self.families)
         self._records.put(uid, seen)
         if seen is None:
             self._released(self._counts.uncount(uid))
@@ -242,13 +248,14 @@ class ClusterCache:
         )
         if carried:
             self._reservations.pop(uid)
+            self._nodes.unhold(alloc.node, (uid, True))
         else:
             self._drop_reservation(uid)
         self._counts.own(uid, alloc, usage, carried)
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
         """hami.engine.trust.asks_for_no_card: bound by HAMi with no lock and no allocation."""
-        return asks_for_no_card(pod, self._resources)
+        return asks_for_no_card(pod, self._resources, self.families)
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
@@ -291,11 +298,13 @@ class ClusterCache:
         n_init: int,
         until: float | None = None,
         containers: tuple[Mapping[str, Any], ...] = (),
+        annotations: Mapping[str, str] | None = None,
     ) -> Reservation:
         """Count the devices as the pod's until its allocation arrives or, while no bind has
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
-        families' devices (Reservation.containers)."""
+        families' devices (Reservation.containers); `annotations` (the pod's) are what the
+        families reading the holders of their cards see of it (hami.engine.familyholders)."""
         self._drop_reservation(uid)
         expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until
         res = Reservation(
@@ -304,6 +313,10 @@ class ClusterCache:
         self._reservations.put(res)
         usage = pod_usage(devices, n_init)
         self._counts.account(node, namespace, usage, +1, self._counts.others(devices))
+        held = held_cards(devices, self._holder_types)
+        if held:
+            planned = planned_annotations(annotations or {}, devices, self._families)
+            self._nodes.hold(node, (uid, True), held, planned)
         return res
 
     def reservation(self, uid: str) -> Reservation | None:
@@ -323,6 +336,7 @@ class ClusterCache:
             return None
         usage = pod_usage(res.devices, res.n_init)
         self._counts.account(res.node, res.namespace, usage, -1, self._counts.others(res.devices))
+        self._nodes.unhold(res.node, (uid, True))
         return res.node
 
     def release_unbound(self, uid: str) -> None:

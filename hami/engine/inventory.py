@@ -26,6 +26,7 @@ from hami.engine.codec import (
 from hami.engine.families.base import NodeFacts
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyholders import holder_annotations
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
@@ -45,6 +46,8 @@ class NodeInventory:
     # The other device families registered on the node: (FamilyWire.type, its cards), in
     # registry order. A node with only these is registered too, with no NVIDIA card.
     families: tuple[tuple[str, tuple[DeviceInfo, ...]], ...] = ()
+    # The node's annotations the families' node scores read (FamilyWire.node_reads).
+    annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> tuple[DeviceInfo, ...]:
         """Every card of the node, NVIDIA's first."""
@@ -104,7 +107,14 @@ def _family_key(
         tuple(annotations.get(f.wire.register_annotation) for f in families.others),
         tuple(sorted((status.get("capacity") or {}).items())),
         tuple(sorted(labels.items())),
+        _scored(annotations, families),
     )
+
+
+def _scored(annotations: Mapping[str, str], families: Families) -> tuple[tuple[str, str], ...]:
+    """The node's annotations some family's node score reads (FamilyWire.node_reads)."""
+    keys = {k for f in families.others for k in f.wire.node_reads}
+    return tuple(sorted((k, v) for k, v in annotations.items() if k in keys)) if keys else ()
 
 
 def family_cards(
@@ -167,9 +177,12 @@ def node_inventory(
         if isinstance(nvidia, Unregistered) and why:
             return Unregistered(nvidia.name, "; ".join([nvidia.why, *why]))
         return nvidia
+    annotations = _scored((node.get("metadata") or {}).get("annotations") or {}, families)
     if isinstance(nvidia, Unregistered):
-        return NodeInventory(nvidia.name, (), handshake=True, families=found)
-    return replace(nvidia, families=found)
+        return NodeInventory(
+            nvidia.name, (), handshake=True, families=found, annotations=annotations
+        )
+    return replace(nvidia, families=found, annotations=annotations)
 
 
 def _nvidia_inventory(
@@ -245,6 +258,9 @@ class PodAllocation:
     # The other device families' cards, from each family's allocated annotation: one entry per
     # container, init first (every family's devices of a container together); () for none.
     family_devices: PodDevices = ()
+    # The pod's annotations the families of those cards read of their holders
+    # (hami.engine.familyholders); () for a pod holding no card of such a family.
+    holder_annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> PodDevices:
         """Per container, NVIDIA's cards and then the other families'."""
@@ -363,6 +379,9 @@ def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> Pod
         bound=bool(spec.get("nodeName")),
         mig=mig,
         family_devices=family_devices,
+        holder_annotations=(
+            holder_annotations(annotations, family_devices, families) if family_devices else ()
+        ),
     )
 
 

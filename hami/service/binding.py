@@ -306,10 +306,10 @@ class Binder:
         # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node, plan.devices)
         needs_lock = handshake and any(plan.devices)
-        # A family's own lock first, as HAMi's lockAllDevices takes its vendors' locks in name
-        # order (the one family with its own sorts before NVIDIA); each is waited for (HAMi's
-        # bind fails at once).
-        locks = (*family_locks(plan.devices[plan.n_init :]), *((None,) if needs_lock else ()))
+        # A family's own lock first (HAMi's lockAllDevices goes by vendor name: the one such
+        # family sorts before NVIDIA); each is waited for, where HAMi's bind fails at once.
+        own = family_locks(plan.devices[plan.n_init :], self.cache.families)
+        locks: tuple[LockSpec | None, ...] = (*own, *((None,) if needs_lock else ()))
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify
         try:
@@ -346,6 +346,7 @@ class Binder:
                 plan.devices,
                 unix,
                 phase,
+                families=self.cache.families,
                 containers=plan.containers,
                 cards=self.cache.family_cards(job.node),
                 now_ns=int(now.timestamp() * 1_000_000_000),
