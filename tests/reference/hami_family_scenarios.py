@@ -290,9 +290,11 @@ def _dcu_mixed(name: str, model: str) -> Node:
 
 
 def _one_dcu(pod: str, mem: int, policy: str, node: str, note: str) -> Step:
-    """One DCU with `mem` MiB and 10 cores, the card policy `policy`, on `node` alone."""
+    """One DCU with `mem` MiB and 10 cores, the card policy `policy`, on dcu-x (`DCU`) or dcu-y
+    (`DCU-Z100L`), chosen by type so that `hami simulate` replays it too."""
     ask = {"hygon.com/dcunum": 1, "hygon.com/dcumem": mem, "hygon.com/dcucores": 10}
-    return filt(pod, res("c0", ask), annotations={GPU_POLICY: policy}, nodes=(node,), note=note)
+    pick = "hygon.com/use-dcutype" if node == "dcu-y" else "hygon.com/nouse-dcutype"
+    return filt(pod, res("c0", ask), annotations={GPU_POLICY: policy, pick: "Z100"}, note=note)
 
 
 # HAMi's ComputeScore adds a container's request to the score of a card whose model equals the
