@@ -5,15 +5,9 @@ Every call goes through kubernetes_asyncio's generated methods with
 times cheaper than generated models, and raw responses sidestep the library's
 V1Binding deserialisation bug. Every call carries a timeout because the
 library's default is to wait forever.
-
-The two writes of every bind (the node lock and the Binding) skip the generated
-methods: their parameter checks, serialisation walk and stdlib JSON cost about a
-third as much as the request itself. They are sent by `raw` on the same session
-with the same authentication, as the generated methods send them.
 """
 
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,49 +74,6 @@ class ApiCalls:
 
     async def close(self) -> None:
         await self.api.close()
-
-    def raw(self, verb: str, *path: str) -> Callable[..., Awaitable[aiohttp.ClientResponse]]:
-        """A request method for `_call` that sends a JSON body to the API path made of the
-        pieces of `path` (each quoted as the generated methods quote path parameters) as they
-        would: by the library's session, authentication, proxy and TLS server name."""
-        api = self.api
-        rest = api.rest_client
-        safe = api.configuration.safe_chars_for_path_param
-        url = f"{api.configuration.host}" + "".join(
-            "/" + urllib.parse.quote(p, safe=safe) for p in path
-        )
-
-        async def send(
-            body: Obj,
-            *,
-            _preload_content: bool,
-            _request_timeout: float,
-            _content_type: str = "application/json",
-        ) -> aiohttp.ClientResponse:
-            headers = {
-                **api.default_headers,
-                "Accept": "application/json",
-                "Content-Type": _content_type,
-            }
-            await api.update_params_for_auth(headers, [], ["BearerToken"])
-            extra: dict[str, Any] = {}
-            if rest.proxy:
-                extra["proxy"] = rest.proxy
-            if rest.proxy_headers:
-                extra["proxy_headers"] = rest.proxy_headers
-            if rest.server_hostname:
-                extra["server_hostname"] = rest.server_hostname
-            session: aiohttp.ClientSession = rest.pool_manager
-            return await session.request(
-                verb,
-                url,
-                data=orjson.dumps(body),
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=_request_timeout),
-                **extra,
-            )
-
-        return send
 
     async def _call(
         self,

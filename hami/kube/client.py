@@ -131,7 +131,8 @@ class Kube(ListWatch, CertificateCalls):
         """
         return await self._call(
             f"patch node {name}",
-            self.raw("PATCH", "api", "v1", "nodes", name),
+            self.core.patch_node,
+            name,
             {"metadata": {"annotations": dict(annotations), "resourceVersion": resource_version}},
             request_timeout=request_timeout,
             write=Write("patch", "nodes", Priority.BIND_STEP),
@@ -167,7 +168,9 @@ class Kube(ListWatch, CertificateCalls):
             metadata["labels"] = dict(labels)
         await self._call(
             f"bind pod {namespace}/{name} to node {node}",
-            self.raw("POST", "api", "v1", "namespaces", namespace, "pods", name, "binding"),
+            self.core.create_namespaced_pod_binding,
+            name,
+            namespace,
             {
                 "apiVersion": "v1",
                 "kind": "Binding",
