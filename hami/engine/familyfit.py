@@ -7,7 +7,8 @@ down with NodeInsufficientDevice when they are fewer than asked, and calls the f
 keep the order among themselves they have in the whole list; they are sorted here alone, with
 the same key as NVIDIA's cards (hami.engine.fit). Init containers each see the node as it
 is; app containers see what the ones before them took, and the order the last sort left.
-The node's score gains each family's ScoreNode for the devices chosen.
+The node's score gains each family's ScoreNode for the devices chosen, and that of each
+family on the node the pod takes nothing of (as HAMi scores every device type of the node).
 """
 
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from hami.engine import reasons as r
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
 from hami.engine.model import (
     Card,
@@ -89,7 +91,9 @@ def fit_families(
         node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, binpack)
         for kind, chosen in taken.items()
     )
-    return FamiliesFit(tuple(out), "", score)
+    return FamiliesFit(
+        tuple(out), "", score + untaken_score(by_type, node.families, pod, facts, binpack, taken)
+    )
 
 
 def _holders(node: NodeState) -> Mapping[str, tuple[Mapping[str, str], ...]]:
