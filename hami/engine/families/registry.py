@@ -6,6 +6,7 @@ tests and its chart values.
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from hami.engine.families import (
@@ -41,6 +42,17 @@ class Families:
     def resource_names(self) -> tuple[str, ...]:
         """Every extended resource some family's pods ask for."""
         return tuple(n for f in self.members for n in f.wire.resources.all())
+
+    @cached_property
+    def resource_set(self) -> frozenset[str]:
+        """resource_names as a set, made once: every pod event asks whether it names one (a
+        cache keyed on the Families would hash all its members each time)."""
+        return frozenset(self.resource_names())
+
+    @cached_property
+    def allocated_annotations(self) -> frozenset[str]:
+        """Every family's allocated annotation: most pods carry none, which one set look tells."""
+        return frozenset(f.wire.allocated_annotation for f in self.members)
 
     def types(self) -> frozenset[str]:
         """The FamilyWire.type of every member: the device types that are not NVIDIA's."""
