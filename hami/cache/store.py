@@ -210,7 +210,9 @@ class ClusterCache:
         if seen is None:
             return
         node = seen.written.node if seen.written is not None else seen.bound_to
-        counted = count(seen, self._nodes.share_bases(node), self._locks.holder(node) if self._locks else None)
+        counted = count(
+            seen, self._nodes.share_bases(node), self._locks.holder(node) if self._locks else None
+        )
         self._records.distrusted(seen, counted.problem)
         if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.
@@ -379,4 +381,3 @@ class ClusterCache:
         (this pod's share among it), has no room for the pod's `devices` after all, by the
         rule /filter places by (hami.engine.checks.no_room)."""
         return self._nodes.overcommitted(node, devices)
-
