@@ -82,7 +82,10 @@ def _bench(args: argparse.Namespace) -> int:
             log=args.server_log,
             profile=args.profile,
         )
-        print(run_http_bench(cfg))
+        result = run_http_bench(cfg)
+        print(result.text)
+        if args.json:
+            Path(args.json).write_bytes(orjson.dumps(result.figures, option=orjson.OPT_INDENT_2))
         return 0
     from hami.bench.engine import run_engine_bench
 
@@ -159,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
         help="server logging: json at info as `hami serve` (to /dev/null), or off",
     )
     http.add_argument("--profile", action="store_true", help="cProfile the server, print top")
+    http.add_argument("--json", help="also write the figures (ms) to this file")
     bench.set_defaults(func=_bench)
 
     exp = sub.add_parser(

@@ -7,7 +7,7 @@ device plugin registers it, a Pod as kube-apiserver holds it); a test adds what 
 from collections.abc import Sequence
 from typing import Any
 
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.base import Family
 from hami.engine.model import DeviceInfo

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine import nvidianames as nv
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo, NodeState, Usage
 from hami.service.annotations import allocation_annotations
@@ -34,9 +35,9 @@ def _register(cache: ClusterCache, nodes: int, cards: int) -> dict[str, tuple[De
             {
                 "metadata": {
                     "name": name,
-                    "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)},
+                    "annotations": {nv.NODE_REGISTER: encode_node_devices(devs)},
                 },
-                "status": {"allocatable": {"nvidia.com/gpu": str(cards * SPLIT)}},
+                "status": {"allocatable": {nv.GPU: str(cards * SPLIT)}},
             }
         )
     cache.replace_nodes(node_objs)
@@ -46,9 +47,9 @@ def _register(cache: ClusterCache, nodes: int, cards: int) -> dict[str, tuple[De
 def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]:
     """A running one-card pod whose request and allocation agree, as a bind of ours leaves it."""
     limits = {
-        "nvidia.com/gpu": "1",
-        "nvidia.com/gpumem": str(mem),
-        "nvidia.com/gpucores": str(cores),
+        nv.GPU: "1",
+        nv.GPUMEM: str(mem),
+        nv.GPUCORES: str(cores),
     }
     return {
         "metadata": {

@@ -3,11 +3,12 @@
 from typing import Any
 
 from hami.engine import names
+from hami.engine import nvidianames as nv
 
 
 def filter_pod(uid: str, memreq: int, policy: str = "") -> dict[str, Any]:
     """A GPU pod as kube-scheduler sends it: after our webhook, with managedFields (~3 KB)."""
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memreq)}
+    limits = {nv.GPU: "1", nv.GPUMEM: str(memreq)}
     return {
         "kind": "Pod",
         "apiVersion": "v1",

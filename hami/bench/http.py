@@ -115,7 +115,29 @@ async def _drive(
     return client, wall, server, size, outcomes
 
 
-def run_http_bench(cfg: HttpBenchConfig) -> str:
+@dataclass(frozen=True)
+class HttpBenchResult:
+    """The printed report, and its figures in ms for a caller that compares them with targets."""
+
+    text: str
+    figures: dict[str, float]
+
+
+def _figures(server: dict[str, Any], client: Sequence[float]) -> dict[str, float]:
+    series = {
+        "server_wall": server["handler"],
+        "server_cpu": server["handler_cpu"],
+        "client_round_trip": client,
+    }
+    return {
+        f"{name}_{label}_ms": _ms(samples, q)
+        for name, samples in series.items()
+        if samples
+        for label, q in (("p50", 0.5), ("p99", 0.99))
+    }
+
+
+def run_http_bench(cfg: HttpBenchConfig) -> HttpBenchResult:
     from hami.certs.selfsigned import write_dev_bundle
 
     with tempfile.TemporaryDirectory(prefix="hami-benchhttp-") as tmp:
@@ -175,12 +197,13 @@ def run_http_bench(cfg: HttpBenchConfig) -> str:
             f"  answers: {outcomes}",
             _row("server, adapter observe hook (histogram)", answer["observed"]),
             _row("server, whole handler incl. reporter", answer["handler"]),
+            _row("server, the handler's CPU (its thread)", answer["handler_cpu"]),
             _row("client round trip", client),
             f"  throughput: {cfg.requests / wall:.1f} requests/s (sequential), {wall:.2f}s wall",
         ]
         if profile:
             lines.append(_profile_report(profile))
-        return "\n".join(lines)
+        return HttpBenchResult("\n".join(lines), _figures(answer, client))
 
 
 def _wait_ready(server: subprocess.Popen[str], timeout: float = 120) -> str:

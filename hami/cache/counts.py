@@ -13,6 +13,7 @@ from hami.cache.nodes import NodeStore
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.engine.families.registry import Families
+from hami.engine.familyholders import held_cards, holder_types
 from hami.engine.familyquota import card_amounts
 from hami.engine.inventory import PodAllocation, family_of
 from hami.engine.model import PodDevices, Usage
@@ -31,7 +32,8 @@ class Counts:
         self._nodes = nodes
         self._quotas = quotas
         self._families = families
-        self._family_types = families.types()
+        self._family_types = families.other_types()
+        self._holder_types = holder_types(families)
         self._pods: dict[str, PodAllocation] = {}  # counted as allocations of ours
         # Read-only to ClusterCache, which looks a pod up on every pod event.
         self.allocations: Mapping[str, PodAllocation] = self._pods
@@ -70,6 +72,10 @@ class Counts:
         self._pod_usage[uid] = usage
         if not carried:
             self.account(alloc.node, alloc.namespace, usage, +1, _cards(alloc.family_devices))
+        # The families that read the pods holding their cards see its annotations there.
+        held = held_cards(alloc.family_devices, self._holder_types)
+        if held:
+            self._nodes.hold(alloc.node, (uid, False), held, alloc.holder_annotations)
 
     def add_outside(self, claim: OutsideClaim) -> None:
         self._outside.add(claim)
@@ -96,6 +102,7 @@ class Counts:
         if alloc is None:
             return None
         usage = self._pod_usage.pop(uid)
+        self._nodes.unhold(alloc.node, (uid, False))
         self.account(alloc.node, alloc.namespace, usage, -1, _cards(alloc.family_devices))
         return alloc.node
 

@@ -17,6 +17,7 @@ from typing import Any
 from hami.cache.outside import OutsideBook
 from hami.engine.checks import no_room
 from hami.engine.families.registry import Families
+from hami.engine.familyholders import Pairs, card_holders
 from hami.engine.inventory import (
     NodeInventory,
     Unregistered,
@@ -50,7 +51,7 @@ class NodeStore:
         # shared by this many tasks (hami.engine.gfd).
         self._gfd_split = gfd_split
         self._families = families
-        self._family_types = families.types()
+        self._family_types = families.other_types()
         self._outside = outside
         self._inventory: dict[str, NodeInventory] = {}
         # node -> (its cards' DeviceInfo.share_base by id, its NVIDIA cards in MIG mode): what
@@ -63,6 +64,9 @@ class NodeStore:
         self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
+        # node -> (pod uid, a reservation?) -> the cards it holds of a family that reads its
+        # holders, and its annotations that family reads (hami.engine.familyholders).
+        self._holders: dict[str, dict[tuple[str, bool], tuple[frozenset[str], Pairs]]] = {}
         self._states: dict[str, NodeState] = {}
         # Nodes whose usage or cards changed since their state was built.
         self._stale: set[str] = set()
@@ -125,7 +129,7 @@ class NodeStore:
         ours, others = split_devices(devices, self._families)
         if not others:
             return nvidia
-        by_type = self._families.by_type()
+        by_type = self._families.other_by_type()
         return (nvidia and any(ours)) or any(
             by_type[kind].wire.lock_name == NODE_LOCK for kind in others
         )
@@ -156,6 +160,24 @@ class NodeStore:
                 per_card.pop(uuid, None)
             else:
                 per_card[uuid] = total
+        self._stale.add(node)
+
+    def hold(
+        self, node: str, key: tuple[str, bool], cards: frozenset[str], annotations: Pairs
+    ) -> None:
+        """A pod (keyed by uid and whether it is a reservation) holds `cards` of a family that
+        reads its holders: the family's fits see `annotations` on them."""
+        held = self._holders.setdefault(node, {})
+        if held.get(key) != (cards, annotations):
+            held[key] = (cards, annotations)
+            self._stale.add(node)
+
+    def unhold(self, node: str, key: tuple[str, bool]) -> None:
+        held = self._holders.get(node)
+        if held is None or held.pop(key, None) is None:
+            return
+        if not held:
+            del self._holders[node]
         self._stale.add(node)
 
     def touch(self, name: str) -> None:
@@ -195,6 +217,8 @@ class NodeStore:
             inv.links,
             self._states.get(name),
             inv.families,
+            card_holders(held) if (held := self._holders.get(name)) else None,
+            dict(inv.annotations) if inv.annotations else None,
         )
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:

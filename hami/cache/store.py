@@ -21,7 +21,9 @@ from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.engine import nvidianames as nv
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyholders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -64,7 +66,7 @@ class ClusterCache:
         self,
         clock: Callable[[], float],
         reservation_ttl: float = 120.0,
-        gpu_resource: str = "nvidia.com/gpu",
+        gpu_resource: str = nv.GPU,
         *,
         resources: ResourceDefaults = ResourceDefaults(),
         unknown_pod_ttl: float = 5.0,
@@ -92,6 +94,8 @@ class ClusterCache:
         # The other device families' registrations and allocations are read beside NVIDIA's;
         # their cards are counted like NVIDIA's, outside NVIDIA's quotas (hami.engine.familyquota).
         self._outside = OutsideBook()
+        self._families = families
+        self._holder_types = holder_types(families)
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
         # Theirs, read here directly: the pod side looks them up on every event.
@@ -241,6 +245,7 @@ class ClusterCache:
         )
         if carried:
             self._reservations.pop(uid)
+            self._nodes.unhold(alloc.node, (uid, True))
         else:
             self._drop_reservation(uid)
         self._counts.own(uid, alloc, usage, carried)
@@ -290,11 +295,13 @@ class ClusterCache:
         n_init: int,
         until: float | None = None,
         containers: tuple[Mapping[str, Any], ...] = (),
+        annotations: Mapping[str, str] | None = None,
     ) -> Reservation:
         """Count the devices as the pod's until its allocation arrives or, while no bind has
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
-        families' devices (Reservation.containers)."""
+        families' devices (Reservation.containers); `annotations` (the pod's) are what the
+        families reading the holders of their cards see of it (hami.engine.familyholders)."""
         self._drop_reservation(uid)
         expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until
         res = Reservation(
@@ -303,6 +310,10 @@ class ClusterCache:
         self._reservations.put(res)
         usage = pod_usage(devices, n_init)
         self._counts.account(node, namespace, usage, +1, self._counts.others(devices))
+        held = held_cards(devices, self._holder_types)
+        if held:
+            planned = planned_annotations(annotations or {}, devices, self._families)
+            self._nodes.hold(node, (uid, True), held, planned)
         return res
 
     def reservation(self, uid: str) -> Reservation | None:
@@ -322,6 +333,7 @@ class ClusterCache:
             return None
         usage = pod_usage(res.devices, res.n_init)
         self._counts.account(res.node, res.namespace, usage, -1, self._counts.others(res.devices))
+        self._nodes.unhold(res.node, (uid, True))
         return res.node
 
     def release_unbound(self, uid: str) -> None:

@@ -12,12 +12,14 @@ from typing import Any
 
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
+from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
+from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
-from hami.engine.quantity import QuantityError, as_int64
+from hami.engine.quantity import QuantityError
 from hami.engine.requests import (
     RequestError,
     ResourceDefaults,
@@ -56,56 +58,17 @@ def _deny(message: str) -> Admission:
     return Admission(False, {}, message, 403)
 
 
-def _has(resources: Mapping[str, Any], name: str, sections: tuple[str, ...]) -> bool:
-    return any(name in (resources.get(s) or {}) for s in sections)
-
-
 def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
-    """HAMi's per-container mutation; True when the container asks for a GPU."""
-    r = cfg.resources.names
-    cname = container.get("name", "?")
-    created = "resources" not in container
-    resources = container.setdefault("resources", {})
-    limits = resources.get("limits") or {}
-    pct = limits.get(
-        r.memory_percentage, (resources.get("requests") or {}).get(r.memory_percentage)
-    )
-    pct_value: int | None = None
-    if pct is not None:
-        try:
-            pct_value = as_int64(pct)
-        except QuantityError:
-            pct_value = None
-        if pct_value is None or not 0 <= pct_value <= 100:
-            raise RequestError(
-                f"invalid {r.memory_percentage} value {pct} in container {cname}: "
-                "must be an integer between 0 and 100"
-            )
-    if r.priority in limits:
-        set_env(container, "CUDA_TASK_PRIORITY", str(limits[r.priority]))
-    if cfg.gpu_core_policy not in ("", "default"):
-        set_env(container, "GPU_CORE_UTILIZATION_POLICY", cfg.gpu_core_policy)
-
-    # A count under requests counts too: the cores default below writes limits, and a second
-    # pass must not then take the container for one without a count.
-    has_gpu = _has(resources, r.gpu, ("limits", "requests"))
-    if (
-        not has_gpu
-        and cfg.resources.default_gpu_num > 0
-        and any(k in limits for k in (r.cores, r.memory, r.memory_percentage))
-    ):
-        resources.setdefault("limits", {})[r.gpu] = cfg.resources.default_gpu_num
-        has_gpu = True
-    if has_gpu and not _has(resources, r.cores, ("limits", "requests")):
-        # A container that takes a card's whole memory cannot share its cores either.
-        exclusive_memory = pct_value == 100 or (
-            pct is None and not _has(resources, r.memory, ("limits", "requests"))
-        )
-        if exclusive_memory:
-            resources.setdefault("limits", {})[r.cores] = "100"
-    if created and not resources:
-        del container["resources"]
-    return has_gpu
+    """HAMi's per-container mutation (NVIDIA's claim rule); True when the container asks for
+    a GPU."""
+    claim = nvidia_claim(container, cfg.resources, cfg.gpu_core_policy)
+    if claim.error:
+        raise RequestError(claim.error)
+    for name, value in claim.env:
+        set_env(container, name, value)
+    if claim.limits:
+        container.setdefault("resources", {}).setdefault("limits", {}).update(claim.limits)
+    return claim.claimed
 
 
 def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
@@ -180,7 +143,7 @@ def _leave(
 ) -> Admission:
     """The one way out for a GPU pod, whatever made it one: the escape checks on what its
     author wrote, read against what is stored (`stored`, pins included)."""
-    problems = pod_escapes(pod, stored, _folders(cfg), injected)
+    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored, message)
@@ -226,6 +189,12 @@ def admit(
     # Its cards come from the same device plugin, so a GPU pod of another scheduler is held
     # to the same checks.
     gpu_in = adopt or names_gpu(spec, cfg.resources.names)
+    if not gpu_in:
+        # A pod asking only other families: their own ways out (NVIDIA's are judged on pods
+        # asking NVIDIA's cards), whoever schedules it.
+        problems = family_escapes(pod)
+        if problems:
+            return _deny(refusal(problems))
     if not ours:
         return (
             _leave(pod, _pinned(pod, cfg, False), cfg, "", FOREIGN)
@@ -249,7 +218,7 @@ def admit(
         family = not ignored and claim_families(out, containers, cfg.resources)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
-        problems = pod_escapes(pod, pod, _folders(cfg), injected) if gpu_in else []
+        problems = pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod) if gpu_in else []
         return _deny(refusal(problems) if problems else str(e))
     if ignored:
         if not gpu_in:
@@ -298,11 +267,14 @@ def admit_ephemeral(
     """Decide on ephemeral containers added to a running pod (kubectl debug): a GPU pod's new
     ones are held to the same checks as its own containers, and pinned to no card."""
     spec = pod.get("spec") or {}
+    running = [c.get("name") for c in (old.get("spec") or {}).get("ephemeralContainers") or ()]
     if not names_gpu(spec, cfg.resources.names):
-        return Admission(True, dict(pod))
+        problems = family_escapes(pod, skip=running)
+        return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
     stored = copy.deepcopy(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
     problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
+    problems += family_escapes(pod, skip=running)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored)

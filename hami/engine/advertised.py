@@ -4,10 +4,11 @@ plugin advertises every card's split count, so the two agree; a node registered 
 Feature Discovery labels (Lab 12) is served by its own plugin, which may advertise one per
 card, and then the kubelet refuses the pods past that count (UnexpectedAdmissionError)."""
 
+from hami.engine import nvidianames as nv
 from hami.engine.model import NodeState
 
 
-def shortfall(node: NodeState, advertised: int, resource: str = "nvidia.com/gpu") -> str | None:
+def shortfall(node: NodeState, advertised: int, resource: str = nv.GPU) -> str | None:
     """Why the kubelet of `node` will refuse some of the pods placed on it, or None."""
     need = sum(card.usage.used for card in node.cards)
     if advertised <= 0 or need <= advertised:

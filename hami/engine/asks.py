@@ -26,7 +26,7 @@ def pod_request(
     or LimitError as hami.engine.requests.pod_request does."""
     request = nvidia_request(spec, defaults, strict=strict)
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-    wanted = families.resource_set
+    wanted = families.other_resource_set
     if not any(_names_any(c, wanted) for c in containers):
         return request  # an NVIDIA pod: a set lookup per container, nothing more
     asks = tuple(_container(c, families, strict) for c in containers)
@@ -45,10 +45,10 @@ def _names_any(container: Mapping[str, Any], wanted: frozenset[str]) -> bool:
 def _container(
     container: Mapping[str, Any], families: Families, strict: bool
 ) -> tuple[FamilyRequest, ...]:
-    if not _names_any(container, families.resource_set):
+    if not _names_any(container, families.other_resource_set):
         return ()
     out = []
-    for family in families:
+    for family in families.others:
         ask = family.container_request(container, strict=strict)
         if ask is not None:
             out.append(ask)
@@ -59,5 +59,5 @@ def family_annotations(
     annotations: Mapping[str, str], families: Families = FAMILIES
 ) -> tuple[tuple[str, str], ...]:
     """The pod annotations the families' fits read (FamilyWire.pod_annotations), sorted."""
-    keys = {k for f in families for k in f.wire.pod_annotations()}
+    keys = {k for f in families.others for k in f.wire.pod_annotations()}
     return tuple(sorted((k, v) for k, v in annotations.items() if k in keys))

@@ -35,6 +35,7 @@ class Decision:
         return None if self.devices is None else encode_pod_devices(self.devices)
 
 
+_NAME = attrgetter("name")
 _BUSIEST_FIRST = {NodePolicy.BINPACK: True, NodePolicy.SPREAD: False}
 
 
@@ -68,18 +69,23 @@ def schedule(
     """
     names = list(cluster) if candidates is None else list(candidates)
     failed: dict[str, str] = {}
-    known = []
-    for name in names:
-        node = cluster.get(name)
-        if node is None:
-            failed[name] = r.NODE_UNREGISTERED
-        else:
-            known.append(node)
+    # Looked up in C: at 5,000 candidates a loop of lookups was a millisecond.
+    known = list(filter(None, map(cluster.get, names)))
+    if len(known) < len(names):
+        failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
     if request.families:
         return _schedule_families(known, request, options, failed, quota)
     scores: list[CardScores] = []
     key = hash((request, options, quota))
-    turned_down = summary_check(request, options) if quota is None else None
+    summaries = summary_check(request, options) if quota is None else None
+    if summaries is not None:
+        every = summaries.nowhere(known)
+        if every is not None:
+            # Every node is turned down: the answer needs no preference order.
+            texts, logged = every
+            failed.update(zip(map(_NAME, known), texts, strict=True))
+            return Decision(None, None, failed, tuple(logged))
+    turned_down = None if summaries is None else summaries.check
     for node in node_order(known, options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:

@@ -16,7 +16,7 @@ from hami.engine.requests import RequestError, ResourceDefaults
 
 # The pod annotations a bind writes for the families' device plugins: only the scheduler may.
 FAMILY_OWNED_KEYS = frozenset(
-    k for f in FAMILIES for k in (f.wire.to_allocate_annotation, f.wire.allocated_annotation)
+    k for f in FAMILIES.others for k in (f.wire.to_allocate_annotation, f.wire.allocated_annotation)
 )
 
 
@@ -34,7 +34,7 @@ def claim_families(
     value, as for NVIDIA's)."""
     claims: list[tuple[dict[str, Any], Claim]] = []
     for container in containers:
-        for family in families:
+        for family in families.others:
             claim = family.claim(container, pod)
             if claim.error:
                 raise RequestError(claim.error)

@@ -51,11 +51,12 @@ class _Cards:
 def fit_families(
     node: NodeState, request: PodRequest, opts: PodOptions, families: Families = FAMILIES
 ) -> FamiliesFit:
-    by_type = families.by_type()
+    by_type = families.other_by_type()
     pod = FitPod(
         annotations=dict(opts.family_annotations),
         mutex=opts.gpu_policy.mutex,
         binpack=opts.gpu_policy.keys[:1] == (CardKey.BINPACK,),
+        holders=_holders(node),
     )
     n_init = len(request.init)
     app: dict[str, _Cards] = {}
@@ -80,14 +81,31 @@ def fit_families(
                 state.cards = _add(state.cards, got)
         out.append(tuple(d for got in picked for d in got))
     binpack = opts.node_policy == NodePolicy.BINPACK
-    # The node's facts beyond its cards are not kept in its state: a family's score reads
-    # its name only (see docs/device-families.md).
-    facts = NodeFacts(node.name)
+    # Of the node's facts beyond its cards, the state keeps the annotations some family's score
+    # reads (FamilyWire.node_reads); its labels and capacity, which only decode_node reads,
+    # are not kept.
+    facts = NodeFacts(node.name, annotations=node.annotations)
     score = sum(
         node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, binpack)
         for kind, chosen in taken.items()
     )
     return FamiliesFit(tuple(out), "", score)
+
+
+def _holders(node: NodeState) -> Mapping[str, tuple[Mapping[str, str], ...]]:
+    """The annotations of the pods holding each card (NodeState.holders without their keys),
+    derived once per node state."""
+    if not node.holders:
+        return {}
+    found = node.memo.get(_HOLDERS)
+    if found is None:
+        found = node.memo[_HOLDERS] = {
+            card: tuple(a for _, a in pods) for card, pods in node.holders.items()
+        }
+    return found  # type: ignore[return-value]
+
+
+_HOLDERS = "family-holders"  # NodeState.memo's key for _holders
 
 
 def _typed(node: NodeState, kind: str) -> list[Card]:

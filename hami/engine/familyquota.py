@@ -25,7 +25,7 @@ Amounts = Mapping[str, int]  # resource name -> MiB or cores
 def quota_names(families: Families = FAMILIES) -> frozenset[str]:
     """The family resources a ResourceQuota may limit (HAMi's IsManagedQuota)."""
     return frozenset(
-        n for f in families for n in (f.wire.resources.memory, f.wire.resources.cores) if n
+        n for f in families.others for n in (f.wire.resources.memory, f.wire.resources.cores) if n
     )
 
 
@@ -60,7 +60,7 @@ def card_amounts(
 ) -> dict[str, int]:
     """What a pod's family cards count: `usage` maps each card to (its family's type, the
     memory and the cores the pod holds of it)."""
-    by_type = families.by_type()
+    by_type = families.other_by_type()
     out: dict[str, int] = {}
     for kind, memory, cores in usage.values():
         family = by_type.get(kind)
@@ -81,7 +81,7 @@ def requested_amounts(
     for neither is left out."""
     n_init = len(request.init)
     out: dict[str, dict[str, int]] = {}
-    for family in families:
+    for family in families.others:
         names = family.wire.resources
         if not names.memory and not names.cores:
             continue
@@ -112,7 +112,7 @@ class FamilyQuota:
     def fits(self, asked: Mapping[str, Amounts], families: Families = FAMILIES) -> bool:
         """HAMi's FitQuota for each family the pod asks of: used + asked within each limit
         set (an explicit 0 blocks), the memory limit times the family's memory factor."""
-        by_type = families.by_type()
+        by_type = families.other_by_type()
         for kind, amounts in asked.items():
             names = by_type[kind].wire.resources
             factor = max(names.memory_factor, 1)

@@ -20,6 +20,7 @@ NVIDIA runtime accepts.
 import re
 from collections.abc import Mapping
 
+from hami.engine import nvidianames as nv
 from hami.engine.model import DeviceInfo
 
 COUNT_LABEL = "nvidia.com/gpu.count"
@@ -65,7 +66,7 @@ def gfd_cards(
     count = _whole(labels, COUNT_LABEL) if COUNT_LABEL in labels else allocatable
     if count is None or count == 0:
         return f"{COUNT_LABEL}={labels.get(COUNT_LABEL)!r} is not a positive whole number"
-    product = labels.get(PRODUCT_LABEL) or "NVIDIA"
+    product = labels.get(PRODUCT_LABEL) or nv.NVIDIA
     # HAMi's vendor match looks for the word in the type; GFD products normally carry it.
     kind = product if "nvidia" in product.lower() else f"NVIDIA-{product}"
     return tuple(

@@ -16,16 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hami.engine import gfd, names
+from hami.engine import gfd, names, nvidianames
 from hami.engine.codec import (
     CodecError,
     decode_link_scores,
-    decode_node_devices,
     decode_pod_devices,
     split_list,
 )
 from hami.engine.families.base import NodeFacts
+from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyholders import holder_annotations
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
@@ -45,6 +46,8 @@ class NodeInventory:
     # The other device families registered on the node: (FamilyWire.type, its cards), in
     # registry order. A node with only these is registered too, with no NVIDIA card.
     families: tuple[tuple[str, tuple[DeviceInfo, ...]], ...] = ()
+    # The node's annotations the families' node scores read (FamilyWire.node_reads).
+    annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> tuple[DeviceInfo, ...]:
         """Every card of the node, NVIDIA's first."""
@@ -67,7 +70,7 @@ def _allocatable(node: Mapping[str, Any], gpu_resource: str) -> int:
 
 def inventory_key(
     node: Mapping[str, Any],
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
     families: Families = FAMILIES,
 ) -> tuple[Any, ...]:
@@ -78,12 +81,12 @@ def inventory_key(
     """
     meta = node.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    registered = annotations.get(names.NODE_REGISTER)
+    registered = annotations.get(nvidianames.NODE_REGISTER)
     labels = meta.get("labels") or {}
     return (
         meta.get("name"),
         registered,
-        annotations.get(names.NODE_LINK_SCORES),
+        annotations.get(nvidianames.NODE_LINK_SCORES),
         annotations.get(names.DEVICE_CORDON),
         ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
         tuple(sorted(labels.items())) if gfd_split > 0 and not registered else (),
@@ -96,15 +99,22 @@ def _family_key(
 ) -> tuple[Any, ...]:
     """What the families' decode_node may read: their registrations, and where a family
     derives its cards from them, the node's capacity and labels."""
-    if not families.members:
+    if not families.others:
         return ()
     status = node.get("status") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
     return (
-        tuple(annotations.get(f.wire.register_annotation) for f in families),
+        tuple(annotations.get(f.wire.register_annotation) for f in families.others),
         tuple(sorted((status.get("capacity") or {}).items())),
         tuple(sorted(labels.items())),
+        _scored(annotations, families),
     )
+
+
+def _scored(annotations: Mapping[str, str], families: Families) -> tuple[tuple[str, str], ...]:
+    """The node's annotations some family's node score reads (FamilyWire.node_reads)."""
+    keys = {k for f in families.others for k in f.wire.node_reads}
+    return tuple(sorted((k, v) for k, v in annotations.items() if k in keys)) if keys else ()
 
 
 def family_cards(
@@ -122,7 +132,7 @@ def family_cards(
     )
     found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
     why: list[str] = []
-    for family in families:
+    for family in families.others:
         wire = family.wire
         try:
             cards = family.decode_node(annotations, facts)
@@ -153,23 +163,26 @@ _ALLOCATION_SEPARATORS = frozenset(",:;")
 
 def node_inventory(
     node: Mapping[str, Any],
-    gpu_resource: str = "nvidia.com/gpu",
+    gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
     families: Families = FAMILIES,
 ) -> NodeInventory | Unregistered:
     """The node's cards: NVIDIA's, and those of each family of `families` registered on it.
     A node is registered when either is (HAMi schedules a node with only, say, DCUs)."""
     nvidia = _nvidia_inventory(node, gpu_resource, gfd_split)
-    if not families.members:
+    if not families.others:
         return nvidia
     found, why = family_cards(node, families)
     if not found:
         if isinstance(nvidia, Unregistered) and why:
             return Unregistered(nvidia.name, "; ".join([nvidia.why, *why]))
         return nvidia
+    annotations = _scored((node.get("metadata") or {}).get("annotations") or {}, families)
     if isinstance(nvidia, Unregistered):
-        return NodeInventory(nvidia.name, (), handshake=True, families=found)
-    return replace(nvidia, families=found)
+        return NodeInventory(
+            nvidia.name, (), handshake=True, families=found, annotations=annotations
+        )
+    return replace(nvidia, families=found, annotations=annotations)
 
 
 def _nvidia_inventory(
@@ -178,27 +191,27 @@ def _nvidia_inventory(
     meta = node.get("metadata") or {}
     name = str(meta.get("name", ""))
     annotations = meta.get("annotations") or {}
-    raw = annotations.get(names.NODE_REGISTER)
+    raw = annotations.get(nvidianames.NODE_REGISTER)
     if not raw:
         if gfd_split > 0:
             return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
         return Unregistered(
             name,
-            f"no {names.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
+            f"no {nvidianames.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
             "identity in the chart's admissionPolicy.devicePluginUsers?)",
         )
     try:
-        devices = tuple(d for d in decode_node_devices(raw) if is_nvidia(d))
+        devices = tuple(d for d in NVIDIA.decode_node(annotations) or () if is_nvidia(d))
     except CodecError as e:
-        return Unregistered(name, f"{names.NODE_REGISTER}: {e}")
+        return Unregistered(name, f"{nvidianames.NODE_REGISTER}: {e}")
     if not devices:
         return Unregistered(name, "no gpu found on node")
     if not _allocatable(node, gpu_resource):
         return Unregistered(name, f"node allocatable {gpu_resource} is 0")
     links: dict[str, dict[str, int]] = {}
-    if annotations.get(names.NODE_LINK_SCORES):
+    if annotations.get(nvidianames.NODE_LINK_SCORES):
         try:
-            links = decode_link_scores(annotations[names.NODE_LINK_SCORES])
+            links = decode_link_scores(annotations[nvidianames.NODE_LINK_SCORES])
         except CodecError:
             links = {}  # topology scores are advisory: without them every link scores 0
     return NodeInventory(
@@ -217,12 +230,12 @@ def _from_gfd(
     if not allocatable:
         return Unregistered(
             name,
-            f"no {names.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
+            f"no {nvidianames.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
             "(no device plugin advertises its cards)",
         )
     cards = gfd.gfd_cards(name, meta.get("labels") or {}, allocatable, split)
     if isinstance(cards, str):
-        return Unregistered(name, f"no {names.NODE_REGISTER} annotation and {cards}")
+        return Unregistered(name, f"no {nvidianames.NODE_REGISTER} annotation and {cards}")
     annotations = meta.get("annotations") or {}
     cordoned = frozenset(split_list(annotations.get(names.DEVICE_CORDON)))
     return NodeInventory(name, cards, cordoned, handshake=False, advertised=allocatable)
@@ -245,6 +258,9 @@ class PodAllocation:
     # The other device families' cards, from each family's allocated annotation: one entry per
     # container, init first (every family's devices of a container together); () for none.
     family_devices: PodDevices = ()
+    # The pod's annotations the families of those cards read of their holders
+    # (hami.engine.familyholders); () for a pod holding no card of such a family.
+    holder_annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> PodDevices:
         """Per container, NVIDIA's cards and then the other families'."""
@@ -267,7 +283,7 @@ def split_devices(
 ) -> tuple[PodDevices, dict[str, PodDevices]]:
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
     with one entry per container; `devices` itself when it holds no other family's card."""
-    types = families.types()
+    types = families.other_types()
     kinds = {family_of(d, types) for c in devices for d in c} - {""}
     if not kinds:
         return devices, {}
@@ -293,11 +309,11 @@ def family_allocation(
     Written by us, an annotation has one entry per container; HAMi's scheduler writes only
     the entries of the containers given cards, which go, in order, to the containers that
     name the family's count resource."""
-    if families.allocated_annotations.isdisjoint(annotations):
+    if families.other_allocated_annotations.isdisjoint(annotations):
         return ()
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     out: PodDevices = ()
-    for family in families:
+    for family in families.others:
         raw = annotations.get(family.wire.allocated_annotation)
         if not raw:
             continue
@@ -340,11 +356,11 @@ def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> Pod
     if not node or is_terminal(pod):
         return None
     try:
-        devices = decode_pod_devices(annotations.get(names.DEVICES_ALLOCATED, ""))
+        devices = decode_pod_devices(annotations.get(nvidianames.DEVICES_ALLOCATED, ""))
     except CodecError:
         return None
     try:
-        mig = decode_allocations(annotations.get(names.MIG_ALLOCATIONS) or "")
+        mig = decode_allocations(annotations.get(nvidianames.MIG_ALLOCATIONS) or "")
     except CodecError:
         mig = ()  # as HAMi: none at all, so the MIG cards it holds are no longer trusted
     spec = pod.get("spec") or {}
@@ -365,6 +381,9 @@ def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> Pod
         bound=bool(spec.get("nodeName")),
         mig=mig,
         family_devices=family_devices,
+        holder_annotations=(
+            holder_annotations(annotations, family_devices, families) if family_devices else ()
+        ),
     )
 
 

@@ -4,7 +4,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from hami.engine.names import NVIDIA
+from hami.engine.nvidianames import NVIDIA
 
 # HAMi's "percentage not set" sentinel for nvidia.com/gpumem-percentage.
 PERCENTAGE_UNSET = 101
@@ -193,6 +193,11 @@ class NodeState:
     # The other device families' cards, by FamilyWire.type, in registration order; their
     # usage is in `score` too, as HAMi's node score sums every device of the node.
     families: Mapping[str, tuple[Card, ...]] = field(default_factory=dict)
+    # The pods holding each card of a family that reads them (FamilyWire.holder_reads), by
+    # card id: (pod key, the annotations the family reads) each (hami.engine.familyholders).
+    holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
+    # The node's annotations the families' node scores read (FamilyWire.node_reads).
+    annotations: Mapping[str, str] = field(default_factory=dict)
     # What the engine derives from this exact state (fit results by request and options, the
     # cards summed up by hami.engine.capacity), so that pods of one shape cost a lookup per
     # unchanged node. Not an argument: dataclasses.replace makes a new state with an empty

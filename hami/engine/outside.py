@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hami.engine import nvidianames as nv
 from hami.engine.model import DeviceInfo, Usage
 from hami.engine.quantity import QuantityError, as_int64
 
@@ -48,7 +49,7 @@ def _count(container: Mapping[str, Any], gpu_resource: str) -> int:
     return 0
 
 
-def kubelet_gpus(spec: Mapping[str, Any], gpu_resource: str = "nvidia.com/gpu") -> int:
+def kubelet_gpus(spec: Mapping[str, Any], gpu_resource: str = nv.GPU) -> int:
     """How many devices the kubelet gives the pod: its effective request, as the kubelet
     computes it for any resource. Init containers run one at a time and their devices are
     reused; sidecars (init containers that restart) run beside everything after them."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from hami.engine import names
+from hami.engine import names, nvidianames
 from hami.engine.codec import split_list
 from hami.engine.score import DEFAULT_WEIGHTS, Weights
 
@@ -168,12 +168,14 @@ def pod_options(annotations: Mapping[str, str], defaults: Defaults = Defaults())
         gpu_policy=parse_gpu_policy(annotations.get(names.GPU_POLICY) or defaults.gpu_policy),
         node_policy=parse_node_policy(annotations.get(names.NODE_POLICY) or defaults.node_policy),
         weights=weights,
-        use_types=_use_types(annotations.get(names.USE_GPUTYPE)),
-        nouse_types=tuple(t.lower() for t in split_list(annotations.get(names.NOUSE_GPUTYPE))),
-        use_uuids=frozenset(split_list(annotations.get(names.USE_GPUUUID))),
-        nouse_uuids=frozenset(split_list(annotations.get(names.NOUSE_GPUUUID))),
-        numa_bind=numa_bind_on(annotations.get(names.NUMA_BIND)),
-        vgpu_mode=annotations.get(names.VGPU_MODE),
+        use_types=_use_types(annotations.get(nvidianames.USE_GPUTYPE)),
+        nouse_types=tuple(
+            t.lower() for t in split_list(annotations.get(nvidianames.NOUSE_GPUTYPE))
+        ),
+        use_uuids=frozenset(split_list(annotations.get(nvidianames.USE_GPUUUID))),
+        nouse_uuids=frozenset(split_list(annotations.get(nvidianames.NOUSE_GPUUUID))),
+        numa_bind=numa_bind_on(annotations.get(nvidianames.NUMA_BIND)),
+        vgpu_mode=annotations.get(nvidianames.VGPU_MODE),
     )
 
 

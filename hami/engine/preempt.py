@@ -72,8 +72,22 @@ def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
             if uuid in usage:
                 usage[uuid] = usage[uuid] - u
     families = [(kind, tuple(c.info for c in cards)) for kind, cards in node.families.items()]
+    uids = {v.uid for v in gone}
+    holders = {
+        card: kept
+        for card, pods in node.holders.items()
+        if (kept := tuple(p for p in pods if p[0] not in uids))
+    }
     return build_node(
-        node.name, (c.info for c in node.cards), usage, node.cordoned, node.links, None, families
+        node.name,
+        (c.info for c in node.cards),
+        usage,
+        node.cordoned,
+        node.links,
+        None,
+        families,
+        holders,
+        node.annotations,
     )
 
 

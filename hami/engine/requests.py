@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hami.engine import nvidianames as nv
 from hami.engine.model import PERCENTAGE_UNSET, ContainerRequest, PodRequest
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.shared import shared
@@ -28,11 +29,11 @@ MAX_CONTAINERS = 64
 
 @dataclass(frozen=True, slots=True)
 class ResourceNames:
-    gpu: str = "nvidia.com/gpu"
-    memory: str = "nvidia.com/gpumem"
-    memory_percentage: str = "nvidia.com/gpumem-percentage"
-    cores: str = "nvidia.com/gpucores"
-    priority: str = "nvidia.com/priority"
+    gpu: str = nv.GPU
+    memory: str = nv.GPUMEM
+    memory_percentage: str = nv.GPUMEM_PERCENTAGE
+    cores: str = nv.GPUCORES
+    priority: str = nv.PRIORITY
 
     def all(self) -> tuple[str, ...]:
         return (self.gpu, self.memory, self.memory_percentage, self.cores, self.priority)

@@ -26,10 +26,14 @@ def build_node(
     links: Mapping[str, Mapping[str, int]] | None = None,
     previous: NodeState | None = None,
     families: Iterable[tuple[str, Iterable[DeviceInfo]]] = (),
+    holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> NodeState:
     """The node's state; cards unchanged since `previous` (its last state) are reused as they
     are, so a pod arriving costs one card's score, not every card's. `families` are the other
-    device families' cards by type (NodeInventory.families); `usage` holds theirs too."""
+    device families' cards by type (NodeInventory.families); `usage` holds theirs too;
+    `holders` the pods holding their cards, where a family reads them (NodeState.holders);
+    `annotations` the node's that their node scores read (NodeState.annotations)."""
     usage = usage or {}
     before = {c.info.id: c for c in previous.cards} if previous is not None else {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
@@ -50,7 +54,9 @@ def build_node(
     }
     # HAMi's node score sums every device of the node, whichever family.
     score = node_score((*cards, *(c for fc in others.values() for c in fc)))
-    return NodeState(name, cards, score, cordoned, links or {}, others)
+    return NodeState(
+        name, cards, score, cordoned, links or {}, others, holders or {}, annotations or {}
+    )
 
 
 def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool) -> Card:

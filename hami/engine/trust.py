@@ -120,10 +120,10 @@ def _family_gpus(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """The other families' devices the kubelet gives the pod, by type (none for most pods:
     the resource names its containers ask for tell, without a pass per family)."""
     named = _named_resources(spec)
-    if FAMILIES.resource_set.isdisjoint(named):
+    if FAMILIES.other_resource_set.isdisjoint(named):
         return ()
     out = []
-    for family in FAMILIES:
+    for family in FAMILIES.others:
         if family.wire.resources.count not in named:
             continue
         n = kubelet_gpus(spec, family.wire.resources.count)

@@ -57,7 +57,7 @@ def read_device_config(path: str, resources: ResourceDefaults) -> Families:
     _check_nvidia(raw.get("nvidia") or {}, resources, where)
     changed = [
         f"{ours.wire.type} ({', '.join(theirs.wire.resources.all())})"
-        for ours, theirs in zip(FAMILIES, families, strict=False)
+        for ours, theirs in zip(FAMILIES.members, families.members, strict=False)
         if not _same(ours, theirs)
     ]
     if changed or len(families.members) != len(FAMILIES.members):

@@ -80,11 +80,18 @@ class FilterReporter:
         decision = outcome.decision
         if decision is None:
             return
-        for cs in decision.scores:
+        # Asked once, before any loop: a pod that fits nowhere in a large cluster has a score
+        # per node, and even walking them cost more than the decision.
+        others = log.isEnabledFor(logging.DEBUG)
+        chosen = decision.node is not None and log.isEnabledFor(self._chosen_level)
+        for cs in decision.scores if others or chosen else ():
             # HAMi's wording, as users grep for it. Only the chosen node's cards at INFO:
             # a pod that fits nowhere in a large cluster would log every card there is.
-            level = self._chosen_level if cs.node == decision.node else logging.DEBUG
-            if log.isEnabledFor(level) and self._scores.take(len(cs.cards)):
+            is_chosen = cs.node == decision.node
+            if not (chosen if is_chosen else others):
+                continue
+            level = self._chosen_level if is_chosen else logging.DEBUG
+            if self._scores.take(len(cs.cards)):
                 log.log(level, "card scores", extra={**ctx, "node": cs.node})
                 for uuid, score in cs.items():
                     # printf-style, so printed bare as HAMi's klog.Infof prints it.

@@ -1,6 +1,9 @@
 """What each setting of `hami serve` means: the text `--help` shows beside each flag (the
 flag's default and environment variable are added by hami.runtime.config)."""
 
+from hami.engine import nvidianames as nv
+from hami.engine.gfd import COUNT_LABEL
+
 HELP = {
     "kubeconfig": "kubeconfig file; in-cluster credentials when empty",
     "bind_address": "address of the HTTPS listener for /webhook, /healthz and /readyz",
@@ -45,10 +48,10 @@ HELP = {
         "write NVIDIA_VISIBLE_DEVICES=none into the containers of a GPU pod that ask for no GPU "
         "(HAMi's overwriteEnv), so that neither their image nor an envFrom can name cards"
     ),
-    "default_memory": "MiB given to a container that asks for nvidia.com/gpu only (0: whole card)",
-    "default_cores": "percent of SMs given when nvidia.com/gpucores is absent",
-    "default_gpu_num": "nvidia.com/gpu set on containers that ask for memory or cores only",
-    "memory_factor": "multiplier applied to nvidia.com/gpumem",
+    "default_memory": f"MiB given to a container that asks for {nv.GPU} only (0: whole card)",
+    "default_cores": f"percent of SMs given when {nv.GPUCORES} is absent",
+    "default_gpu_num": f"{nv.GPU} set on containers that ask for memory or cores only",
+    "memory_factor": f"multiplier applied to {nv.GPUMEM}",
     "node_lock_expiry_seconds": "age after which another pod's node lock is taken over",
     "node_lock_wait_seconds": "how long a bind waits for another pod's node lock before failing (0: not at all)",
     "reservation_ttl_seconds": "how long a filter decision waits for its bind",
@@ -147,7 +150,7 @@ HELP = {
     ),
     "gfd_split_count": (
         "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
-        "labels (nvidia.com/gpu.count, .memory, .product) and allocatable nvidia.com/gpu, each "
+        f"labels ({COUNT_LABEL}, .memory, .product) and allocatable {nv.GPU}, each "
         "card shared by this many tasks (0: off, such nodes stay unregistered)"
     ),
 }

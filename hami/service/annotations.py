@@ -3,12 +3,11 @@
 from collections.abc import Mapping
 from typing import Any
 
-from hami.engine import names
-from hami.engine.codec import encode_pod_devices
+from hami.engine import names, nvidianames
 from hami.engine.families.base import BindContext
+from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import split_devices
-from hami.engine.migalloc import allocations, encode_allocations
 from hami.engine.model import DeviceInfo, PodDevices
 
 
@@ -34,7 +33,7 @@ def allocation_annotations(
         names.BIND_PHASE: phase,
         names.BIND_TIME: str(unix_now),
     }
-    by_type = families.by_type()
+    by_type = families.other_by_type()
     for kind, theirs in others.items():
         bind = BindContext(
             node,
@@ -45,24 +44,21 @@ def allocation_annotations(
         out.update(by_type[kind].annotations(theirs, bind))
     if others and not any(devices):
         return out
-    encoded = encode_pod_devices(devices)
-    out[names.DEVICES_TO_ALLOCATE] = encoded
-    out[names.DEVICES_ALLOCATED] = encoded
-    # Cards in MIG mode: which profile and placement each instance takes, for HAMi's device
-    # plugin to create (written only when there is one, as HAMi writes it).
-    mig = encode_allocations(allocations(devices))
-    if mig:
-        out[names.MIG_ALLOCATIONS] = mig
+    out.update(NVIDIA.annotations(devices))
     return out
 
 
 def written_cards(annotations: Mapping[str, str], families: Families = FAMILIES) -> str | None:
     """The pod's allocation as written: NVIDIA's annotation, then each other family's
     prefixed with its type (`DCU <list>`); None when it carries none."""
-    parts = [annotations[names.DEVICES_ALLOCATED]] if names.DEVICES_ALLOCATED in annotations else []
+    parts = (
+        [annotations[nvidianames.DEVICES_ALLOCATED]]
+        if nvidianames.DEVICES_ALLOCATED in annotations
+        else []
+    )
     parts += [
         f"{f.wire.type} {annotations[f.wire.allocated_annotation]}"
-        for f in families
+        for f in families.others
         if f.wire.allocated_annotation in annotations
     ]
     return " ".join(parts) or None

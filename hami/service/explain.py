@@ -9,7 +9,7 @@ from typing import Any
 
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
-from hami.engine import names, reasons
+from hami.engine import names, nvidianames, reasons
 from hami.engine.codec import CodecError
 from hami.engine.mig import blocked, label
 from hami.engine.migalloc import allocations, decode_allocations
@@ -42,7 +42,7 @@ def explain(
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
         f"  cards: {written_cards(annotations) or '(no allocation annotation)'}",
-        *written_instances(annotations.get(names.MIG_ALLOCATIONS)),
+        *written_instances(annotations.get(nvidianames.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
         *([f"  warning: {short}"] if short else []),
     ]
@@ -126,7 +126,7 @@ def written_instances(value: str | None) -> list[str]:
     try:
         entries = decode_allocations(value or "")
     except CodecError as e:
-        return [f"  MIG: {names.MIG_ALLOCATIONS} cannot be read ({e})"]
+        return [f"  MIG: {nvidianames.MIG_ALLOCATIONS} cannot be read ({e})"]
     lines = []
     for a in entries:
         i = a.instance

@@ -142,11 +142,13 @@ class Placement:
         decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
         decision = self._elsewhere(ref, asked, node_names, decision)
         if decision.node is None or decision.devices is None:
+            # `in` over the values runs in C: most answers name no unknown node.
+            unknown = reasons.NODE_UNREGISTERED in decision.failed.values()
             why = {
                 name: self.cache.unregistered.get(
                     name, "the scheduler's cache has no node of that name"
                 )
-                for name, reason in decision.failed.items()
+                for name, reason in (decision.failed.items() if unknown else ())
                 if reason == reasons.NODE_UNREGISTERED
             }
             return FilterOutcome(ref, failed=decision.failed, decision=decision, unregistered=why)
@@ -158,6 +160,7 @@ class Placement:
             decision.devices,
             len((pod.get("spec") or {}).get("initContainers") or ()),
             containers=_containers(pod) if asked[0].families else (),
+            annotations=(pod.get("metadata") or {}).get("annotations") or {},
         )
         return FilterOutcome(ref, node_names=[decision.node], decision=decision)
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import nvidianames
 from hami.engine.asks import pod_request
 from hami.engine.inventory import is_terminal
 from hami.engine.mig import label
@@ -147,7 +147,7 @@ def _gpu_pod(pod: Mapping[str, Any], resources: ResourceDefaults) -> GpuPod | No
         node,
         allocated,
         None if node else _scheduling_message(pod),
-        annotations.get(names.MIG_ALLOCATIONS),
+        annotations.get(nvidianames.MIG_ALLOCATIONS),
     )
 
 

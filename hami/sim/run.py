@@ -13,7 +13,7 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig, admit
-from hami.engine.names import MIG_ALLOCATIONS
+from hami.engine.nvidianames import MIG_ALLOCATIONS
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
 from hami.service.nodelock.table import NodeLocks

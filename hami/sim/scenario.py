@@ -7,11 +7,12 @@ from typing import Any
 
 import yaml
 
+from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
 from hami.engine.families.registry import FAMILIES
 from hami.engine.inventory import Unregistered, family_cards, node_inventory
 from hami.engine.model import DeviceInfo
-from hami.engine.names import NVIDIA
+from hami.engine.nvidianames import NVIDIA
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 from hami.files import UnreadableFileError, read_text
 
@@ -74,7 +75,7 @@ def _device(raw: Any, where: str) -> DeviceInfo:
     unknown = set(raw) - _DEVICE_KEYS
     if unknown:
         raise ScenarioError(f"{where}: unknown device fields {sorted(unknown)}")
-    kind = str(raw.get("type", "NVIDIA"))
+    kind = str(raw.get("type", NVIDIA))
     if NVIDIA.lower() not in kind.lower():
         # The scheduler counts only cards whose type names NVIDIA, as HAMi does: such a card
         # would be left out without a word, and its node be `node unregistered`.
@@ -128,8 +129,8 @@ def _node(raw: Any, where: str) -> dict[str, Any]:
         raise ScenarioError(f"{where}: node {raw['name']}: devices must be a list")
     if devices:
         infos = tuple(_device(d, f"{where}, device {i}") for i, d in enumerate(devices))
-        annotations.setdefault("hami.io/node-nvidia-register", encode_node_devices(infos))
-        allocatable.setdefault("nvidia.com/gpu", str(sum(d.count for d in infos)))
+        annotations.setdefault(nv.NODE_REGISTER, encode_node_devices(infos))
+        allocatable.setdefault(nv.GPU, str(sum(d.count for d in infos)))
     node = {
         "metadata": {"name": raw["name"], "annotations": annotations, "labels": labels},
         # The kubelet reports the device plugins' resources in both; HAMi reads capacity.

@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiohttp
@@ -377,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--ready-timeout", type=float, default=300.0, help="seconds `hami serve` may take to sync"
     )
+    p.add_argument("--json", help="also write each sample's figures to this file")
     args = p.parse_args(argv)
     counts = [int(c) for c in args.pods.split(",")]
     if args.nodes > 5_000 or max(counts) > 150_000:
@@ -390,6 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memory bench: run folder {plane.run_dir}", file=sys.stderr, flush=True)
         samples = asyncio.run(run(plane, args))
     print(report(samples, args.nodes))
+    if args.json:
+        Path(args.json).write_bytes(
+            orjson.dumps([asdict(s) for s in samples], option=orjson.OPT_INDENT_2)
+        )
     return 0
 
 

@@ -78,7 +78,7 @@ MANAGED_RESOURCES = (
     "nvidia.com/gpucores",
     "nvidia.com/priority",
     # Every other device family's, as the chart lists them (helm/hami/families.yaml).
-    *FAMILIES.resource_names(),
+    *FAMILIES.other_resource_names(),
 )
 
 # A cold build of the Kubernetes binaries takes 15-30 minutes on two cores.

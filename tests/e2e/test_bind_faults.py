@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hami.engine.codec import decode_pod_devices
-from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
+from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
+from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests import applog
 
 from . import invariant

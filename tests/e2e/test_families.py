@@ -59,7 +59,7 @@ def shared(control_plane: ControlPlane, uuid: str) -> float | None:
     return None
 
 
-@pytest.mark.parametrize("family", FAMILIES.members, ids=lambda f: f.wire.type)
+@pytest.mark.parametrize("family", FAMILIES.others, ids=lambda f: f.wire.type)
 def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     control_plane: ControlPlane,
     kube: Kube,

@@ -786,7 +786,7 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     (scheduler,) = [m for m in maps.values() if "config.yaml" in m]
     config = yaml.safe_load(scheduler["config.yaml"])
     managed = {r["name"] for r in config["extenders"][0]["managedResources"]}
-    assert set(FAMILIES.resource_names()) <= managed
+    assert set(FAMILIES.other_resource_names()) <= managed
     # The override is mounted where hami serve's flag points, and hami serve reads it as it is.
     (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]
     assert yaml.safe_load(device) == yaml.safe_load(text)
@@ -796,7 +796,7 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
     (tmp_path / "device-config.yaml").write_text(device)
     read = read_device_config(str(tmp_path / "device-config.yaml"), ResourceDefaults())
-    assert [f.wire for f in read] == [f.wire for f in FAMILIES]
+    assert [f.wire for f in read.members] == [f.wire for f in FAMILIES.members]
     # Without an override nothing is mounted, and hami serve runs with the defaults.
     plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
     assert not any(a.startswith("--device-config-file") for a in plain["args"])

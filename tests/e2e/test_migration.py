@@ -44,7 +44,8 @@ import yaml
 
 from hami.engine.codec import decode_pod_devices
 from hami.engine.model import ContainerDevice
-from hami.engine.names import ASSIGNED_NODE, DEVICES_ALLOCATED, NODE_LOCK
+from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
+from hami.engine.nvidianames import DEVICES_ALLOCATED
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
 from tests.unit.test_helm_render import CHART, EXTENDER, Obj, container, helm

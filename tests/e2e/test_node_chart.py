@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from hami.engine.names import DEVICES_ALLOCATED
+from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests import applog
 from tests.unit.engine.test_lab14_replay import STEP_7
 from tests.unit.monitoring.dashboard import load as load_dashboard

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hami.engine.names import DEVICES_ALLOCATED
+from hami.engine.nvidianames import DEVICES_ALLOCATED
 
 from .cluster import REPO_ROOT
 from .kube import Kube

@@ -5,7 +5,7 @@ from typing import Any
 import orjson
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE, registration

@@ -13,4 +13,4 @@ CHART = Path(__file__).resolve().parents[2] / "helm" / "hami"
 
 def test_the_charts_family_resources_are_the_registrys() -> None:
     listed = yaml.safe_load((CHART / "families.yaml").read_text())["resources"]
-    assert tuple(listed) == FAMILIES.resource_names()
+    assert tuple(listed) == FAMILIES.other_resource_names()

@@ -319,7 +319,7 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     assert "has(object.spec.initContainers) && object.spec.initContainers.exists(c," in expression
     assert expression.count("c.resources.limits.exists(") == 2
     assert expression.count("c.resources.requests.exists(") == 2
-    for resource in (*GPU_RESOURCES, *FAMILIES.resource_names()):
+    for resource in (*GPU_RESOURCES, *FAMILIES.other_resource_names()):
         assert expression.count(f"'{resource}'") == 4, resource
     # KAI's form asks for no resource: the webhook translates it (hami/engine/kai.py).
     assert "object.spec.schedulerName == 'kai-scheduler'" in expression
@@ -461,7 +461,7 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
             "ignorable": False,
             "managedResources": [
                 {"name": name, "ignoredByScheduler": True}
-                for name in (*GPU_RESOURCES, "nvidia.com/priority", *FAMILIES.resource_names())
+                for name in (*GPU_RESOURCES, "nvidia.com/priority", *FAMILIES.other_resource_names())
             ],
         }
     ]

@@ -42,6 +42,11 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         nouse_type="amd.com/nouse-gputype",
         use_uuid="amd.com/use-gpu-uuid",
         nouse_uuid="amd.com/nouse-gpu-uuid",
+        # The AMD Container Toolkit's runtime mounts the GPUs this names.
+        device_env=("AMD_VISIBLE_DEVICES",),
+        # HAMi's AMD device plugin holds a container to its GPUs and compute units with these
+        # (HAMi's docs/develop/amd-vgpu.md); the mask's indexes follow ROCR_VISIBLE_DEVICES.
+        share_env=("ROCR_VISIBLE_DEVICES", "HSA_CU_MASK", "HIP_DEVICE_MEMORY_LIMIT"),
     )
 
 

@@ -56,6 +56,9 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         lock_name="",  # HAMi's LockNode is a no-op here
         use_uuid="aws.amazon.com/use-neuron-uuid",
         nouse_uuid="aws.amazon.com/nouse-neuron-uuid",
+        # The device plugin mounts a whole device and names the container's cores in this; the
+        # Neuron runtime takes every core of the device without it.
+        share_env=("NEURON_RT_VISIBLE_CORES",),
     )
 
 

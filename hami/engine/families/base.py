@@ -59,6 +59,19 @@ class FamilyWire:
     # Further pod annotations the family's fit reads (FitPod.annotations carries only these
     # and the four above, so that a pod's options stay small and comparable).
     reads: tuple[str, ...] = ()
+    # The annotations of the pods holding a card that the family's rules read (FitPod.holders):
+    # empty for a family that never reads them, so that no pod holding its cards costs the
+    # cache anything for them.
+    holder_reads: tuple[str, ...] = ()
+    # The node annotations the family's node score reads (NodeFacts.annotations there): only
+    # these are kept of a Node, and a change of one re-reads it.
+    node_reads: tuple[str, ...] = ()
+    # Environment variables that would take a container past what the device plugin gave it
+    # (hami.engine.familyescapes): `device_env`, what the vendor's container runtime reads to
+    # mount devices into any container of the family's nodes; `share_env`, what the device
+    # plugin sets to hold its container to its share, which the container's own value replaces.
+    device_env: tuple[str, ...] = ()
+    share_env: tuple[str, ...] = ()
 
     def pod_annotations(self) -> tuple[str, ...]:
         """Every pod annotation the family's fit may read."""
@@ -73,9 +86,9 @@ class FitPod:
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
     binpack: bool = True  # the GPU policy's first sort key (families that score cards)
-    # The annotations of the pods already holding each card, by card id, one entry per
-    # allocation entry as in HAMi's DeviceUsage.PodInfos (allocation annotations included),
-    # for a family whose rules read them; empty where none is known.
+    # The annotations of the pods already holding each card, by card id: one entry per pod
+    # holding it, as HAMi's DeviceUsage.PodInfos (built from each pod's collapsed devices),
+    # each with only the keys FamilyWire.holder_reads names; empty for a family naming none.
     holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
 
 
@@ -96,8 +109,9 @@ class Claim:
     pod_fields: tuple[tuple[str, str], ...] = ()
     error: str = ""  # non-empty: the pod is refused with this message
     # The container's limits to set, replacing any value there (a family that turns a
-    # count of several devices into whole-device cores and memory).
-    limits: tuple[tuple[str, str], ...] = ()
+    # count of several devices into whole-device cores and memory). NVIDIA's default count is
+    # written as the number it is configured as, as HAMi's webhook writes it.
+    limits: tuple[tuple[str, str | int], ...] = ()
     # The container's requests to set, replacing any value there (Ascend's memory rounded
     # up to a template is written to both).
     requests: tuple[tuple[str, str], ...] = ()
@@ -118,7 +132,8 @@ class NodeFacts:
     name: str = ""
     capacity: Mapping[str, str] | None = None  # None: not known to the caller
     labels: Mapping[str, str] = field(default_factory=dict)
-    # The node's annotations, for a family whose node score reads what its plugin wrote there.
+    # The node's annotations, for a family whose node score reads what its plugin wrote there
+    # (given to a node score: those some family's FamilyWire.node_reads names).
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -16,7 +16,7 @@ that leaves the fewest stranded, else two or four joined across the groups, or a
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hami.engine import reasons as r
@@ -293,16 +293,29 @@ def _shares(card: Card, request: FamilyRequest) -> bool:
     return usage.used == 0 or usage.usedmem // usage.used == request.memreq
 
 
-def _wire(kind: str, resources: FamilyResources, **names: str) -> FamilyWire:
-    return FamilyWire(
+def _wire(
+    kind: str,
+    resources: FamilyResources,
+    *,
+    register_annotation: str,
+    handshake_annotation: str,
+    to_allocate_annotation: str,
+    allocated_annotation: str,
+    lock_name: str | None = None,  # None: HAMi's node lock
+) -> FamilyWire:
+    wire = FamilyWire(
         type=kind,
         vendor=kind,
         resources=resources,
+        register_annotation=register_annotation,
+        handshake_annotation=handshake_annotation,
+        to_allocate_annotation=to_allocate_annotation,
+        allocated_annotation=allocated_annotation,
         use_uuid="hami.io/use-xpu-uuid",  # both families read the vXPU plugin's selection
         nouse_uuid="hami.io/no-use-xpu-uuid",
         reads=(PLUGIN_USE_UUID, PLUGIN_NOUSE_UUID),
-        **names,
     )
+    return wire if lock_name is None else replace(wire, lock_name=lock_name)
 
 
 # The plugin's own selection annotations, which HAMi checks besides the family's.

@@ -72,6 +72,8 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         lock_name="",  # HAMi's LockNode is a no-op here
         use_uuid="mthreads.ai/use-gpuuuid",
         nouse_uuid="mthreads.ai/nouse-gpuuuid",
+        # The MT Container Toolkit's runtime (`--runtime mthreads`) mounts the GPUs this names.
+        device_env=("MTHREADS_VISIBLE_DEVICES",),
     )
 
 

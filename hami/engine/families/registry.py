@@ -4,7 +4,7 @@ Adding a family is one module under hami.engine.families, one entry in FAMILIES,
 tests and its chart values.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,46 +25,62 @@ from hami.engine.families import (
 from hami.engine.families.base import Family
 from hami.engine.families.metax.gpu import from_config as metax_gpu
 from hami.engine.families.metax.sgpu import from_config as metax_sgpu
+from hami.engine.families.nvidia.family import FAMILY as NVIDIA_FAMILY
+from hami.engine.nvidianames import NVIDIA
 
 
 @dataclass(frozen=True)
 class Families:
-    """The families one process schedules, in the order HAMi registers them."""
+    """The families one process schedules, in the order HAMi registers them (NVIDIA first).
+
+    NVIDIA's cards are placed by hami.engine.decide's own path and the other families' by
+    hami.engine.familyfit, so most callers want `others`; none iterates `Families` itself,
+    so that each says which it means."""
 
     members: tuple[Family, ...] = ()
 
-    def __iter__(self) -> Iterator[Family]:
-        return iter(self.members)
+    @cached_property
+    def others(self) -> tuple[Family, ...]:
+        """The members other than NVIDIA's, in HAMi's order."""
+        return tuple(f for f in self.members if f.wire.type != NVIDIA)
 
     def by_type(self) -> Mapping[str, Family]:
         return {f.wire.type: f for f in self.members}
 
-    def resource_names(self) -> tuple[str, ...]:
-        """Every extended resource some family's pods ask for."""
-        return tuple(n for f in self.members for n in f.wire.resources.all())
+    def other_by_type(self) -> Mapping[str, Family]:
+        """`others` by type: where a type of NVIDIA's must find no family (the generic fit,
+        the families' quotas and binds)."""
+        return {f.wire.type: f for f in self.others}
+
+    def other_resource_names(self) -> tuple[str, ...]:
+        """Every extended resource the other families' pods ask for."""
+        return tuple(n for f in self.others for n in f.wire.resources.all())
+
+    def other_types(self) -> frozenset[str]:
+        """The FamilyWire.type of every member but NVIDIA: the device types not NVIDIA's."""
+        return frozenset(f.wire.type for f in self.others)
 
     @cached_property
-    def resource_set(self) -> frozenset[str]:
-        """resource_names as a set, made once: every pod event asks whether it names one (a
-        cache keyed on the Families would hash all its members each time)."""
-        return frozenset(self.resource_names())
+    def other_resource_set(self) -> frozenset[str]:
+        """other_resource_names as a set, made once: every pod event asks whether it names one
+        (a cache keyed on the Families would hash all its members each time)."""
+        return frozenset(self.other_resource_names())
 
     @cached_property
-    def allocated_annotations(self) -> frozenset[str]:
-        """Every family's allocated annotation: most pods carry none, which one set look tells."""
-        return frozenset(f.wire.allocated_annotation for f in self.members)
-
-    def types(self) -> frozenset[str]:
-        """The FamilyWire.type of every member: the device types that are not NVIDIA's."""
-        return frozenset(f.wire.type for f in self.members)
+    def other_allocated_annotations(self) -> frozenset[str]:
+        """The other families' allocated annotations: most pods carry none, which one set look
+        tells."""
+        return frozenset(f.wire.allocated_annotation for f in self.others)
 
 
 def from_device_config(config: Mapping[str, Any]) -> Families:
     """Every family as HAMi's device-config.yaml configures it (the chart's defaults for a
     section the file leaves out), in the order of HAMi's InitDevicesWithConfig
-    (pkg/scheduler/config): Cambricon, Hygon, Enflame (GCU, then VGCU), Moore Threads, MetaX
-    (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron, AMD, Vastai, Biren, then each
-    Ascend chip (`vnpus`) and each Iluvatar chip (`iluvatars`); NVIDIA's is read apart.
+    (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU, then VGCU), Moore
+    Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron, AMD, Vastai,
+    Biren, then each Ascend chip (`vnpus`) and each Iluvatar chip (`iluvatars`). NVIDIA's
+    section is read apart (hami.runtime.deviceconfig checks it against serve's flags, which
+    configure NVIDIA), so NVIDIA's member is the chart's default.
 
     Raises ValueError or TypeError for a section it cannot read."""
 
@@ -79,6 +95,7 @@ def from_device_config(config: Mapping[str, Any]) -> Families:
         raise ValueError(f"iluvatars must be a list, got {type(iluvatars).__name__}")
     return Families(
         (
+            NVIDIA_FAMILY,
             cambricon.from_config(section("cambricon")),
             hygon.from_config(section("hygon")),
             *enflame.from_config(section("enflame")),

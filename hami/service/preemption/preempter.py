@@ -101,7 +101,14 @@ class Preempter:
             # Its own filter lifted the hold to see whether the victims are gone; they are not.
             ref = outcome.pod
             self.cache.reserve(
-                uid, ref.namespace, ref.name, hold.node, hold.devices, hold.n_init, hold.expires
+                uid,
+                ref.namespace,
+                ref.name,
+                hold.node,
+                hold.devices,
+                hold.n_init,
+                hold.expires,
+                annotations=dict(asked[1].family_annotations),
             )
             why = (
                 f"{outcome.failed.get(hold.node, 'no room yet')}; its cards are held for this "
@@ -181,7 +188,7 @@ class Preempter:
             placed = self.cache.reservation(ref.uid) or self.cache.allocation(ref.uid)
             if chosen is None or placed is not None or ref.uid in self._deleted:
                 return
-            hold = self._hold(ref, chosen, n_init)
+            hold = self._hold(ref, chosen, n_init, pod)
         finally:
             self._busy.discard(ref.uid)
             self._deleted.discard(ref.uid)
@@ -195,7 +202,7 @@ class Preempter:
             field(self.cache, self.facts, pod, uid, candidates, budgets, self._doomed()).planning()
         )
 
-    def _hold(self, ref: PodRef, chosen: Preemption, n_init: int) -> Hold:
+    def _hold(self, ref: PodRef, chosen: Preemption, n_init: int, pod: Preemptor) -> Hold:
         graces = [f.grace for v in chosen.victims if (f := self.facts.get(v.uid)) is not None]
         # The victims' grace period is theirs to use; the hold outlasts it by hold_seconds.
         expires = self.clock() + max(graces, default=0.0) + self.hold_seconds
@@ -204,8 +211,17 @@ class Preempter:
         )
         self._holds[ref.uid] = hold
         self._refused.pop(ref.uid, None)
+        # The pod's annotations its families' rules read, those of the pods holding a card among
+        # them (hami.engine.familyholders).
         self.cache.reserve(
-            ref.uid, ref.namespace, ref.name, chosen.node, chosen.devices, n_init, expires
+            ref.uid,
+            ref.namespace,
+            ref.name,
+            chosen.node,
+            chosen.devices,
+            n_init,
+            expires,
+            annotations=dict(pod.options.family_annotations),
         )
         return hold
 

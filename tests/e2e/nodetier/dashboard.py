@@ -73,6 +73,19 @@ class Lab:
         def by_card(value: Callable[[Any, int], float]) -> Callable[[Vector], None]:
             return exactly(self.per_card(value), *card_keys)
 
+        def per_type(value: Callable[[Any, int], float]) -> dict[tuple[str, ...], float]:
+            pods = Counter(card for _, card in self.step_7())
+            out: dict[tuple[str, ...], float] = {}
+            for c in cards:
+                out[(c.type,)] = out.get((c.type,), 0.0) + value(c, pods[c.uuid])
+            return out
+
+        def by_type(value: Callable[[Any, int], float]) -> Callable[[Vector], None]:
+            return exactly(per_type(value), "device_type")
+
+        type_memory = per_type(lambda c, n: n * 1000 * MIB)
+        type_total = per_type(lambda c, n: c.devmem * MIB)
+
         def table(value: Callable[[Any, int], float]) -> Callable[[Vector], None]:
             pods = Counter(card for _, card in self.step_7())
             expected: dict[tuple[str, ...], float] = {
@@ -141,6 +154,17 @@ class Lab:
             ("Split slots used", "A"): scalar(len(self.step_7())),
             ("Split slots used", "B"): scalar(split * len(cards)),
             ("GPU pods waiting for a card", "A"): scalar(0.0),
+            # The lab's cards are all of one type.
+            ("Device types", "A"): by_type(lambda c, n: 1.0),
+            ("Device types", "B"): by_type(lambda c, n: n * 1000 * MIB),
+            ("Device types", "C"): by_type(lambda c, n: c.devmem * MIB),
+            ("Device types", "D"): by_type(lambda c, n: 0.0),
+            ("Device types", "E"): by_type(lambda c, n: float(n)),
+            ("Device types", "F"): by_type(lambda c, n: float(split)),
+            ("Memory allocated by device type", "A"): exactly(
+                {t: type_memory[t] / type_total[t] for t in type_total}, "device_type"
+            ),
+            ("Cores allocated by device type", "A"): by_type(lambda c, n: 0.0),
             ("Cards", "A"): table(lambda c, n: n * 1000 * MIB),
             ("Cards", "B"): table(lambda c, n: c.devmem * MIB),
             ("Cards", "C"): table(lambda c, n: 0.0),

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.hygon import HYGON
 from hami.engine.model import ContainerDevice, Usage

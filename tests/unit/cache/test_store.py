@@ -265,7 +265,7 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
     assert check is not None
 
     def reason() -> str | None:
-        return check(cache.view["n"], [])
+        return check.check(cache.view["n"], [])
 
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])

@@ -36,7 +36,7 @@ def pod(*limits: dict[str, str], **spec: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("family", FAMILIES.members, ids=lambda f: f.wire.type)
+@pytest.mark.parametrize("family", FAMILIES.others, ids=lambda f: f.wire.type)
 def test_a_family_pod_gets_our_scheduler_and_no_nvidia_injection(family: Any) -> None:
     a = admit(pod(family_limits(family, 1)), STANDALONE)
     assert a.allowed, a.message

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement

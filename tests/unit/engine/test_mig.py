@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from hami.engine import names
+from hami.engine import names, nvidianames
 from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
 from hami.engine.decide import schedule
 from hami.engine.inventory import with_instances
@@ -29,13 +29,13 @@ def test_the_issues_worked_example_gets_hamis_profiles_placements_and_reason() -
     first, _ = c.place(pod("a", gpu(15000)))
     second, _ = c.place(pod("b", gpu(4000)))
     third, why = c.place(pod("c", gpu(15000)))
-    assert first[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,19968,43:;"
-    assert first[names.MIG_ALLOCATIONS] == (
+    assert first[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,19968,43:;"
+    assert first[nvidianames.MIG_ALLOCATIONS] == (
         f'[{{"containerIndex":0,"deviceIndex":0,"gpuUUID":"{GPU}","profile":"3g.20gb",'
         '"placement":{"start":4,"size":4}}]'
     )
-    assert second[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
-    assert decode_allocations(second[names.MIG_ALLOCATIONS])[0].instance == MigInstance(
+    assert second[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
+    assert decode_allocations(second[nvidianames.MIG_ALLOCATIONS])[0].instance == MigInstance(
         "1g.5gb", MigPlacement(3, 1)
     )
     # 40,960 - 19,968 - 4,864 = 16,128 MiB are free, but no 3g.20gb or 7g.40gb placement is.
@@ -45,8 +45,8 @@ def test_the_issues_worked_example_gets_hamis_profiles_placements_and_reason() -
 def test_a_hami_core_card_gets_no_mig_annotation() -> None:
     c = Cluster(node("t4", card(mode="hami-core")))
     written, _ = c.place(pod("a", gpu(15000)))
-    assert written[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,15000,0:;"
-    assert names.MIG_ALLOCATIONS not in written
+    assert written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,15000,0:;"
+    assert nvidianames.MIG_ALLOCATIONS not in written
 
 
 def test_vgpu_mode_keeps_mig_and_hami_core_pods_apart() -> None:
@@ -54,24 +54,24 @@ def test_vgpu_mode_keeps_mig_and_hami_core_pods_apart() -> None:
     both = node("mixed", core, card("GPU-mig", 1))
     c = Cluster(both)
     written, _ = c.place(pod("a", gpu(4000), mode="mig"))
-    assert written[names.DEVICES_ALLOCATED].startswith("GPU-mig,")
+    assert written[nvidianames.DEVICES_ALLOCATED].startswith("GPU-mig,")
     written, _ = c.place(pod("b", gpu(4000), mode="hami-core"))
-    assert written[names.DEVICES_ALLOCATED] == "GPU-core,NVIDIA,4000,0:;"
+    assert written[nvidianames.DEVICES_ALLOCATED] == "GPU-core,NVIDIA,4000,0:;"
     # Two cards, three asked: more than the node has, unless MIG instances may make up for it.
     _, why = c.place(pod("c", gpu(4000, nums=3), mode="hami-core"))
     assert why == "mixed: NodeInsufficientDevice"
     written, _ = c.place(pod("d", gpu(4000, nums=3), mode="mig"))
-    assert written[names.DEVICES_ALLOCATED].count("GPU-mig,") == 3
+    assert written[nvidianames.DEVICES_ALLOCATED].count("GPU-mig,") == 3
 
 
 def test_one_container_takes_several_instances_and_each_card_is_counted_once() -> None:
     c = Cluster()
     written, _ = c.place(pod("a", gpu(4000, nums=3)))
     starts = [
-        a.instance.placement.start for a in decode_allocations(written[names.MIG_ALLOCATIONS])
+        a.instance.placement.start for a in decode_allocations(written[nvidianames.MIG_ALLOCATIONS])
     ]
     assert starts == [6, 5, 4]
-    assert [a.device for a in decode_allocations(written[names.MIG_ALLOCATIONS])] == [0, 1, 2]
+    assert [a.device for a in decode_allocations(written[nvidianames.MIG_ALLOCATIONS])] == [0, 1, 2]
     # Four 1g.5gb placements are left; HAMi says `1/1 CardMigTopologyInfeasible,
     # 4/1 AllocatedCardsInsufficientRequest` ("mig-reason-counts").
     assert c.place(pod("b", gpu(4000, nums=5)))[1] == "a100: 1/1 AllocatedCardsInsufficientRequest"
@@ -82,7 +82,7 @@ def test_a_later_container_sees_the_instances_of_the_earlier_ones() -> None:
     written, _ = c.place(pod("a", gpu(15000), gpu(15000)))
     got = [
         (a.container, a.instance.placement.start)
-        for a in decode_allocations(written[names.MIG_ALLOCATIONS])
+        for a in decode_allocations(written[nvidianames.MIG_ALLOCATIONS])
     ]
     assert got == [(0, 4), (1, 0)]
 
@@ -92,9 +92,9 @@ def test_init_containers_are_placed_as_hami_places_them_and_keep_their_slices() 
     # As in HAMi, each init container and the app containers see the node as it is, so the
     # app container may get the init container's placement (the device plugin reuses it).
     written, _ = c.place(pod("a", {}, gpu(4000), init=(gpu(4000),)))
-    allocations = decode_allocations(written[names.MIG_ALLOCATIONS])
+    allocations = decode_allocations(written[nvidianames.MIG_ALLOCATIONS])
     assert [(a.container, a.instance.placement.start) for a in allocations] == [(0, 6), (2, 6)]
-    assert written[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;;{GPU},NVIDIA,4864,15:;"
+    assert written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;;{GPU},NVIDIA,4864,15:;"
 
 
 def test_a_whole_card_is_the_largest_profile() -> None:
@@ -102,7 +102,7 @@ def test_a_whole_card_is_the_largest_profile() -> None:
     # even on an empty card ("mig-whole-card").
     c = Cluster()
     written, _ = c.place(pod("a", gpu(cores=100)))
-    assert written[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,40192,100:;"
+    assert written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,40192,100:;"
     assert c.place(pod("b", gpu(gpumem_percentage=10)))[1] == "a100: 1/1 CardInsufficientMemory"
 
 
@@ -110,14 +110,14 @@ def test_a_percentage_is_of_the_largest_profile() -> None:
     c = Cluster()
     written, _ = c.place(pod("a", gpu(gpumem_percentage=25)))
     # 25 % of 40,192 is 10,048 MiB: more than 2g.10gb holds.
-    assert decode_allocations(written[names.MIG_ALLOCATIONS])[0].instance.profile == "3g.20gb"
+    assert decode_allocations(written[nvidianames.MIG_ALLOCATIONS])[0].instance.profile == "3g.20gb"
 
 
 def test_gpucores_chooses_the_profile_too() -> None:
     # HAMi: 1g.5gb, 15 % of the SMs for a pod that asked for 20 ("mig-cores").
     c = Cluster()
     written, _ = c.place(pod("a", gpu(4000, gpucores=20)))
-    assert written[names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
+    assert written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
 
 
 def test_the_quota_counts_the_profile() -> None:
@@ -132,7 +132,7 @@ def test_the_quota_counts_the_profile() -> None:
         ]
     )
     assert c.place(pod("a", gpu(15000)))[1] == "a100: 1/1 ResourceQuotaNotFit"
-    assert c.place(pod("b", gpu(9000)))[0][names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
+    assert c.place(pod("b", gpu(9000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
 
 
 def bound(name: str, devices: str, mig: str | None = None) -> dict[str, Any]:
@@ -140,8 +140,8 @@ def bound(name: str, devices: str, mig: str | None = None) -> dict[str, Any]:
     obj = pod(name, gpu(4000))
     obj["metadata"]["annotations"] = {
         names.ASSIGNED_NODE: "a100",
-        names.DEVICES_ALLOCATED: devices,
-        **({} if mig is None else {names.MIG_ALLOCATIONS: mig}),
+        nvidianames.DEVICES_ALLOCATED: devices,
+        **({} if mig is None else {nvidianames.MIG_ALLOCATIONS: mig}),
     }
     obj["spec"]["nodeName"] = "a100"
     return obj
@@ -156,7 +156,7 @@ def test_usage_is_rebuilt_from_running_pods_mig_allocations() -> None:
     c = Cluster()
     c.cache.upsert_pod(bound("hami-placed", f"{GPU},NVIDIA,19968,43:;", one("3g.20gb", 0, 4)))
     written, _ = c.place(pod("a", gpu(15000)))
-    assert decode_allocations(written[names.MIG_ALLOCATIONS])[0].instance.placement.start == 4
+    assert decode_allocations(written[nvidianames.MIG_ALLOCATIONS])[0].instance.placement.start == 4
     state = c.cache.view["a100"].cards[0]
     assert (state.usage.used, state.usage.usedmem, state.usage.usedcores) == (2, 39936, 86)
 
@@ -185,11 +185,11 @@ def test_a_mig_allocation_on_a_card_not_in_mig_mode_is_not_trusted() -> None:
     assert c.place(pod("a", gpu(4000)))[1] == "a100: 1/1 CardNotHealth"
     # The card switched to MIG mode: the same pod now adds up.
     c.cache.upsert_node(node())
-    assert c.place(pod("a", gpu(4000)))[0][names.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
+    assert c.place(pod("a", gpu(4000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
 
 
 def test_preempting_a_mig_pod_frees_its_slices() -> None:
-    info = decode_node_devices(node()["metadata"]["annotations"][names.NODE_REGISTER])
+    info = decode_node_devices(node()["metadata"]["annotations"][nvidianames.NODE_REGISTER])
     held = MigInstance("3g.20gb", MigPlacement(4, 4))
     other = MigInstance("3g.20gb", MigPlacement(0, 4))
 
@@ -300,7 +300,7 @@ def test_topology_aware_chooses_among_instances_then_places_them_in_order() -> N
     # HAMi collects every instance every card could give, picks the best-linked pair, and
     # places the chosen ones again card by card: one on each card, each the first 1g.5gb slot.
     a, b = card("GPU-a", 0), card("GPU-b", 1)
-    info = decode_node_devices(node("a100", a, b)["metadata"]["annotations"][names.NODE_REGISTER])
+    info = decode_node_devices(node("a100", a, b)["metadata"]["annotations"][nvidianames.NODE_REGISTER])
     links = {"GPU-a": {"GPU-b": 100}, "GPU-b": {"GPU-a": 100}}
     state = build_node("a100", info, links=links)
     request = pod_request(pod("p", gpu(4000, nums=2))["spec"], ResourceDefaults())
@@ -321,8 +321,8 @@ def test_bind_re_check_counts_placements_not_rounded_cores_and_names_a_clash() -
     for i in range(7):
         written, why = c.place(pod(f"p{i}", gpu(4000)))
         assert why == "", (i, why)
-        devices = decode_pod_devices(written[names.DEVICES_ALLOCATED])
-        held = with_instances(devices, decode_allocations(written[names.MIG_ALLOCATIONS]))
+        devices = decode_pod_devices(written[nvidianames.DEVICES_ALLOCATED])
+        held = with_instances(devices, decode_allocations(written[nvidianames.MIG_ALLOCATIONS]))
         assert c.cache.overcommitted("a100", held) == [], i
     assert c.cache.view["a100"].cards[0].usage.usedcores == 105
     # A decision for the slice p0 holds (an older leader's, say) is refused, naming the clash.

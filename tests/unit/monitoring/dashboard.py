@@ -22,12 +22,19 @@ class Query:
     expr: str
     instant: bool
 
-    def promql(self, rate_interval: str = "5m", node: str = ".*", namespace: str = ".*") -> str:
+    def promql(
+        self,
+        rate_interval: str = "5m",
+        node: str = ".*",
+        namespace: str = ".*",
+        device_type: str = ".*",
+    ) -> str:
         """The query Grafana sends for these variable values (".*" is "All")."""
         return (
             self.expr.replace("$__rate_interval", rate_interval)
             .replace("$node", node)
             .replace("$namespace", namespace)
+            .replace("$device_type", device_type)
         )
 
 

@@ -6,6 +6,7 @@ against a live Prometheus."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -88,8 +89,9 @@ def test_panels_have_unique_titles_and_say_what_they_show() -> None:
     assert all(p.get("description") for p in panels(load()))
 
 
-def exposed_names() -> set[str]:
-    """Every sample name of a scrape in which each of our series has a value."""
+def exposed_labels() -> dict[str, set[str]]:
+    """Every sample name of a scrape in which each of our series has a value, with the label
+    names its samples carry."""
     m: Metrics = metrics_of_one_pod()
     m.add_probes(
         Probes(
@@ -108,11 +110,15 @@ def exposed_names() -> set[str]:
     m.preemptions.labels("attempted", "").inc()
     m.bind_failures.labels("lock-contention").inc()
     text = b"".join(m.render(m.snapshot())).decode()
-    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
+    out: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, set()).update(s.labels)
+    return out
 
 
 def test_every_series_a_query_names_is_one_hami_serve_exposes() -> None:
-    exposed = exposed_names()
+    exposed = exposed_labels().keys()
     unknown = {(q.panel, name) for q in queries(load()) for name in metric_names(q.expr) - exposed}
     assert unknown == set()
 
@@ -138,3 +144,89 @@ def test_every_panel_and_column_says_its_unit() -> None:
         unknown += [(panel["title"], u) for u in [unit, *overrides] if u and u not in UNITS]
     assert missing == []
     assert unknown == []
+
+
+SELECTOR = re.compile(r"\b(hami_[a-z_]+)\{([^}]*)\}")
+MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+CLAUSE = re.compile(r"\b(?:by|on|ignoring|without|group_left|group_right)\s*\(([^)]*)\)")
+LEGEND = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+# What Prometheus adds to every series it scrapes.
+TARGET_LABELS = {"instance", "job"}
+LABEL_VALUES = re.compile(r"label_values\((\w+)(?:\{([^}]*)\})?,\s*(\w+)\)")
+
+
+def unknown_labels(dashboard: dict[str, Any], exposed: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(where, label) for each label a query, its legend or a variable names that the series it
+    reads do not carry: a matcher's on that very series, a `by`/`on` clause's or a legend's on
+    one of the query's series."""
+    out = set()
+    for panel in panels(dashboard):
+        for t in panel["targets"]:
+            expr = t["expr"]
+            carried = TARGET_LABELS.union(*(exposed.get(n, set()) for n in metric_names(expr)))
+            for metric, body in SELECTOR.findall(expr):
+                out |= {
+                    (panel["title"], f"{metric}:{lab}")
+                    for lab in MATCHER.findall(body)
+                    if lab not in exposed.get(metric, set())
+                }
+            named = {lab.strip() for clause in CLAUSE.findall(expr) for lab in clause.split(",")}
+            named |= set(LEGEND.findall(t.get("legendFormat") or ""))
+            out |= {(panel["title"], lab) for lab in named - {""} if lab not in carried}
+    for v in dashboard["templating"]["list"]:
+        if v["type"] != "query":
+            continue
+        metric, body, label = LABEL_VALUES.fullmatch(v["query"]["query"]).groups()  # type: ignore[union-attr]
+        labels = {label, *MATCHER.findall(body or "")}
+        out |= {(f"${v['name']}", lab) for lab in labels if lab not in exposed.get(metric, set())}
+    return out
+
+
+def test_every_label_a_query_names_is_one_its_series_carry() -> None:
+    assert unknown_labels(load(), exposed_labels()) == set()
+
+
+def test_the_label_check_finds_a_label_no_series_carries() -> None:
+    dashboard = load()
+    first = next(iter(panels(dashboard)))
+    first["targets"][0]["expr"] = first["targets"][0]["expr"].replace("device_type", "vendor")
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    variables["device_type"]["query"]["query"] = (
+        "label_values(hami_vgpu_memory_allocated_bytes, device_type)"
+    )
+    assert unknown_labels(dashboard, exposed_labels()) == {
+        ("GPU cards", "hami_gpu_memory_limit_bytes:vendor"),
+        ("$device_type", "device_type"),
+    }
+
+
+def test_every_card_and_container_query_follows_the_device_type_variable() -> None:
+    """Every family's cards are in the same series, told apart by device_type: each query on
+    cards or container slices keeps to the device types chosen (containers through their card),
+    and the choices are the device types the cards carry."""
+    dashboard = load()
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    chosen = variables["device_type"]
+    assert (
+        chosen["query"]["query"]
+        == 'label_values(hami_gpu_memory_limit_bytes{node=~"$node"}, device_type)'
+    )
+    assert chosen["includeAll"] and chosen["allValue"] == ".*" and chosen["multi"]
+    exposed = exposed_labels()
+    on_cards = {n for n, labels in exposed.items() if {"node", "device_uuid"} <= labels}
+    loose = [
+        (q.panel, q.ref)
+        for q in queries(dashboard)
+        if metric_names(q.expr) & on_cards and 'device_type=~"$device_type"' not in q.expr
+    ]
+    assert loose == []
+
+
+def test_device_types_have_their_own_panels() -> None:
+    by_title = {p["title"]: p for p in panels(load())}
+    for title in (
+        "Device types",
+        "Memory allocated by device type",
+        "Cores allocated by device type",
+    ):
+        assert all("by (device_type)" in t["expr"] for t in by_title[title]["targets"]), title

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app

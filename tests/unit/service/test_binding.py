@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import names, nvidianames
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice, PodDevices
 from hami.kube.errors import NotFound
@@ -302,7 +302,7 @@ async def test_a_card_filled_since_filter_is_refused_and_the_reservation_dropped
     other = gpu_pod("other", NS, mem=15000)
     other["metadata"]["annotations"] = {
         names.ASSIGNED_NODE: HERE,
-        names.DEVICES_ALLOCATED: "GPU-0,NVIDIA,15000,0:;",
+        nvidianames.DEVICES_ALLOCATED: "GPU-0,NVIDIA,15000,0:;",
         names.BIND_PHASE: names.PHASE_SUCCESS,
     }
     other["spec"]["nodeName"] = HERE

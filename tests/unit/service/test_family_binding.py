@@ -5,7 +5,7 @@ HAMi's bind phase; no NVIDIA key."""
 from datetime import UTC, datetime
 
 from hami.cache.store import ClusterCache
-from hami.engine import names
+from hami.engine import names, nvidianames
 from hami.engine.families.hygon import HYGON
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -49,7 +49,7 @@ async def test_a_dcu_pod_is_filtered_and_bound_with_hygons_annotations() -> None
     assert annotations[WIRE.allocated_annotation] == "DCU-1,DCU,2000,100:;"
     assert annotations[names.ASSIGNED_NODE] == "n"
     assert annotations[names.BIND_PHASE] == names.PHASE_ALLOCATING
-    assert names.DEVICES_ALLOCATED not in annotations
+    assert nvidianames.DEVICES_ALLOCATED not in annotations
     # The node lock HAMi's Hygon plugin reads (hami.io/mutex.lock) names the pod.
     node = api.get("nodes", "n")
     assert node is not None

@@ -3,7 +3,7 @@ holds or would get, and, when none fits, what every placement overlaps."""
 
 from typing import Any
 
-from hami.engine import names
+from hami.engine import nvidianames as names
 from hami.service.explain import explain
 from hami.service.status import render_text, status
 from tests.unit.mig_cluster import GPU, Cluster, gpu, pod

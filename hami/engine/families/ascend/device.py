@@ -104,6 +104,18 @@ class AscendFamily:
             use_uuid=f"hami.io/use-{word}-uuid",
             nouse_uuid=f"hami.io/no-use-{word}-uuid",
             reads=(MODE_ANNOTATION,),
+            # Ascend Docker Runtime mounts the NPUs this names (HAMi's webhook sets it empty in
+            # containers asking none, with overwriteEnv).
+            device_env=("ASCEND_VISIBLE_DEVICES",),
+            # HAMi's Ascend device plugin sets the template the runtime carves a vNPU by, or,
+            # under hami-vnpu-core, the memory quota, priority and shared regions it accounts in.
+            share_env=(
+                "ASCEND_VNPU_SPECS",
+                "NPU_MEM_QUOTA",
+                "NPU_PRIORITY",
+                "NPU_GLOBAL_SHM_PATH",
+                "NPU_LOCAL_SHM_PATH",
+            ),
         )
 
     @property

@@ -23,6 +23,10 @@ from hami.engine.families.enflame.profiles import CAPACITY, DRS
 
 __all__ = ["DRS_FAMILY", "WHOLE_FAMILY", "DrsFamily", "WholeGcuFamily", "from_config"]
 
+# The Enflame device plugin names a container's GCUs in this, and Enflame's container toolkit
+# mounts the GCUs it names into any container.
+DEVICE_ENV = ("ENFLAME_VISIBLE_DEVICES",)
+
 
 def from_config(section: Mapping[str, Any]) -> tuple[WholeGcuFamily, DrsFamily]:
     """Both families from the `enflame` section of HAMi's device-config.yaml (HAMi's
@@ -47,6 +51,7 @@ def from_config(section: Mapping[str, Any]) -> tuple[WholeGcuFamily, DrsFamily]:
                 to_allocate_annotation="hami.io/enflame-gcu-devices-to-allocate",
                 allocated_annotation="hami.io/enflame-gcu-devices-allocated",
                 lock_name="",  # HAMi takes no node lock for Enflame
+                device_env=DEVICE_ENV,
             )
         ),
         DrsFamily(
@@ -61,6 +66,7 @@ def from_config(section: Mapping[str, Any]) -> tuple[WholeGcuFamily, DrsFamily]:
                 lock_name="",
                 use_uuid="enflame.com/use-gpuuuid",
                 nouse_uuid="enflame.com/nouse-gpuuuid",
+                device_env=DEVICE_ENV,
             )
         ),
     )

@@ -63,6 +63,7 @@ class MetaxGpu:
             to_allocate_annotation="hami.io/metax-gpu-devices-to-allocate",
             allocated_annotation="hami.io/metax-gpu-devices-allocated",
             lock_name="",  # HAMi's LockNode for this type takes no lock
+            node_reads=(GPU_LOSSES, GPU_SCORES),  # the node score's link losses and scores
         )
 
     @property

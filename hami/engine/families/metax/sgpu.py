@@ -44,6 +44,7 @@ from hami.engine.families.metax.registration import qos_of, zone_of
 from hami.engine.families.metax.request import GIB_IN_MIB, read
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 
+ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
 # HAMi's own reasons for this type (the common walk says CardNotHealth).
 CARD_UNHEALTHY = "CardUnhealthy"
 CARD_QOS_MISMATCH = "CardQosPolicyMismatch"
@@ -77,11 +78,13 @@ class MetaxSgpu:
             register_annotation=SGPU_REGISTER,
             handshake_annotation="",  # HAMi checks no handshake for this type
             to_allocate_annotation="hami.io/metax-sgpu-devices-to-allocate",
-            allocated_annotation="hami.io/metax-sgpu-devices-allocated",
+            allocated_annotation=ALLOCATED,
             use_uuid=USE_UUID,
             nouse_uuid=NOUSE_UUID,
             # The fit reads the pod's policy and class, the score its topology switch.
             reads=(QOS_POLICY, APP_CLASS, TOPOLOGY_AWARE),
+            # The holders' classes, policies and shares of the card (qos.held).
+            holder_reads=(QOS_POLICY, APP_CLASS, ALLOCATED),
         )
 
     @property

@@ -23,6 +23,7 @@ from hami.engine.families import (
 )
 from hami.engine.families.base import FamilyWire
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
+from hami.engine.families.nvidia import family as nvidia
 from hami.engine.families.registry import FAMILIES, Families, from_device_config
 
 HAMI_SRC = Path("/work/hami-src")
@@ -30,7 +31,7 @@ HAMI_SRC = Path("/work/hami-src")
 
 def shape(families: Families) -> list[tuple[type, FamilyWire]]:
     """What tells families apart (MetaX's classes hold their config without dataclass eq)."""
-    return [(type(f), f.wire) for f in families]
+    return [(type(f), f.wire) for f in families.members]
 
 
 def test_without_a_file_the_families_are_each_modules_defaults() -> None:
@@ -38,6 +39,7 @@ def test_without_a_file_the_families_are_each_modules_defaults() -> None:
     assert shape(FAMILIES) == shape(
         Families(
             (
+                nvidia.FAMILY,
                 cambricon.FAMILY,
                 hygon.HYGON,
                 enflame.WHOLE_FAMILY,
@@ -78,7 +80,7 @@ def test_a_users_section_renames_that_familys_resources_only() -> None:
         2,
     )
     # HAMi loads only the Ascend chips its vnpus section lists.
-    assert [t for t in families.types() if t.startswith("Ascend")] == ["Ascend910B3"]
+    assert [t for t in families.other_types() if t.startswith("Ascend")] == ["Ascend910B3"]
     assert families.by_type()["AMD"] == FAMILIES.by_type()["AMD"]
 
 
@@ -101,5 +103,5 @@ def test_hamis_own_chart_rendering_gives_the_same_families() -> None:
     helm = helm_binary()
     config = yaml.safe_load(chart_device_config(helm, HAMI_SRC))
     families = from_device_config(config)
-    assert families.resource_names() == FAMILIES.resource_names()
-    assert [f.wire for f in families] == [f.wire for f in FAMILIES]
+    assert families.other_resource_names() == FAMILIES.other_resource_names()
+    assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]

@@ -47,12 +47,7 @@ _MIXED_REASON = (
 )
 # Steps the plumbing does not place as HAMi yet, and why (gaps, not deliberate differences):
 # each fails the test once it is placed as HAMi places it, so that it is dropped from here.
-PLUMBING_GAPS: Mapping[tuple[str, str], str] = {
-    ("metax", "p15"): (
-        "FitPod.holders (the annotations of the pods holding each card, which MetaX's sGPU "
-        "QoS reads) is not supplied by the plumbing yet"
-    ),
-}
+PLUMBING_GAPS: Mapping[tuple[str, str], str] = {}
 DELIBERATE_DIFFERENCES: Mapping[tuple[str, str], tuple[str, str]] = {
     ("nvidia_mixed", "p2"): (
         "annotations",

@@ -204,10 +204,10 @@ def test_claimed_when_the_count_is_a_limit() -> None:
 
 
 def test_registered_in_hamis_order() -> None:
-    types = [f.wire.type for f in FAMILIES]
+    types = [f.wire.type for f in FAMILIES.members]
     assert types.index("Metax-GPU") + 1 == types.index("Metax-SGPU")
     assert isinstance(FAMILIES.by_type()["Metax-SGPU"], MetaxSgpu)
-    names = FAMILIES.resource_names()
+    names = FAMILIES.other_resource_names()
     for name in ("metax-tech.com/gpu", "metax-tech.com/sgpu", "metax-tech.com/vmemory"):
         assert name in names
 

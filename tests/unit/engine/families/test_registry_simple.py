@@ -22,7 +22,7 @@ OURS = {
 def test_hami_order() -> None:
     # HAMi's InitDevicesWithConfig: ... Cambricon, ..., Moore Threads, ..., AWS Neuron, AMD,
     # Vastai, Biren, (Ascend chips), then each Iluvatar chip in the config's order.
-    types = [f.wire.type for f in FAMILIES]
+    types = [f.wire.type for f in FAMILIES.members]
     assert len(types) == len(set(types))
     ours = [t for t in types if t in OURS]
     assert ours == [
@@ -32,7 +32,7 @@ def test_hami_order() -> None:
 
 
 def test_wire_names_stay_in_their_module() -> None:
-    for family in FAMILIES:
+    for family in FAMILIES.members:
         module = OURS.get(family.wire.type)
         if module is not None:
             home = ROOT / "engine" / "families" / f"{module}.py"

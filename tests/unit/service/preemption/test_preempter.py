@@ -6,6 +6,7 @@ real thing is exercised in tests/e2e/test_preemption.py.
 
 import asyncio
 import copy
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -69,9 +70,22 @@ def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple
     cache = ClusterCache(clock)
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
-    facts = PodFacts()
-    facts.replace(LOW)
     seen: list[tuple[str, str]] = []
+    return preempting(kube, cache, LOW, clock, seen), cache, seen
+
+
+def preempting(
+    kube: FakeKube,
+    cache: ClusterCache,
+    running: Sequence[dict[str, Any]],
+    clock: Callable[[], float],
+    seen: list[tuple[str, str]] | None = None,
+) -> PreemptingPlacement:
+    """Placement with preemption over `cache`, whose `running` pods may be preempted; each
+    outcome and reason observed goes to `seen`."""
+    facts = PodFacts()
+    facts.replace(running)
+    observed = [] if seen is None else seen
     preempter = Preempter(
         kube,
         cache,
@@ -79,10 +93,10 @@ def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple
         EventRecorder(kube, rate=0),
         scheduler_name="hami-scheduler",
         hold_seconds=60,
-        observe=lambda outcome, reason: seen.append((outcome, reason)),
+        observe=lambda outcome, reason: observed.append((outcome, reason)),
         clock=clock,
     )
-    return PreemptingPlacement(preempter, cache), cache, seen
+    return PreemptingPlacement(preempter, cache)
 
 
 async def filtered(placement: PreemptingPlacement) -> FilterOutcome:

@@ -1,0 +1,116 @@
+"""NVIDIA's cards behind the Family seam, each method one of NVIDIA's own code paths.
+
+decode_node is the codec's registration decode, container_request requests.py's reader,
+fit HAMi's walk for one container (hami.engine.walk: hami-core shares, MIG instances and
+MPS-mode cards), annotations what a bind writes for HAMi's NVIDIA device plugin, claim the
+webhook's rule (hami.engine.families.nvidia.claim). HAMi's NVIDIA ScoreNode adds nothing.
+
+Decisions do not come through here: hami.engine.decide keeps NVIDIA's fast path (card
+summaries, the verdict pass of hami.engine.fit, memoised fits), which gives the same answer
+as this walk and is what makes a /filter cheap (docs/device-families.md).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from hami.engine import nvidianames as nv
+from hami.engine import reasons as r
+from hami.engine.codec import decode_node_devices, encode_pod_devices
+from hami.engine.families.base import (
+    NO_BIND,
+    NO_NODE,
+    BindContext,
+    Claim,
+    FamilyFit,
+    FamilyRequest,
+    FamilyWire,
+    FitPod,
+    NodeFacts,
+)
+from hami.engine.families.nvidia.claim import nvidia_claim
+from hami.engine.families.nvidia.wire import wire
+from hami.engine.mig import mig_request
+from hami.engine.migalloc import allocations, encode_allocations
+from hami.engine.model import Card, ContainerRequest, DeviceInfo, PodDevices
+from hami.engine.policy import parse_gpu_policy, pod_options
+from hami.engine.requests import ResourceDefaults, container_request
+from hami.engine.score import card_scores
+from hami.engine.walk import walk
+
+MUTEX = parse_gpu_policy("mutex")
+
+
+def _as_is(card: Card, score: float) -> tuple[float, ...]:
+    """The walk's sort key for cards already in HAMi's order: a constant keeps them there."""
+    return ()
+
+
+class NvidiaFamily:
+    def __init__(
+        self, defaults: ResourceDefaults = ResourceDefaults(), gpu_core_policy: str = "default"
+    ) -> None:
+        self.defaults = defaults
+        self.gpu_core_policy = gpu_core_policy
+        self._wire = wire(defaults)
+
+    @property
+    def wire(self) -> FamilyWire:
+        return self._wire
+
+    def decode_node(
+        self, annotations: Mapping[str, str], node: NodeFacts = NO_NODE
+    ) -> tuple[DeviceInfo, ...] | None:
+        raw = annotations.get(nv.NODE_REGISTER)
+        return None if raw is None else decode_node_devices(raw)
+
+    def container_request(
+        self, container: Mapping[str, Any], *, strict: bool = False
+    ) -> FamilyRequest | None:
+        got = container_request(container, self.defaults, strict=strict)
+        if got is None:
+            return None
+        return FamilyRequest(nv.NVIDIA, got.nums, got.memreq, got.mem_percentage, got.coresreq)
+
+    def fit(
+        self,
+        cards: Sequence[Card],
+        request: FamilyRequest,
+        pod: FitPod,
+        allocated: PodDevices,
+    ) -> FamilyFit:
+        """`cards` carry what the pod's earlier containers took (their MIG instances
+        included), so `allocated` adds nothing; cordoned cards and link scores are the
+        node's, which the seam does not carry (decide passes them on its own path)."""
+        opts = pod_options(pod.annotations)
+        if pod.mutex:
+            opts = replace(opts, gpu_policy=MUTEX)
+        req = ContainerRequest(
+            request.nums, request.memreq, request.mem_percentage, request.coresreq
+        )
+        if req.nums > len(cards) and not mig_request(cards, opts):
+            return FamilyFit(None, r.NODE_INSUFFICIENT_DEVICE)
+        cores = min(req.coresreq, 100)
+        scores = card_scores(cards, opts.weights)
+        start = range(len(cards))
+        got = walk(cards, scores, req, cores, opts, frozenset(), _as_is, None, None, start)
+        return FamilyFit(got.devices, got.reason)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+        return 0.0
+
+    def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:
+        encoded = encode_pod_devices(devices)
+        out = {nv.DEVICES_TO_ALLOCATE: encoded, nv.DEVICES_ALLOCATED: encoded}
+        # Cards in MIG mode: which profile and placement each instance takes, for HAMi's
+        # device plugin to create (written only when there is one, as HAMi writes it).
+        mig = encode_allocations(allocations(devices))
+        if mig:
+            out[nv.MIG_ALLOCATIONS] = mig
+        return out
+
+    def claim(self, container: Mapping[str, Any], pod: Mapping[str, Any]) -> Claim:
+        return nvidia_claim(container, self.defaults, self.gpu_core_policy)
+
+
+FAMILY = NvidiaFamily()

@@ -1,0 +1,253 @@
+"""`python -m tests.bench.envelope`: every figure of the Kubernetes envelope from one run.
+
+    python -m tests.bench.envelope                         # 5,000 nodes, 150,000 pods (~30 min)
+    python -m tests.bench.envelope --nodes 200 --pods 5000 --small-nodes 100 --burst 200
+
+Runs, one after the other on this machine, each bench in its own process (so one's heap and
+threads do not weigh on the next):
+
+1. `tests.bench.memory --nodes N --pods 0,P`: cold start to /readyz, our CPU to ready, RSS
+   ready, steady with a scraper attached and peak, each scrape's size and CPU;
+2. `hami bench --http --nodes N`: /filter over HTTPS with all N node names, a pod that fits and
+   one that fits nowhere, the handler's CPU p50/p99;
+3. `tests.bench.throughput` at --small-nodes and at N nodes: a burst of --burst GPU pods under
+   spread, then binpack, through the real kube-scheduler: pods/s, failed binds per pod, our
+   CPU per pod;
+
+then prints one table: each figure, its target and whether it was met, and by how much not.
+The figures of each step are also kept as JSON under --out. Every step is bounded by its own
+bench's limits and by --step-timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    value: float
+    unit: str
+    target: float | None = None  # None: printed for context, no target
+    at_most: bool = True  # the target is a ceiling (else a floor)
+    note: str = ""
+
+    def verdict(self) -> str:
+        if self.target is None:
+            return ""
+        met = self.value <= self.target if self.at_most else self.value >= self.target
+        if met:
+            return "met"
+        return f"missed by {abs(self.value - self.target):.3g} {self.unit}".rstrip()
+
+
+def memory_rows(samples: Sequence[Mapping[str, Any]]) -> list[Row]:
+    """Cold start, RSS and scrapes, from tests.bench.memory's samples (0 pods first)."""
+    base, full = samples[0], samples[-1]
+    pods = full["pods"]
+    rows = [
+        Row(f"cold start to /readyz, {pods} pods", full["ready_s"], "s", 20.0),
+        Row(f"our CPU to ready, {pods} pods", full["ready_cpu"], "s"),
+        Row("RSS at ready", full["ready_rss"] / MIB, "MiB"),
+        Row("RSS steady, scraped", full["steady_rss"] / MIB, "MiB"),
+        Row("RSS peak", full["peak"] / MIB, "MiB"),
+    ]
+    # Below 10,000 pods the process's own noise outweighs what the pods cost.
+    if base["pods"] == 0 and pods >= 10_000:
+        per10k = (full["steady_rss"] - base["steady_rss"]) / MIB / pods * 10_000
+        rows.append(Row("RSS per 10,000 pods", per10k, "MiB", 20.0))
+    cpu = sorted(full["scrape_cpu"]) or [float("nan")]
+    rows += [
+        Row("a scrape on the wire (gzip, as Prometheus asks)", full["scrape_wire"] / 1e6, "MB", 10),
+        Row("a scrape as text", full["scrape_text"] / 1e6, "MB"),
+        Row("a scrape's CPU, p50", cpu[len(cpu) // 2] * 1000, "ms", 200),
+        Row("a scrape's CPU, the most (the first)", cpu[-1] * 1000, "ms", 200),
+    ]
+    return rows
+
+
+def filter_rows(nodes: int, fits: Mapping[str, float], nowhere: Mapping[str, float]) -> list[Row]:
+    return [
+        Row(
+            f"/filter CPU p{q}, {kind}, {nodes} candidates", figures[f"server_cpu_p{q}_ms"], "ms", t
+        )
+        for kind, figures in (("fits", fits), ("fits nowhere", nowhere))
+        for q, t in (("50", None), ("99", 5.0))
+    ]
+
+
+def throughput_rows(
+    small_nodes: int,
+    small: Sequence[Mapping[str, Any]],
+    nodes: int,
+    large: Sequence[Mapping[str, Any]],
+) -> list[Row]:
+    """Bursts at both sizes; our CPU per pod aims at 3 ms at the small size and at no more
+    than 25 % above that at the large one."""
+    rows: list[Row] = []
+    for size, runs, cpu_target in ((small_nodes, small, 3.0), (nodes, large, None)):
+        for run in runs:
+            name = f"{size} nodes, {run['label']}"
+            rows += [
+                Row(f"{name} pods/s", run["rate"], "pods/s"),
+                Row(f"{name} failed binds per pod", run["failed_binds_per_pod"], "", 0.1),
+                Row(f"{name} our CPU per pod", _ours(run), "ms", cpu_target),
+            ]
+    if small and large:
+        reference = min(_ours(r) for r in small)
+        worst = max(_ours(r) for r in large)
+        rows.append(
+            Row(
+                f"our CPU per pod, {nodes} nodes over {small_nodes}",
+                worst / reference * 100 if reference else float("nan"),
+                "%",
+                125.0,
+                note=f"the worst {worst:.2f} ms against the best {reference:.2f} ms",
+            )
+        )
+    return rows
+
+
+def _ours(run: Mapping[str, Any]) -> float:
+    return float(run["cpu_ms_per_pod"].get("hami-serve", float("nan")))
+
+
+def table(rows: Sequence[Row]) -> str:
+    lines = [f"  {'figure':<58} {'value':>10} {'target':>10}  verdict"]
+    for r in rows:
+        target = "" if r.target is None else f"{'<=' if r.at_most else '>='} {r.target:g}"
+        value = f"{r.value:.2f} {r.unit}".strip()
+        note = f"  ({r.note})" if r.note else ""
+        lines.append(f"  {r.figure:<58} {value:>10} {target:>10}  {r.verdict()}{note}")
+    return "\n".join(lines)
+
+
+def _step(argv: Sequence[str], timeout: float) -> None:
+    """One bench in its own process; its output goes through to ours as it comes."""
+    print(f"\n$ {' '.join(argv)}", flush=True)
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, *argv], check=True, timeout=timeout)
+    print(f"  ({time.monotonic() - t0:.0f} s; load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def _load(path: Path) -> Any:
+    return orjson.loads(path.read_bytes())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m tests.bench.envelope",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--pods", type=int, default=150_000)
+    p.add_argument("--small-nodes", type=int, default=1000, help="the throughput reference size")
+    p.add_argument("--burst", type=int, default=1000, help="GPU pods of each throughput burst")
+    p.add_argument("--filter-pods", type=int, default=40_000, help="pods placed for /filter")
+    p.add_argument("--filter-runs", type=int, default=300, help="/filter requests timed")
+    p.add_argument("--settle", type=float, default=30.0, help="seconds scraped before steady")
+    p.add_argument("--step-timeout", type=float, default=1800.0, help="seconds per step at most")
+    p.add_argument("--out", help="folder for each step's JSON (default: a temporary one)")
+    args = p.parse_args(argv)
+    out = Path(args.out or tempfile.mkdtemp(prefix="hami-envelope-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(
+        f"envelope bench: {args.nodes} nodes, {args.pods} pods; figures under {out}; "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    step = args.step_timeout
+    _step(
+        [
+            "-m",
+            "tests.bench.memory",
+            "--nodes",
+            str(args.nodes),
+            "--pods",
+            f"0,{args.pods}",
+            "--settle",
+            str(args.settle),
+            "--ready-timeout",
+            "600",
+            "--json",
+            str(out / "memory.json"),
+        ],
+        step,
+    )
+    for kind, memory in (("fits", 100), ("nowhere", 20_000)):
+        _step(
+            [
+                "-m",
+                "hami",
+                "bench",
+                "--http",
+                "--nodes",
+                str(args.nodes),
+                "--pods",
+                str(args.filter_pods),
+                "--runs",
+                str(args.filter_runs),
+                "--memory",
+                str(memory),
+                "--json",
+                str(out / f"filter-{kind}.json"),
+            ],
+            step,
+        )
+    for size in (args.small_nodes, args.nodes):
+        _step(
+            [
+                "-m",
+                "tests.bench.throughput",
+                "--nodes",
+                str(size),
+                "--bursts",
+                str(args.burst),
+                "--backlog",
+                "0",
+                "--ceiling",
+                "0",
+                "--node-policies",
+                "spread,binpack",
+                "--json",
+                str(out / f"throughput-{size}.json"),
+            ],
+            step,
+        )
+    rows = [
+        *memory_rows(_load(out / "memory.json")),
+        *filter_rows(
+            args.nodes, _load(out / "filter-fits.json"), _load(out / "filter-nowhere.json")
+        ),
+        *throughput_rows(
+            args.small_nodes,
+            _load(out / f"throughput-{args.small_nodes}.json"),
+            args.nodes,
+            _load(out / f"throughput-{args.nodes}.json"),
+        ),
+    ]
+    print(
+        f"\nthe envelope, {args.nodes} nodes, {args.pods} pods (load now "
+        f"{os.getloadavg()[0]:.1f}):\n{table(rows)}",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
