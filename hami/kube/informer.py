@@ -2,7 +2,8 @@
 
 Raw JSON all the way: objects reach the sink as dicts (minus managedFields,
 which is large and useless to a scheduler), one LIST page at a time, so the
-informer never holds more of the cluster than a page and what the sink keeps.
+informer never holds more of the cluster than a page (and the next, on its way)
+and what the sink keeps.
 A relist reconciles in place, upserting what it finds and then deleting what
 it no longer finds, so the sink never drops an object that still exists.
 The loop survives everything but cancellation: a 410 relists, any other

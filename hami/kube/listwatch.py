@@ -17,7 +17,9 @@ Resource = Literal["pods", "nodes", "resourcequotas", "leases"]
 # larger, so a watch line gets generous head room before it counts as corrupt.
 MAX_WATCH_LINE = 16 * 2**20
 # Objects per LIST page, as client-go's reflector asks for: a page of pods is a few MiB of
-# JSON, so the decoded page, not the whole cluster, is what a list holds at once.
+# JSON, so the decoded page, not the whole cluster, is what a list holds at once. Since
+# Kubernetes 1.34 (ListFromCacheSnapshot) kube-apiserver serves every page of a consistent
+# list from its watch cache, not etcd; pages of 5,000 measured no clearly cheaper for it.
 LIST_PAGE = 500
 
 
