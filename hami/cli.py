@@ -37,15 +37,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from hami.engine.admission import AdmissionConfig
+    from hami.runtime.deviceconfig import command_families
     from hami.sim.run import Simulation, render_json, render_text, unexpected
-    from hami.sim.scenario import ScenarioError, load
+    from hami.sim.scenario import load
 
     try:
-        scenario = load(Path(args.scenario))
-    except ScenarioError as e:
+        families = command_families(args.device_config_file, "simulate")
+        scenario = load(Path(args.scenario), families)
+    except ValueError as e:  # ScenarioError, DeviceConfigError
         print(f"hami simulate: {one_line(e)}", file=sys.stderr)
         return 2
-    results = Simulation(scenario).run()
+    results = Simulation(scenario, AdmissionConfig(families=families)).run()
     if args.json:
         sys.stdout.write(
             orjson.dumps(render_json(results), option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -111,7 +114,8 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
-# Flags `hami explain` and `hami status` share: (names, keyword arguments of add_argument).
+# Flags `hami explain` and `hami status` share (and `hami simulate`, DEVICE_CONFIG): (names,
+# keyword arguments of add_argument).
 KUBECONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
     ("--kubeconfig",),
     {"default": "", "help": "kubeconfig file; in-cluster credentials when empty"},
@@ -123,6 +127,14 @@ GFD_SPLIT: tuple[tuple[str, ...], dict[str, Any]] = (
         "default": 0,
         "help": "as hami serve's: nodes without HAMi's plugin are read from their GFD labels "
         "(0: off)",
+    },
+)
+DEVICE_CONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("--device-config-file",),
+    {
+        "default": "",
+        "help": "as hami serve's: HAMi's device-config.yaml, each device family's resource "
+        "names and settings (none: the chart's defaults)",
     },
 )
 
@@ -137,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("scenario", help="scenario YAML (see examples/lab14/scenario.yaml)")
     sim.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
+    sim.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
     sim.set_defaults(func=_simulate)
 
     bench = sub.add_parser("bench", help="measure the engine's decision time")
@@ -177,6 +190,7 @@ def parser() -> argparse.ArgumentParser:
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
     exp.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
+    exp.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
     exp.add_argument(
         "--preemption",
         action="store_true",
@@ -199,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
         "--interval", type=float, default=2.0, help="seconds between reads with --watch"
     )
     st.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
+    st.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
     st.set_defaults(func=_status)
 
     from hami.runtime.config import add_serve_arguments

@@ -80,12 +80,12 @@ class NodeStore:
         """Take the Node object's inventory in; its name, and what that changed."""
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
-        key = inventory_key(node, self._gpu_resource, self._gfd_split, self._families)
+        key = inventory_key(node, self._gpu_resource, self._gfd_split, families=self._families)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
             return name, Read.SAME
         self._node_keys[name] = key
-        inv = node_inventory(node, self._gpu_resource, self._gfd_split, self._families)
+        inv = node_inventory(node, self._gpu_resource, self._gfd_split, families=self._families)
         if isinstance(inv, Unregistered):
             dropped = inv.name in self._inventory
             if dropped:

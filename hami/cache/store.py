@@ -80,6 +80,9 @@ class ClusterCache:
     ) -> None:
         self._clock = clock
         self._resources = resources
+        # The device families this process schedules (its device config's): the services
+        # holding the cache read them here, so that every one decodes the same names.
+        self.families = families
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in Counts.account beside the cards'.
         self.quotas = quotas or QuotaBook(
@@ -192,7 +195,7 @@ class ClusterCache:
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         self._reservations.learn(uid, live=not is_terminal(pod))
-        seen, edit = observe(pod, self._records.get(uid), self._resources)
+        seen, edit = observe(pod, self._records.get(uid), self._resources, self.families)
         self._records.put(uid, seen)
         if seen is None:
             self._released(self._counts.uncount(uid))
@@ -252,7 +255,7 @@ class ClusterCache:
 
     def asks_for_no_gpu(self, pod: Mapping[str, Any]) -> bool:
         """hami.engine.trust.asks_for_no_card: bound by HAMi with no lock and no allocation."""
-        return asks_for_no_card(pod, self._resources)
+        return asks_for_no_card(pod, self._resources, self.families)
 
     def delete_pod(self, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))

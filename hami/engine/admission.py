@@ -13,7 +13,8 @@ from typing import Any
 from hami.engine import kai, names
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.families.nvidia.claim import nvidia_claim
-from hami.engine.familyadmit import FAMILY_OWNED_KEYS, claim_families
+from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import HostFolders, host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
@@ -44,6 +45,8 @@ class AdmissionConfig:
     injection: InjectionConfig = InjectionConfig()
     # Schedulers whose pods are taken over when they ask for a KAI GPU share.
     adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
+    # The other device families, as the process's device config names their resources.
+    families: Families = FAMILIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +74,16 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     return claim.claimed
 
 
-def forged_annotations(annotations: Mapping[str, str]) -> list[str]:
+def forged_annotations(annotations: Mapping[str, str], families: Families = FAMILIES) -> list[str]:
     """Scheduler-owned keys present at creation: only the scheduler may write them (the
     other families' allocation annotations among them)."""
+    theirs = family_owned_keys(families)
     return sorted(
         k
         for k in annotations
         if k in names.SCHEDULER_OWNED_KEYS
         or k.startswith(names.SCHEDULER_OWNED_PREFIXES)
-        or k in FAMILY_OWNED_KEYS
+        or k in theirs
     )
 
 
@@ -143,7 +147,7 @@ def _leave(
 ) -> Admission:
     """The one way out for a GPU pod, whatever made it one: the escape checks on what its
     author wrote, read against what is stored (`stored`, pins included)."""
-    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod)
+    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod, cfg.families)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored, message)
@@ -172,7 +176,7 @@ def admit(
     annotations_in = meta.get("annotations") or {}
     # Checked for every pod, whoever schedules it: the cache counts any pod carrying an
     # allocation, so a forged one could fence off cards it never uses.
-    forged = forged_annotations(annotations_in)
+    forged = forged_annotations(annotations_in, cfg.families)
     if forged:
         return _deny(
             f"annotations {', '.join(forged)} are written by the scheduler only; "
@@ -192,7 +196,7 @@ def admit(
     if not gpu_in:
         # A pod asking only other families: their own ways out (NVIDIA's are judged on pods
         # asking NVIDIA's cards), whoever schedules it.
-        problems = family_escapes(pod)
+        problems = family_escapes(pod, cfg.families)
         if problems:
             return _deny(refusal(problems))
     if not ours:
@@ -215,10 +219,14 @@ def admit(
         gpu = [_mutate_container(c, cfg) for c in containers]
         request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
         # Other device families' containers make the pod ours too, without NVIDIA's injection.
-        family = not ignored and claim_families(out, containers, cfg.resources)
+        family = not ignored and claim_families(out, containers, cfg.resources, cfg.families)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
-        problems = pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod) if gpu_in else []
+        problems = (
+            pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod, cfg.families)
+            if gpu_in
+            else []
+        )
         return _deny(refusal(problems) if problems else str(e))
     if ignored:
         if not gpu_in:
@@ -269,12 +277,12 @@ def admit_ephemeral(
     spec = pod.get("spec") or {}
     running = [c.get("name") for c in (old.get("spec") or {}).get("ephemeralContainers") or ()]
     if not names_gpu(spec, cfg.resources.names):
-        problems = family_escapes(pod, skip=running)
+        problems = family_escapes(pod, cfg.families, skip=running)
         return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
     stored = copy.deepcopy(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
     problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
-    problems += family_escapes(pod, skip=running)
+    problems += family_escapes(pod, cfg.families, skip=running)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored)

@@ -7,6 +7,7 @@ from operator import attrgetter
 from hami.engine import reasons as r
 from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyfit import fit_families
 from hami.engine.fit import fit_pod
 from hami.engine.inventory import merge_devices
@@ -57,6 +58,7 @@ def schedule(
     options: PodOptions,
     candidates: Iterable[str] | None = None,
     quota: NamespaceQuota | None = None,
+    families: Families = FAMILIES,
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 
@@ -74,7 +76,7 @@ def schedule(
     if len(known) < len(names):
         failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
     if request.families:
-        return _schedule_families(known, request, options, failed, quota)
+        return _schedule_families(known, request, options, failed, quota, families)
     scores: list[CardScores] = []
     key = hash((request, options, quota))
     summaries = summary_check(request, options) if quota is None else None
@@ -105,6 +107,7 @@ def _schedule_families(
     options: PodOptions,
     failed: dict[str, str],
     quota: NamespaceQuota | None,
+    families: Families,
 ) -> Decision:
     """schedule for a pod asking another device family: every node is fitted, NVIDIA's asks
     first, and the nodes that fit are ordered by HAMi's node score with each family's
@@ -117,7 +120,7 @@ def _schedule_families(
         if fit.devices is None:
             failed[node.name] = fit.reason
             continue
-        other = fit_families(node, request, options)
+        other = fit_families(node, request, options, families)
         if other.devices is None:
             failed[node.name] = other.reason
             continue

@@ -7,6 +7,7 @@ node-side injection is applied for these containers: that is for pods asking NVI
 """
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from hami.engine.asks import pod_request
@@ -14,10 +15,16 @@ from hami.engine.families.base import Claim
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.requests import RequestError, ResourceDefaults
 
-# The pod annotations a bind writes for the families' device plugins: only the scheduler may.
-FAMILY_OWNED_KEYS = frozenset(
-    k for f in FAMILIES.others for k in (f.wire.to_allocate_annotation, f.wire.allocated_annotation)
-)
+
+@lru_cache(maxsize=8)
+def family_owned_keys(families: Families = FAMILIES) -> frozenset[str]:
+    """The pod annotations a bind writes for the families' device plugins: only the
+    scheduler may."""
+    return frozenset(
+        k
+        for f in families.others
+        for k in (f.wire.to_allocate_annotation, f.wire.allocated_annotation)
+    )
 
 
 def claim_families(

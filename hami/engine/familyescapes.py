@@ -41,7 +41,9 @@ def family_escapes(
         for i, c in enumerate(spec.get(field) or ())
         if not (field == "ephemeralContainers" and c.get("name") in skipped)
     ]
-    asked = [f for f in families.others if any(_asks(c, f.wire.resources.all()) for _, c in containers)]
+    asked = [
+        f for f in families.others if any(_asks(c, f.wire.resources.all()) for _, c in containers)
+    ]
     if not asked:
         return []
     problems = []

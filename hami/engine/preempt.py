@@ -24,6 +24,7 @@ facts (priority, start time, whether a PDB forbids evicting it).
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyfit import fit_families
 from hami.engine.fit import fit_pod
 from hami.engine.inventory import merge_devices
@@ -63,6 +64,8 @@ class Preemptor:
     # Its namespace's GPU quota as it stands: victims in that namespace are not counted as
     # giving quota back, so a plan never relies on it (a pod over quota preempts nobody).
     quota: NamespaceQuota | None = None
+    # The device families the process schedules (its device config's), for a pod asking them.
+    families: Families = FAMILIES
 
 
 def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
@@ -98,7 +101,7 @@ def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
     devices = fit_pod(node, pod.request, pod.options, key, pod.quota).devices
     if devices is None or not pod.request.families:
         return devices
-    other = fit_families(node, pod.request, pod.options)
+    other = fit_families(node, pod.request, pod.options, pod.families)
     return None if other.devices is None else merge_devices(devices, other.devices)
 
 

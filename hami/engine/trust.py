@@ -26,7 +26,7 @@ from typing import Any
 
 from hami.engine.asks import pod_request
 from hami.engine.codec import encode_pod_devices
-from hami.engine.families.registry import FAMILIES
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import (
     PodAllocation,
     init_done,
@@ -72,7 +72,10 @@ class Counted:
 
 
 def observe(
-    pod: Mapping[str, Any], before: Seen | None, resources: ResourceDefaults
+    pod: Mapping[str, Any],
+    before: Seen | None,
+    resources: ResourceDefaults,
+    families: Families = FAMILIES,
 ) -> tuple[Seen | None, str]:
     """The record to keep for a pod event (None: nothing to count), and, for a bound pod whose
     allocation was changed or removed since it was bound, what was ignored ("" otherwise)."""
@@ -80,7 +83,7 @@ def observe(
         return None, ""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    raw = pod_allocation(pod)
+    raw = pod_allocation(pod, families)
     bound_to = str(spec.get("nodeName") or "")
     if before is not None and before.fixed:
         fixed = before.written
@@ -92,11 +95,11 @@ def observe(
         kept = None if fixed is None else replace(fixed, init_done=init_done(pod, fixed.n_init))
         return replace(before, written=kept), ignored_edit(fixed, raw)
     gpus = kubelet_gpus(spec, resources.names.gpu)
-    family_gpus = _family_gpus(spec) if bound_to else ()
+    family_gpus = _family_gpus(spec, families) if bound_to else ()
     if raw is None and not (bound_to and (gpus > 0 or family_gpus)):
         return None, ""
     try:
-        request: PodRequest | None = pod_request(spec, resources)
+        request: PodRequest | None = pod_request(spec, resources, families=families)
         unreadable = ""
     except RequestError as e:
         request, unreadable = None, str(e)
@@ -116,14 +119,14 @@ def observe(
     return seen, ""
 
 
-def _family_gpus(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+def _family_gpus(spec: Mapping[str, Any], families: Families) -> tuple[tuple[str, int], ...]:
     """The other families' devices the kubelet gives the pod, by type (none for most pods:
     the resource names its containers ask for tell, without a pass per family)."""
     named = _named_resources(spec)
-    if FAMILIES.other_resource_set.isdisjoint(named):
+    if families.other_resource_set.isdisjoint(named):
         return ()
     out = []
-    for family in FAMILIES.others:
+    for family in families.others:
         if family.wire.resources.count not in named:
             continue
         n = kubelet_gpus(spec, family.wire.resources.count)
@@ -191,16 +194,18 @@ def count(
     return Counted(problem=problem)
 
 
-def asks_for_no_card(pod: Mapping[str, Any], resources: ResourceDefaults) -> bool:
+def asks_for_no_card(
+    pod: Mapping[str, Any], resources: ResourceDefaults, families: Families = FAMILIES
+) -> bool:
     """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
     beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and bind
     without one. A pod that names no GPU resource is never sent to the extender, and one
     carrying an allocation that did not add up is no decision of ours."""
-    if pod_allocation(pod) is not None:
+    if pod_allocation(pod, families) is not None:
         return False
     spec = pod.get("spec") or {}
     try:
         named = names_gpu(spec, resources.names)
-        return named and not pod_request(spec, resources).wants_gpu
+        return named and not pod_request(spec, resources, families=families).wants_gpu
     except RequestError:
         return False

@@ -30,6 +30,7 @@ from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import (
     Settings,
     bind_budget,
+    device_config,
     injection_config,
     resource_defaults,
     serving_context,
@@ -173,6 +174,11 @@ async def build(settings: Settings) -> Runtime:
         else AlwaysLeader()
     )
     resources = resource_defaults(settings)
+    # The device families, built once from --device-config-file: every part gets this one.
+    devices = device_config(settings)
+    for note in devices.notes:
+        log.warning("device config", extra={"note": note})
+    families = devices.families
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
     locks = NodeLocks()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
@@ -185,9 +191,12 @@ async def build(settings: Settings) -> Runtime:
         on_edit_ignored=_edit_ignored(events, lambda: leadership.current() is not None),
         on_release=requeue,
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
-        quotas=QuotaBook(resources.names, resources.memory_factor, on_loosened=requeue),
+        quotas=QuotaBook(
+            resources.names, resources.memory_factor, on_loosened=requeue, families=families
+        ),
         gfd_split=settings.gfd_split_count,
         locks=locks,
+        families=families,
     )
     metrics = Metrics(
         cache,
@@ -274,7 +283,7 @@ async def build(settings: Settings) -> Runtime:
             budget=bind_budget(settings),
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
             lock_wait=settings.node_lock_wait_seconds,
-            before_binding=LimitsWriter(kube)
+            before_binding=LimitsWriter(kube, families)
             if settings.node_integration == "standalone"
             else None,
             on_failure=lambda reason: metrics.bind_failures.labels(reason).inc(),
@@ -288,6 +297,7 @@ async def build(settings: Settings) -> Runtime:
                 resources=resources,
                 policies=policies,
                 injection=injection_config(settings),
+                families=families,
             ),
             cache.quotas.quota,
             cache.quotas.family_quota,

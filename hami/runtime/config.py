@@ -20,7 +20,7 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
-from hami.runtime.deviceconfig import DeviceConfigError, read_device_config
+from hami.runtime.deviceconfig import DEFAULT, DeviceConfig, DeviceConfigError, read_device_config
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
 from hami.runtime.pairprobe import check_url
@@ -293,11 +293,18 @@ def validate(s: Settings) -> None:
         raise ConfigError("--log-level must be debug, info, warning or error")
     if not 0 <= s.v <= 10:
         raise ConfigError(f"--v must be from 0 to 10 (klog's verbosity), got {s.v}")
-    if s.device_config_file:
-        try:
-            read_device_config(s.device_config_file, resource_defaults(s))
-        except DeviceConfigError as e:
-            raise ConfigError(str(e)) from None
+    device_config(s)
+
+
+def device_config(s: Settings) -> DeviceConfig:
+    """The device families the process schedules: --device-config-file's, or the chart's
+    defaults without one."""
+    if not s.device_config_file:
+        return DEFAULT
+    try:
+        return read_device_config(s.device_config_file, resource_defaults(s))
+    except DeviceConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def resource_defaults(s: Settings) -> ResourceDefaults:

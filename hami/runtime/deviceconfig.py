@@ -1,22 +1,25 @@
 """HAMi's device-config.yaml (its chart's `hami-scheduler-device` ConfigMap), read by
-`hami serve --device-config-file` as HAMi's scheduler reads `--device-config-file`.
+`hami serve --device-config-file` as HAMi's scheduler reads `--device-config-file`, and by
+`hami simulate`, `hami explain` and `hami status` with the same flag.
 
 The file is taken as it is: every section HAMi reads is read (hami.engine.families.registry
-builds each family from its own), and one it cannot read stops the process naming it. The
-scheduler runs with the chart's default resource names so far: a file that renames a
-family's resources, or NVIDIA's, or sets NVIDIA's defaults other than the flags do, is
-refused at start rather than half applied (the cache, the webhook and the bind would not
-agree on the names).
+builds each family from its own), a value HAMi could not decode stops the process naming
+its section and field, and what HAMi ignores is reported. The families built are the ones
+the process schedules: the cache, the webhook, the extender, the quotas and the metrics all
+get this one instance. NVIDIA's resource names are fixed (the chart's kube-scheduler and
+webhook configuration name them), so a file that renames them, or sets NVIDIA's defaults
+other than serve's flags do, is refused rather than half applied.
 """
 
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES, Families, from_device_config
+from hami.engine.families.registry import FAMILIES, Families, configured
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
 
@@ -36,11 +39,23 @@ _NVIDIA = {
 
 
 class DeviceConfigError(ValueError):
-    """A device config that cannot be used; the message names the file and the key."""
+    """A device config that cannot be used; the message names the file and the field."""
 
 
-def read_device_config(path: str, resources: ResourceDefaults) -> Families:
-    """The families the file configures, checked against what this process schedules."""
+@dataclass(frozen=True)
+class DeviceConfig:
+    """The families a process schedules, and what its file says that changes nothing."""
+
+    families: Families = FAMILIES
+    notes: tuple[str, ...] = ()
+
+
+DEFAULT = DeviceConfig()
+
+
+def read_device_config(path: str, resources: ResourceDefaults | None = None) -> DeviceConfig:
+    """The file's families. NVIDIA's names must be the defaults; with `resources` (serve's
+    flags), NVIDIA's defaults must be those too."""
     where = f"device config {path}"
     try:
         raw = yaml.safe_load(read_text(Path(path))) or {}
@@ -48,44 +63,36 @@ def read_device_config(path: str, resources: ResourceDefaults) -> Families:
         raise DeviceConfigError(f"device config {e}") from None
     except yaml.YAMLError as e:
         raise DeviceConfigError(f"{where} is not YAML: {e}") from None
-    if not isinstance(raw, Mapping):
-        raise DeviceConfigError(f"{where}: expected HAMi's device-config.yaml, a mapping")
     try:
-        families = from_device_config(raw)
-    except (ValueError, TypeError, KeyError) as e:
+        families, notes = configured(raw)
+    except ValueError as e:
         raise DeviceConfigError(f"{where}: {e}") from None
     _check_nvidia(raw.get("nvidia") or {}, resources, where)
-    changed = [
-        f"{ours.wire.type} ({', '.join(theirs.wire.resources.all())})"
-        for ours, theirs in zip(FAMILIES.members, families.members, strict=False)
-        if not _same(ours, theirs)
-    ]
-    if changed or len(families.members) != len(FAMILIES.members):
-        listed = ", ".join(changed) or "its list of chips"
-        raise DeviceConfigError(
-            f"{where}: the families' settings differ from the chart's defaults ({listed}); "
-            "hami serve schedules with the defaults only so far (docs/families.md)"
-        )
-    return families
+    return DeviceConfig(families, tuple(f"{where}: {n}" for n in notes))
 
 
-def _same(ours: Family, theirs: Family) -> bool:
-    """The same family configured the same (a family kept in a plain class compares by its
-    attributes)."""
-    if ours == theirs:
-        return True
-    mine = getattr(ours, "__dict__", None)
-    return mine is not None and type(ours) is type(theirs) and mine == vars(theirs)
-
-
-def _check_nvidia(section: Any, resources: ResourceDefaults, where: str) -> None:
-    if not isinstance(section, Mapping):
-        raise DeviceConfigError(f"{where}: nvidia must be a mapping")
+def _check_nvidia(
+    section: Mapping[str, Any], resources: ResourceDefaults | None, where: str
+) -> None:
+    ours = resources or ResourceDefaults()
     for key, (flag, attr) in _NVIDIA.items():
-        if key not in section:
+        if key not in section or (flag and resources is None):
             continue
-        ours = getattr(resources.names, attr) if not flag else getattr(resources, attr)
+        expected = getattr(ours, attr) if flag else getattr(ours.names, attr)
         value = section[key]
-        if str(value) != str(ours):
-            how = f"set {flag} instead" if flag else "hami serve schedules the default names"
-            raise DeviceConfigError(f"{where}: nvidia.{key} is {value!r}, not {ours!r}: {how}")
+        if value is not None and str(value) != str(expected):
+            how = f"set {flag} instead" if flag else "NVIDIA's resource names are fixed"
+            raise DeviceConfigError(
+                f"{where}: nvidia.{key} is {value!r}, not {expected!r}: {how} (docs/families.md)"
+            )
+
+
+def command_families(path: str, command: str) -> Families:
+    """The families of a command's --device-config-file ("": the defaults); what the file
+    says that changes nothing is told on stderr. Raises DeviceConfigError."""
+    if not path:
+        return FAMILIES
+    config = read_device_config(path)
+    for note in config.notes:
+        print(f"hami {command}: warning: {note}", file=sys.stderr)
+    return config.families

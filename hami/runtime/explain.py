@@ -11,6 +11,7 @@ from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_no
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
+from hami.runtime.deviceconfig import command_families
 from hami.runtime.logs import one_line
 from hami.service.explain import explain
 from hami.service.nodelock.table import NodeLocks
@@ -23,6 +24,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
         raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
     if args.gfd_split_count < 0:
         raise ValueError("--gfd-split-count must not be negative (0 switches it off)")
+    families = command_families(args.device_config_file, "explain")
     kube = Kube(await connect(args.kubeconfig or None))
     try:
         pod = await kube.get_pod(namespace, name)
@@ -37,7 +39,9 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             budgets = None  # preemption is explained without them, and says so
     finally:
         await kube.close()
-    cache = ClusterCache(clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks())
+    cache = ClusterCache(
+        clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks(), families=families
+    )
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)

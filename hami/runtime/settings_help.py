@@ -146,7 +146,8 @@ HELP = {
     "hook_path": "standalone: host folder with libvgpu.so (GKE: /home/kubernetes/bin/nvidia/vgpu)",
     "device_config_file": (
         "HAMi's device-config.yaml (its chart's hami-scheduler-device ConfigMap), read as HAMi "
-        "reads it; a file naming other resources than the defaults is refused (none: defaults)"
+        "reads it: each device family's resource names and settings (NVIDIA's names are "
+        "fixed; none: the chart's defaults)"
     ),
     "gfd_split_count": (
         "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "

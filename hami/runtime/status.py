@@ -11,9 +11,11 @@ from typing import TextIO
 import orjson
 
 from hami.cache.store import ClusterCache
+from hami.engine.families.registry import FAMILIES, Families
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
+from hami.runtime.deviceconfig import command_families
 from hami.runtime.logs import one_line
 from hami.service.nodelock.table import NodeLocks
 from hami.service.status import Status, render_json, render_text, status
@@ -23,10 +25,12 @@ from hami.service.status import Status, render_json, render_text, status
 HOME, CLEAR_LINE, CLEAR_BELOW, CLEAR_SCREEN = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
 
 
-async def read(kube: Kube, gfd_split: int) -> Status:
+async def read(kube: Kube, gfd_split: int, families: Families = FAMILIES) -> Status:
     nodes, _ = await kube.list_objects("nodes")
     pods, _ = await kube.list_objects("pods")
-    cache = ClusterCache(clock=time.monotonic, gfd_split=gfd_split, locks=NodeLocks())
+    cache = ClusterCache(
+        clock=time.monotonic, gfd_split=gfd_split, locks=NodeLocks(), families=families
+    )
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
     return status(cache, pods)
@@ -41,13 +45,13 @@ def frame(lines: list[str]) -> str:
     return HOME + "".join(f"{line}{CLEAR_LINE}\n" for line in lines) + CLEAR_BELOW
 
 
-async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO) -> None:
+async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, families: Families) -> None:
     if not args.json:
         out.write(CLEAR_SCREEN)
     while True:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         try:
-            s = await read(kube, args.gfd_split_count)
+            s = await read(kube, args.gfd_split_count, families)
         except KubeError as e:  # the API server may come back: keep watching
             lines = [f"hami status, every {args.interval:g}s, {stamp}: {one_line(e)}"]
             out.write(frame(lines) if not args.json else "")
@@ -62,12 +66,13 @@ async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO) -> None:
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
+    families = command_families(args.device_config_file, "status")
     kube = Kube(await connect(args.kubeconfig or None))
     try:
         if args.watch:
-            await _watch(kube, args, out)
+            await _watch(kube, args, out, families)
         else:
-            s = await read(kube, args.gfd_split_count)
+            s = await read(kube, args.gfd_split_count, families)
             out.write(_json(s, indent=True) if args.json else "\n".join(render_text(s)) + "\n")
     finally:
         await kube.close()

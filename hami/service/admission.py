@@ -76,10 +76,11 @@ class AdmissionService:
         ) != self.config.scheduler_name:
             return False  # not limited, or not a pod this scheduler places
         try:
-            request = pod_request(spec, self.config.resources)
+            request = pod_request(spec, self.config.resources, families=self.config.families)
         except RequestError:
             return False  # admit has refused what it cannot read; nothing to count
-        if theirs is not None and not theirs.fits(requested_amounts(request)):
+        families = self.config.families
+        if theirs is not None and not theirs.fits(requested_amounts(request, families), families):
             return True
         asked = requested_usage(request)
         return quota is not None and asked != QuotaUsage() and not quota.fits(asked)

@@ -335,6 +335,7 @@ class Binder:
                 plan.devices,
                 unix,
                 phase,
+                families=self.cache.families,
                 containers=plan.containers,
                 cards=self.cache.family_cards(job.node),
                 now_ns=int(now.timestamp() * 1_000_000_000),

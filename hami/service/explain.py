@@ -41,7 +41,7 @@ def explain(
     short = node_shortfall(cache, str(spec.get("nodeName", "")))
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
-        f"  cards: {written_cards(annotations) or '(no allocation annotation)'}",
+        f"  cards: {written_cards(annotations, cache.families) or '(no allocation annotation)'}",
         *written_instances(annotations.get(nvidianames.MIG_ALLOCATIONS)),
         f"  device plugin: bind-phase {annotations.get(names.BIND_PHASE, '(not set)')}",
         *([f"  warning: {short}"] if short else []),

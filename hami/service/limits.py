@@ -6,6 +6,7 @@ failed before this point can never start without its limits.
 
 from typing import Any
 
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.injection import CONFIG_ANNOTATION, config_data
 from hami.engine.inventory import split_devices
 from hami.engine.model import PodDevices
@@ -15,8 +16,9 @@ from hami.service.binderrors import BindError
 
 
 class LimitsWriter:
-    def __init__(self, kube: KubeAPI) -> None:
+    def __init__(self, kube: KubeAPI, families: Families = FAMILIES) -> None:
         self.kube = kube
+        self._families = families  # to tell NVIDIA's cards from the other families'
 
     async def __call__(self, namespace: str, name: str, uid: str, devices: PodDevices) -> None:
         pod = await self.kube.get_pod(namespace, name)
@@ -45,7 +47,7 @@ class LimitsWriter:
                 "labels": {"app.kubernetes.io/managed-by": "hami-scheduler"},
             },
             # hami-core's limits: NVIDIA's cards only, whatever else the pod holds.
-            "data": config_data(names, split_devices(devices)[0]),
+            "data": config_data(names, split_devices(devices, self._families)[0]),
         }
         try:
             await self.kube.create_configmap(namespace, body)

@@ -69,13 +69,15 @@ class Placement:
         Raises PolicyError for annotations the scheduler cannot follow, RequestError (a
         LimitError) for a request beyond the caps of hami.engine.requests.
         """
-        request = pod_request(pod.get("spec") or {}, self.resources)
+        request = pod_request(pod.get("spec") or {}, self.resources, families=self.cache.families)
         if not request.wants_gpu:
             return None
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         options = pod_options(annotations, self.policies)
         if request.families:
-            options = replace(options, family_annotations=family_annotations(annotations))
+            options = replace(
+                options, family_annotations=family_annotations(annotations, self.cache.families)
+            )
         return request, options
 
     def decide(
@@ -90,7 +92,7 @@ class Placement:
         (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
         quota = self.cache.quotas.quota(namespace)
-        return schedule(self.cache.view, request, options, node_names, quota)
+        return schedule(self.cache.view, request, options, node_names, quota, self.cache.families)
 
     def _elsewhere(
         self,

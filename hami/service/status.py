@@ -11,6 +11,7 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames
 from hami.engine.asks import pod_request
+from hami.engine.families.registry import Families
 from hami.engine.inventory import is_terminal
 from hami.engine.mig import label
 from hami.engine.migalloc import summary
@@ -117,7 +118,7 @@ def status(
         for node in sorted(cache.view.values(), key=lambda n: n.name)
     )
     gpu_pods = sorted(
-        (p for pod in pods if (p := _gpu_pod(pod, resources)) is not None),
+        (p for pod in pods if (p := _gpu_pod(pod, resources, cache.families)) is not None),
         key=lambda p: (p.namespace, p.name),
     )
     return Status(nodes, tuple(gpu_pods), len(cache.unregistered))
@@ -127,15 +128,17 @@ def _holder_key(h: Holder) -> tuple[str, str, int]:
     return h.namespace, h.pod, h.container
 
 
-def _gpu_pod(pod: Mapping[str, Any], resources: ResourceDefaults) -> GpuPod | None:
+def _gpu_pod(
+    pod: Mapping[str, Any], resources: ResourceDefaults, families: Families
+) -> GpuPod | None:
     if is_terminal(pod):
         return None
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     annotations = meta.get("annotations") or {}
-    allocated = written_cards(annotations)
+    allocated = written_cards(annotations, families)
     try:
-        wants = pod_request(spec, resources).wants_gpu
+        wants = pod_request(spec, resources, families=families).wants_gpu
     except RequestError:
         wants = True  # asks for more than a pod may: still a GPU pod, which waits
     if not wants and allocated is None:

@@ -63,7 +63,10 @@ class Simulation:
         ticks = itertools.count()
         # Reservations never expire in a replay: binds follow filters at once.
         self.cache = ClusterCache(
-            clock=lambda: float(next(ticks)), reservation_ttl=float("inf"), locks=NodeLocks()
+            clock=lambda: float(next(ticks)),
+            reservation_ttl=float("inf"),
+            locks=NodeLocks(),
+            families=self.admission.families,
         )
         self.cache.replace_nodes(self.scenario.nodes)
         self.placement = Placement(self.cache, self.scenario.defaults, self.admission.resources)
@@ -133,6 +136,7 @@ class Simulation:
                 node,
                 outcome.decision.devices,
                 SIMULATED_UNIX_TIME,
+                families=self.cache.families,
                 containers=held.containers if held is not None else (),
                 cards=self.cache.family_cards(node),
             )
@@ -152,7 +156,7 @@ class Simulation:
                     name=name,
                     namespace=obj["metadata"]["namespace"],
                     node=obj["spec"].get("nodeName"),
-                    allocated=written_cards(annotations),
+                    allocated=written_cards(annotations, self.cache.families),
                     pending_reason=self.pods[name].pending_reason,
                     mig=annotations.get(MIG_ALLOCATIONS),
                 )

@@ -9,7 +9,7 @@ import yaml
 
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
-from hami.engine.families.registry import FAMILIES
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import Unregistered, family_cards, node_inventory
 from hami.engine.model import DeviceInfo
 from hami.engine.nvidianames import NVIDIA
@@ -112,7 +112,7 @@ def _strings(raw: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _node(raw: Any, where: str) -> dict[str, Any]:
+def _node(raw: Any, where: str, families: Families) -> dict[str, Any]:
     """A Node as the API server holds it: NVIDIA's cards from `devices`, and any other
     family's as its vendor's device plugin registers them (`annotations`, and the extended
     resources under `allocatable`, which a family without a card list derives its cards from)."""
@@ -138,8 +138,8 @@ def _node(raw: Any, where: str) -> dict[str, Any]:
     }
     # Read as the scheduler's cache reads it, so that a registration it cannot use is
     # refused here naming the reason, not left to a `node unregistered` in every step.
-    _, why = family_cards(node, FAMILIES)
-    inventory = node_inventory(node)
+    _, why = family_cards(node, families)
+    inventory = node_inventory(node, families=families)
     if isinstance(inventory, Unregistered) or why:
         # A family's own reason first: NVIDIA's `no ... annotation` is what any other node says.
         reason = (
@@ -184,7 +184,8 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
     return tuple(pods), label
 
 
-def load(path: Path) -> Scenario:
+def load(path: Path, families: Families = FAMILIES) -> Scenario:
+    """The scenario, its nodes read as the cache reads them with `families`."""
     where = str(path)
     docs = _load_yaml_docs(path, where)
     if len(docs) != 1 or not isinstance(docs[0], dict):
@@ -219,7 +220,7 @@ def load(path: Path) -> Scenario:
             [f"delete {', '.join(delete)}"] if delete else []
         )
         steps.append(Step(i, "; ".join(parts), pods, tuple(delete), _expected(s, swhere)))
-    built = tuple(_node(n, f"{where}: node {i + 1}") for i, n in enumerate(nodes))
+    built = tuple(_node(n, f"{where}: node {i + 1}", families) for i, n in enumerate(nodes))
     _unique_cards(nodes, where)
     return Scenario(path, defaults, built, tuple(steps))
 

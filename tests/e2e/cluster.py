@@ -71,6 +71,7 @@ KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"
 ADMISSION_POLICY = "hami-scheduling-state"  # as release hami renders it
 WEBHOOK_NAME = "vgpu.hami.io"
+RENAMED_DCU = ("example.com/dcu", "example.com/dcu-mem", "example.com/dcu-cores")
 MANAGED_RESOURCES = (
     "nvidia.com/gpu",
     "nvidia.com/gpumem",
@@ -79,6 +80,9 @@ MANAGED_RESOURCES = (
     "nvidia.com/priority",
     # Every other device family's, as the chart lists them (helm/hami/families.yaml).
     *FAMILIES.other_resource_names(),
+    # Hygon's, as tests/e2e/test_device_config.py's device config renames them (the chart
+    # adds the names a device-config override gives, helm/hami/templates/_helpers.tpl).
+    *RENAMED_DCU,
 )
 
 # A cold build of the Kubernetes binaries takes 15-30 minutes on two cores.

@@ -68,6 +68,8 @@ class NodeSpec:
     # With plugin "hami": the device family whose vendor plugin the node runs (its
     # FamilyWire.type, hami/engine/families); "" for HAMi's NVIDIA plugin.
     family: str = ""
+    # The count resource the family's plugin advertises, where a device config renames it.
+    resource: str = ""
 
     def __post_init__(self) -> None:
         if self.plugin not in PLUGINS:
@@ -193,7 +195,7 @@ def plugin_wire(node: NodeSpec) -> PluginWire:
     return PluginWire(
         wire.register_annotation,
         wire.handshake_annotation,
-        wire.resources.count,
+        node.resource or wire.resources.count,
         wire.to_allocate_annotation,
         wire.type,
         wire.lock_name == HAMI_LOCK and bool(wire.to_allocate_annotation),

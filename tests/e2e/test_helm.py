@@ -796,10 +796,74 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
     (tmp_path / "device-config.yaml").write_text(device)
     read = read_device_config(str(tmp_path / "device-config.yaml"), ResourceDefaults())
-    assert [f.wire for f in read.members] == [f.wire for f in FAMILIES.members]
+    assert [f.wire for f in read.families.members] == [f.wire for f in FAMILIES.members]
     # Without an override nothing is mounted, and hami serve runs with the defaults.
     plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
     assert not any(a.startswith("--device-config-file") for a in plain["args"])
+
+
+RENAMING_CONFIG = """\
+nvidia:
+  resourceCountName: nvidia.com/gpu
+hygon:
+  resourceCountName: example.com/dcu
+  resourceMemoryName: example.com/dcu-mem
+  resourceCoreName: example.com/dcu-cores
+  memoryFactor: 2
+vnpus:
+  hamiVnpuCore: true
+  configs:
+  - commonWord: AscendX
+    chipName: X
+    resourceName: example.com/npu
+    resourceMemoryName: example.com/npu-memory
+    memoryAllocatable: 32768
+    memoryCapacity: 32768
+    aiCore: 20
+    templates:
+    - {name: vir05, memory: 8192, aiCore: 5}
+iluvatars:
+- {commonWord: MR-V100, chipName: MR-V100, resourceCountName: example.com/mr-v100}
+"""
+
+
+def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_extender(
+    tmp_path: Path,
+) -> None:
+    """The override's names go where the chart's defaults go (the webhook's matchConditions,
+    the extender's managedResources), the file reaches hami serve as it is, and hami serve
+    builds its families from it."""
+    from hami.runtime.deviceconfig import read_device_config
+
+    docs = render(f"device-config={json.dumps({'content': RENAMING_CONFIG})}")
+    renamed = (
+        "example.com/dcu",
+        "example.com/dcu-mem",
+        "example.com/dcu-cores",
+        "example.com/npu",
+        "example.com/npu-memory",
+        "example.com/mr-v100",
+    )
+    maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    (scheduler,) = [m for m in maps.values() if "config.yaml" in m]
+    extender = yaml.safe_load(scheduler["config.yaml"])["extenders"][0]
+    managed = [r["name"] for r in extender["managedResources"]]
+    assert set(renamed) <= set(managed)
+    assert len(managed) == len(set(managed))
+    (webhook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    (condition,) = webhook["matchConditions"]
+    for name in renamed:
+        assert condition["expression"].count(f"'{name}'") == 4, name
+    (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]
+    assert device.strip() == RENAMING_CONFIG.strip()
+    assert "--device-config-file=/device-config.yaml" in container(docs, EXTENDER)["args"]
+    (tmp_path / "device-config.yaml").write_text(device)
+    by_type = read_device_config(str(tmp_path / "device-config.yaml")).families.by_type()
+    dcu = by_type["DCU"].wire.resources
+    assert (dcu.count, dcu.memory, dcu.cores, dcu.memory_factor) == (*renamed[:3], 2)
+    assert by_type["AscendX"].wire.resources.count == "example.com/npu"
+    assert "Ascend910B3" not in by_type  # HAMi loads only the chips `vnpus` lists
+    assert by_type["MR-V100"].wire.resources.count == "example.com/mr-v100"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from hami.engine.families import (
     awsneuron,
     biren,
     cambricon,
+    configfile,
     enflame,
     hygon,
     iluvatar,
@@ -73,27 +74,27 @@ class Families:
         return frozenset(f.wire.allocated_annotation for f in self.others)
 
 
-def from_device_config(config: Mapping[str, Any]) -> Families:
+def configured(config: Mapping[str, Any]) -> tuple[Families, tuple[str, ...]]:
     """Every family as HAMi's device-config.yaml configures it (the chart's defaults for a
     section the file leaves out), in the order of HAMi's InitDevicesWithConfig
     (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU, then VGCU), Moore
     Threads, MetaX (GPU, then sGPU), Kunlunxin (XPU, then vXPU), AWS Neuron, AMD, Vastai,
     Biren, then each Ascend chip (`vnpus`) and each Iluvatar chip (`iluvatars`). NVIDIA's
     section is read apart (hami.runtime.deviceconfig checks it against serve's flags, which
-    configure NVIDIA), so NVIDIA's member is the chart's default.
+    configure NVIDIA), so NVIDIA's member is the chart's default. Beside them, what the file
+    says that changes nothing (hami.engine.families.configfile), and each family the file
+    leaves without a count resource (no pod can ask for it: HAMi takes a given section as
+    written, a name it leaves out as none).
 
-    Raises ValueError or TypeError for a section it cannot read."""
+    Raises ValueError naming the section and field of a value HAMi would not read, and for
+    two families given one resource name or one type."""
+    notes = list(configfile.check(config))
 
     def section(name: str) -> Mapping[str, Any]:
-        value = config.get(name) or {}
-        if not isinstance(value, Mapping):
-            raise ValueError(f"{name} must be a mapping, got {type(value).__name__}")
-        return value
+        return config.get(name) or {}
 
     iluvatars = config.get("iluvatars") or [iluvatar.chart_section(c) for c in iluvatar.CHIPS]
-    if not isinstance(iluvatars, list):
-        raise ValueError(f"iluvatars must be a list, got {type(iluvatars).__name__}")
-    return Families(
+    families = Families(
         (
             NVIDIA_FAMILY,
             cambricon.from_config(section("cambricon")),
@@ -111,6 +112,32 @@ def from_device_config(config: Mapping[str, Any]) -> Families:
             *iluvatar.from_config(iluvatars),
         )
     )
+    _distinct(families)
+    notes += [
+        f"{f.wire.type}: the device config names no count resource; no pod can ask for it"
+        for f in families.members
+        if not f.wire.resources.count
+    ]
+    return families, tuple(notes)
+
+
+def from_device_config(config: Mapping[str, Any]) -> Families:
+    """The families of `configured`, without its notes."""
+    return configured(config)[0]
+
+
+def _distinct(families: Families) -> None:
+    """Each resource name and type names one family: a pod's ask must say whose it is."""
+    owner: dict[str, str] = {}
+    types: set[str] = set()
+    for family in families.members:
+        kind = family.wire.type
+        if kind in types:
+            raise ValueError(f"two families of the device config are both {kind!r}")
+        types.add(kind)
+        for name in family.wire.resources.all():
+            if owner.setdefault(name, kind) != kind:
+                raise ValueError(f"resource {name} is named for both {owner[name]} and {kind}")
 
 
 # The families one process schedules: the chart's default device-config.yaml (issue 31).

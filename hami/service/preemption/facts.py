@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from hami.engine.families.registry import Families
 from hami.engine.inventory import is_terminal
 from hami.engine.model import PodRequest
 from hami.engine.policy import PodOptions
@@ -41,10 +42,16 @@ def priority_of(pod: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def preemptor_of(pod: Mapping[str, Any], request: PodRequest, options: PodOptions) -> Preemptor:
+def preemptor_of(
+    pod: Mapping[str, Any], request: PodRequest, options: PodOptions, families: Families
+) -> Preemptor:
     policy = (pod.get("spec") or {}).get("preemptionPolicy")
     return Preemptor(
-        request, options, priority_of(pod), NEVER if policy == NEVER else "PreemptLowerPriority"
+        request,
+        options,
+        priority_of(pod),
+        NEVER if policy == NEVER else "PreemptLowerPriority",
+        families=families,
     )
 
 

@@ -84,7 +84,9 @@ def preemption_lines(
     facts = PodFacts()
     facts.replace(pods)
     parsed = [b for b in map(parse_budget, budgets or ()) if b is not None]
-    preemptor = replace(preemptor_of(pod, *asked), quota=cache.quotas.quota(ref.namespace))
+    preemptor = replace(
+        preemptor_of(pod, *asked, cache.families), quota=cache.quotas.quota(ref.namespace)
+    )
     plan = at_once(field(cache, facts, preemptor, ref.uid, candidates, parsed).planning())
     if enabled:
         lines = describe(plan, preemptor, "preemption (hami serve --preemption)")

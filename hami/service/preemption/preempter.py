@@ -136,7 +136,7 @@ class Preempter:
                 return outcome
         if uid not in self._busy:
             self._busy.add(uid)
-            preemptor = preemptor_of(pod, *asked)
+            preemptor = preemptor_of(pod, *asked, self.cache.families)
             n_init = len((pod.get("spec") or {}).get("initContainers") or ())
             task = asyncio.get_running_loop().create_task(
                 self._attempt(outcome.pod, preemptor, n_init, tuple(candidates))

@@ -150,11 +150,24 @@ Certificates and the webhook
 {{- end }}
 
 {{/* The other device families' resources (families.yaml, the registry's list), then any
-     other name HAMi's chart values list under devices.<family>.customresources. */}}
+     other name HAMi's chart values list under devices.<family>.customresources, then the
+     names the device-config override gives them (every resource*Name key of a family's
+     section, of each entry of iluvatars and of vnpus.configs; NVIDIA's are fixed). */}}
 {{- define "hami.familyResources" -}}
 {{- $names := (.Files.Get "families.yaml" | fromYaml).resources | default list -}}
 {{- range $family, $v := .Values.devices }}
 {{- $names = concat $names ((kindIs "map" $v) | ternary ($v.customresources | default list) list) -}}
+{{- end }}
+{{- $content := (index .Values "device-config").content }}
+{{- range $section, $v := ($content | default "" | fromYaml) }}
+{{- $entries := list }}
+{{- if kindIs "map" $v }}{{ $entries = prepend ($v.configs | default list) $v }}{{ end }}
+{{- if kindIs "slice" $v }}{{ $entries = $v }}{{ end }}
+{{- range (ne $section "nvidia" | ternary $entries list) }}
+{{- range $key, $name := ((kindIs "map" .) | ternary . dict) }}
+{{- if and (regexMatch "^resource.*Name" $key) (kindIs "string" $name) $name }}{{ $names = append $names $name }}{{ end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- toJson (uniq $names) -}}
 {{- end }}

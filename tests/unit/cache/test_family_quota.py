@@ -8,6 +8,7 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.families.hygon import HYGON
+from hami.engine.families.registry import from_device_config
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations
@@ -91,3 +92,45 @@ def test_explain_prints_a_namespaces_family_quota() -> None:
     assert placement.filter(family_pod("held", HYGON, mem=2000), ["n"]).decision is not None
     (line,) = quota_lines(cache.quotas, "ns")
     assert "hygon.com/dcumem 2000 of 3000" in line, line
+
+
+def test_with_a_device_config_renaming_dcus_the_quota_is_on_the_new_names() -> None:
+    """A device config renaming Hygon's resources: the cache counts, the quota informer reads
+    and the webhook checks the new names, and a quota on the old ones (QUOTA) limits nothing."""
+    families = from_device_config(
+        {
+            "hygon": {
+                "resourceCountName": "example.com/dcu",
+                "resourceMemoryName": "example.com/dcu-mem",
+                "resourceCoreName": "example.com/dcu-cores",
+            }
+        }
+    )
+    dcu = families.by_type()["DCU"]
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=families)
+    cache.replace_nodes([family_node("n", dcu, [sample_card(dcu, i) for i in range(2)])])
+    renamed = {
+        "metadata": {"uid": "r", "namespace": "ns", "name": "dcu-renamed"},
+        "spec": {
+            "hard": {"limits.example.com/dcu-mem": "3000", "limits.example.com/dcu-cores": "300"}
+        },
+    }
+    cache.quotas.replace([QUOTA, renamed])
+    assert Placement(cache).filter(family_pod("held", dcu, mem=2000), ["n"]).decision is not None
+    quota = cache.quotas.family_quota("ns")
+    assert quota is not None
+    assert (quota.limits, quota.used) == (
+        {"example.com/dcu-mem": 3000, "example.com/dcu-cores": 300},
+        {"example.com/dcu-mem": 2000, "example.com/dcu-cores": 100},
+    )
+    service = AdmissionService(
+        AdmissionConfig(families=families), cache.quotas.quota, cache.quotas.family_quota
+    )
+
+    def asking(mem: int) -> dict[str, Any]:
+        pod = family_pod("p", dcu, mem=mem)
+        pod["spec"]["schedulerName"] = "hami-scheduler"
+        return {**review(mem), "object": pod}
+
+    assert service.review(asking(1000)).allowed
+    assert service.review(asking(1001)).message == "exceeding resource quota"

@@ -1,7 +1,7 @@
 """`hami serve --device-config-file`: HAMi's device-config.yaml taken as it is. The chart's
-default file (HAMi's own rendering where HAMi's source is at hand) starts the process; a
-file it cannot read, or one renaming resources the process would not agree on, stops it
-with one line naming the file and the key."""
+default file (HAMi's own rendering where HAMi's source is at hand) starts the process, and so
+does one renaming another family's resources; a file it cannot read, a value HAMi could not
+decode, or a change to NVIDIA's names, stops it with one line naming the file and the field."""
 
 from pathlib import Path
 
@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from hami.engine.families.ascend import DEFAULT_VNPUS
-from hami.runtime.config import ConfigError, load_settings
+from hami.engine.families.registry import FAMILIES
+from hami.runtime.config import ConfigError, device_config, load_settings
 from tests.unit.runtime.test_config import parse, tls  # noqa: F401 (a fixture)
 
 HAMI_SRC = Path("/work/hami-src")
@@ -59,26 +60,34 @@ def test_hamis_own_rendered_file_is_accepted(tmp_path: Path, tls: list[str]) -> 
 @pytest.mark.parametrize(
     ("text", "flags", "message"),
     [
-        ("hygon: [1]", (), "hygon must be a mapping"),
-        ("- a list", (), "expected HAMi's device-config.yaml, a mapping"),
+        ("hygon: [1]", (), "hygon must be a mapping, got list"),
+        ("- a list", (), "the file must be a mapping, got list"),
         ("nvidia: {a: [", (), "is not YAML"),
+        ("hygon: {memoryFactor: two}", (), "hygon.memoryFactor must be a whole number"),
+        ("cambricon: {resourceCountName: 7}", (), "cambricon.resourceCountName must be a resource"),
+        ("metax: {sgpuTopologyAware: 'yes'}", (), "metax.sgpuTopologyAware must be true or false"),
+        ("iluvatars: [{chipName: MR-V100}]", (), "iluvatars[0].commonWord is required"),
         (
-            "hygon: {resourceCountName: example.com/dcu}",
+            "vnpus: {configs: [{commonWord: A, resourceName: a.com/npu, templates: [{name: v}]}]}",
             (),
-            "the families' settings differ from the chart's defaults (DCU (example.com/dcu))",
+            "vnpus.configs[0].templates[0].memory is required",
         ),
         (
-            yaml.safe_dump({"vnpus": {**DEFAULT_VNPUS, "hamiVnpuCore": True}}),
+            "amd: {resourceCountName: hygon.com/dcunum}",
             (),
-            "(Ascend910A (huawei.com/Ascend910A",
+            "resource hygon.com/dcunum is named for both DCU and AMD",
         ),
         ("nvidia: {resourceMemoryName: example.com/mem}", (), "nvidia.resourceMemoryName"),
+        ("nvidia: {resourceCountName: example.com/gpu}", (), "NVIDIA's resource names are fixed"),
         ("nvidia: {defaultMemory: 1000}", (), "set --default-memory instead"),
         ("nvidia: {defaultMemory: 1000}", ("--default-memory", "1000"), ""),
         ("nvidia: {memoryFactor: 2}", ("--memory-factor", "2"), ""),
+        # Another family's names and settings are the file's to choose.
+        ("hygon: {resourceCountName: example.com/dcu}", (), ""),
+        (yaml.safe_dump({"vnpus": {**DEFAULT_VNPUS, "hamiVnpuCore": True}}), (), ""),
     ],
 )
-def test_what_the_process_would_not_agree_on_stops_it(
+def test_what_the_process_cannot_use_stops_it_naming_the_field(
     tmp_path: Path,
     tls: list[str],  # noqa: F811
     text: str,
@@ -91,6 +100,29 @@ def test_what_the_process_would_not_agree_on_stops_it(
     with pytest.raises(ConfigError, match=r"device config .*device-config\.yaml") as e:
         settings_with(tmp_path, tls, text, *flags)
     assert message in str(e.value)
+
+
+def test_the_files_families_are_the_ones_the_process_gets(
+    tmp_path: Path,
+    tls: list[str],  # noqa: F811
+) -> None:
+    path = tmp_path / "device-config.yaml"
+    path.write_text(
+        "hygon: {resourceCountName: example.com/dcu, resourceMemoryName: example.com/dcu-mem}\n"
+        "bogus: {}\nmetax: {resourceCountName: metax-tech.com/gpu, sgpuTopologyAwre: true}\n"
+    )
+    s = load_settings(parse(*tls, "--device-config-file", str(path)), env={})
+    config = device_config(s)
+    dcu = config.families.by_type()["DCU"].wire.resources
+    assert (dcu.count, dcu.memory, dcu.cores) == ("example.com/dcu", "example.com/dcu-mem", "")
+    # What HAMi ignores is told, not refused: the sGPU section names no sGPU resource now.
+    assert [n.split(": ", 1)[1] for n in config.notes] == [
+        "bogus: not a section HAMi v2.10 reads; ignored",
+        "metax.sgpuTopologyAwre: not a key HAMi v2.10 reads; ignored",
+        "Metax-SGPU: the device config names no count resource; no pod can ask for it",
+    ]
+    # Without a file: the chart's defaults.
+    assert device_config(load_settings(parse(*tls), env={})).families is FAMILIES
 
 
 def test_a_missing_file_is_named(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811

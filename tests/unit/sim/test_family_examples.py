@@ -18,8 +18,12 @@ from typing import Any
 import pytest
 
 from hami.cli import main
+from hami.engine.admission import AdmissionConfig
 from hami.engine.reasons import unschedulable_message
+from hami.runtime.deviceconfig import read_device_config
 from hami.service.annotations import written_cards
+from hami.service.explain import explain
+from hami.service.status import status
 from hami.sim.run import Simulation, StepResult
 from hami.sim.scenario import load
 from tests.unit.engine.families.test_hami_fixtures import DELIBERATE_DIFFERENCES
@@ -116,3 +120,78 @@ def test_a_node_with_no_registration_at_all_is_refused(
     assert main(["simulate", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert "node bare: no hami.io/node-nvidia-register annotation" in err, err
+
+
+# Hygon's resources as a device config renames them (tests/e2e/test_device_config.py too).
+RENAMED_DCU = {
+    "hygon.com/dcunum": "example.com/dcu",
+    "hygon.com/dcumem": "example.com/dcu-mem",
+    "hygon.com/dcucores": "example.com/dcu-cores",
+}
+
+
+def renamed_hygon(folder: Path) -> tuple[Path, Path]:
+    """Hygon's example with its resources renamed, and the device config renaming them."""
+    text = (EXAMPLES / "hygon.yaml").read_text()
+    for old, new in RENAMED_DCU.items():
+        text = text.replace(old, new)
+    scenario = folder / "hygon.yaml"
+    scenario.write_text(text)
+    keys = ("resourceCountName", "resourceMemoryName", "resourceCoreName")
+    config = folder / "device-config.yaml"
+    config.write_text(
+        "hygon:\n"
+        + "".join(f"  {k}: {v}\n" for k, v in zip(keys, RENAMED_DCU.values(), strict=True))
+    )
+    return scenario, config
+
+
+def test_a_device_config_renaming_a_familys_resources_replays_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hami simulate --device-config-file`: Hygon's example with its resources renamed, as a
+    device config renames them, is placed as the example is (the webhook, the cache, the
+    filter and the bind all read the file's names); without the file its pods are nobody's."""
+    scenario, config = renamed_hygon(tmp_path)
+    golden = (GOLDEN / "hygon.txt").read_text()
+    assert main(["simulate", "--device-config-file", str(config), str(scenario)]) == 0
+    assert capsys.readouterr().out == golden
+    main(["simulate", str(scenario)])
+    assert capsys.readouterr().out != golden
+
+
+def test_status_and_explain_read_the_configured_families(tmp_path: Path) -> None:
+    """What `hami status` and `hami explain` show of pods asking the renamed resources, read
+    with the configured families: their cards, and why one waits (with the chart's default
+    families it would ask for no GPU)."""
+    scenario_path, config = renamed_hygon(tmp_path)
+    families = read_device_config(str(config)).families
+    simulation = Simulation(load(scenario_path, families), AdmissionConfig(families=families))
+    simulation.run()
+    pods = [p.obj for p in simulation.pods.values()]
+    shown = status(simulation.cache, pods).pods
+    assert all(p.allocated and "DCU" in p.allocated for p in shown if p.node)
+    waiting = next(p for p in pods if not p["spec"].get("nodeName"))
+    assert {p.name for p in shown if p.node is None} >= {waiting["metadata"]["name"]}
+    lines = explain(simulation.cache, waiting)
+    assert "is pending" in lines[0] and "CardInsufficientMemory" in "\n".join(lines), lines
+    defaults = Simulation(load(scenario_path)).cache
+    defaults.replace_pods(pods)
+    assert "asks for no GPU" in explain(defaults, waiting)[0]
+
+
+def test_a_device_config_hami_could_not_read_stops_simulate_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "device-config.yaml"
+    config.write_text("hygon: {memoryFactor: two}\nshiny: {}\n")
+    assert (
+        main(["simulate", "--device-config-file", str(config), str(EXAMPLES / "hygon.yaml")]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "hygon.memoryFactor must be a whole number" in err
+    config.write_text("shiny: {}\n")
+    assert (
+        main(["simulate", "--device-config-file", str(config), str(EXAMPLES / "hygon.yaml")]) == 0
+    )
+    assert "warning: device config " in capsys.readouterr().err

@@ -4,6 +4,7 @@ import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
@@ -114,9 +115,9 @@ def test_a_budget_makes_kube_schedulers_order_spare_its_pods() -> None:
 
 def test_the_preemptor_is_read_from_the_pod() -> None:
     spec = {"priority": 7, "preemptionPolicy": "Never"}
-    p = preemptor_of({"spec": spec}, wants(1).request, wants(1).options)
+    p = preemptor_of({"spec": spec}, wants(1).request, wants(1).options, FAMILIES)
     assert (p.priority, p.policy) == (7, "Never")
-    p = preemptor_of({"spec": {}}, wants(1).request, wants(1).options)
+    p = preemptor_of({"spec": {}}, wants(1).request, wants(1).options, FAMILIES)
     assert (p.priority, p.policy) == (0, "PreemptLowerPriority")
 
 
