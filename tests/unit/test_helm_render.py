@@ -248,8 +248,8 @@ def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
 @pytest.mark.parametrize(
     ("values", "threshold"),
     [
-        ((), 45),  # 30 s + 4 s for each of 15 times 10,000 pods: 90 s at a 2 s period
-        (("scheduler.startup.expectedPods=300001",), 77),  # 31 started ten-thousands: 154 s
+        ((), 60),  # 30 s + 6 s for each of 15 times 10,000 pods: 120 s at a 2 s period
+        (("scheduler.startup.expectedPods=300001",), 108),  # 31 started ten-thousands: 216 s
         (("scheduler.startup.expectedPods=0", "scheduler.startup.baseSeconds=9"), 5),
     ],
 )
