@@ -5,10 +5,14 @@ the GPU policy's comparator, keeps the devices whose type names the family, turn
 down with NodeInsufficientDevice when they are fewer than asked, and calls the family's Fit
 (which walks from the tail). The sort is stable on the cards' scores, so the family's cards
 keep the order among themselves they have in the whole list; they are sorted here alone, with
-the same key as NVIDIA's cards (hami.engine.fit). Init containers each see the node as it
-is; app containers see what the ones before them took, and the order the last sort left.
-The node's score gains each family's ScoreNode for the devices chosen, and that of each
-family on the node the pod takes nothing of (as HAMi scores every device type of the node).
+the same key as NVIDIA's cards (hami.engine.fit). Before sorting for a container, HAMi's
+ComputeScore adds that container's request to the score of each card whose model equals the
+request's type exactly (`DCU`, not `DCU-Z100L`): a slot, its cores and its memory; cards
+registered under a longer model name are scored on their usage alone (`_scored`). Init
+containers each see the node as it is; app containers see what the ones before them took,
+and the order the last sort left. The node's score gains each family's ScoreNode for the
+devices chosen, and that of each family on the node the pod takes nothing of (as HAMi scores
+every device type of the node).
 """
 
 from collections.abc import Mapping, Sequence
@@ -16,10 +20,12 @@ from dataclasses import dataclass, replace
 
 from hami.engine import reasons as r
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
+from hami.engine.families.basic import int32
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
 from hami.engine.model import (
+    PERCENTAGE_UNSET,
     Card,
     ContainerDevices,
     FamilyRequest,
@@ -29,7 +35,7 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import CardKey, NodePolicy, PodOptions
-from hami.engine.score import make_card
+from hami.engine.score import Weights, card_score, make_card
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +79,14 @@ def fit_families(
             state = _state(node, ask.type, app) if index >= n_init else None
             cards = _typed(node, ask.type) if state is None else state.cards
             order = first_order(cards) if state is None else state.order
-            got, why = _fit_one(family, cards, order, ask, opts, pod, taken)
+            order = resorted(cards, order, opts, _scores(cards, asks, opts.weights))
+            got, why = _fit_one(family, cards, order, ask, pod, taken)
             if got is None:
                 return FamiliesFit(None, why)
             picked.append(got)
             taken.setdefault(ask.type, []).append(got)
             if state is not None:
-                state.order = resorted(cards, order, opts)
+                state.order = order
                 state.cards = _add(state.cards, got)
         out.append(tuple(d for got in picked for d in got))
     binpack = opts.node_policy == NodePolicy.BINPACK
@@ -127,18 +134,40 @@ def _state(node: NodeState, kind: str, app: dict[str, _Cards]) -> _Cards:
     return state
 
 
+def _scores(
+    cards: Sequence[Card], asks: Sequence[FamilyRequest], weights: Weights
+) -> Sequence[float] | None:
+    """The cards' scores as HAMi's ComputeScore computes them for one container: each of its
+    requests whose type equals a card's model exactly adds a slot, its cores and its memory (a
+    share of the card's where it asks a percentage) to that card's usage, for the score only;
+    None where no card's model is a requested type (the usage's scores)."""
+    exact = {a.type: a for a in asks}
+    if not any(c.info.type in exact for c in cards):
+        return None
+    out = []
+    for c in cards:
+        ask = exact.get(c.info.type)
+        usage = c.usage
+        if ask is not None:
+            pct = ask.mem_percentage
+            # Go's int32 of the int64 product, as ComputeScore computes it.
+            mem = ask.memreq if pct in (0, PERCENTAGE_UNSET) else int32(c.info.devmem * pct // 100)
+            usage = usage + Usage(1, mem, ask.coresreq)
+        out.append(card_score(c.info, usage, weights))
+    return out
+
+
 def _fit_one(
     family: Family,
     cards: Sequence[Card],
     order: Sequence[int],
     ask: FamilyRequest,
-    opts: PodOptions,
     pod: FitPod,
     taken: Mapping[str, list[ContainerDevices]],
 ) -> tuple[ContainerDevices | None, str]:
     if ask.nums > len(cards):
         return None, r.NODE_INSUFFICIENT_DEVICE
-    ordered = [cards[i] for i in resorted(cards, order, opts)]
+    ordered = [cards[i] for i in order]
     fit = family.fit(ordered, ask, pod, tuple(taken.get(ask.type, ())))
     if fit.devices is None:
         return None, fit.reason

@@ -75,10 +75,17 @@ def first_order(cards: Sequence[Card]) -> list[int]:
     return sorted(range(len(cards)), key=lambda i: cards[i].info.index)
 
 
-def resorted(cards: Sequence[Card], order: Sequence[int], opts: PodOptions) -> list[int]:
-    """`order` after HAMi's in-place sort for one container: stable, on that container's scores."""
+def resorted(
+    cards: Sequence[Card],
+    order: Sequence[int],
+    opts: PodOptions,
+    scores: Sequence[float] | None = None,
+) -> list[int]:
+    """`order` after HAMi's in-place sort for one container: stable, on that container's scores
+    (`scores`, one per card, where the caller computed them; else the cards' usage's)."""
     key = _sort_key(opts.gpu_policy, opts.numa_bind)
-    scores = card_scores(cards, opts.weights)
+    if scores is None:
+        scores = card_scores(cards, opts.weights)
     return sorted(order, key=lambda i: key(cards[i], scores[i]))
 
 

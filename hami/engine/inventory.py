@@ -242,6 +242,8 @@ def family_allocation(
     Written by us, an annotation has one entry per container; HAMi's scheduler writes only
     the entries of the containers given cards, which go, in order, to the containers that
     name the family's count resource."""
+    if families.other_allocated_annotations.isdisjoint(annotations):
+        return ()
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     out: PodDevices = ()
     for family in families.others:

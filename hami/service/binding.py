@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,6 +46,7 @@ from hami.service.bindrules import Budget, Found, read_back
 from hami.service.deadline import Deadline
 from hami.service.nodelock.locker import NodeLocker
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import LockSpec, family_locks
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class _Job:
     term: Term
     deadline: Deadline
     answer: "asyncio.Future[None]"
+    # The locks this bind tried (None: HAMi's), with the value it took (None: not taken).
+    locks: dict[LockSpec | None, str | None] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -217,8 +220,9 @@ class Binder:
                 self.on_failure(e.reason)
             if e.release_lock:
                 # After the answer: kube-scheduler's clock does not wait for the clean-up. The
-                # lock is ours whatever the term: left behind it would block the node.
-                await self.locker.give_back(job.node, job.namespace, job.name)
+                # locks are ours whatever the term: left behind they would block the node.
+                for lock, value in job.locks.items():
+                    await self.locker.give_back(job.node, job.namespace, job.name, lock, value)
             return
         self.cache.bind_landed(job.uid)
         job.answer.set_result(None)
@@ -302,12 +306,19 @@ class Binder:
         # container's would otherwise find the next pod bound to the node through the lock.
         handshake = self.cache.handshake(job.node, plan.devices)
         needs_lock = handshake and any(plan.devices)
+        # A family's own lock first (HAMi's lockAllDevices goes by vendor name: the one such
+        # family sorts before NVIDIA); each is waited for, where HAMi's bind fails at once.
+        own = family_locks(plan.devices[plan.n_init :], self.cache.families)
+        locks: tuple[LockSpec | None, ...] = (*own, *((None,) if needs_lock else ()))
         # The Binding and the read-back after it keep their share of the budget.
         keep = self.budget.binding + self.budget.verify
         try:
-            if needs_lock:
-                wait = Deadline(max(0.0, min(job.deadline.left(keep), self.lock_wait)))
-                await self.locker.take(job.node, job.namespace, job.name, job.term, wait)
+            wait = Deadline(max(0.0, min(job.deadline.left(keep), self.lock_wait)))
+            for lock in locks:
+                job.locks[lock] = None
+                job.locks[lock] = await self.locker.take(
+                    job.node, job.namespace, job.name, job.term, wait, lock
+                )
             if self.before_binding is not None and plan.devices:
                 job.term.check()
                 async with job.deadline.step(keep):
@@ -322,7 +333,7 @@ class Binder:
             )
             # A lock write of ours may have landed. It is left to the device plugin when the pod
             # may be bound here after all (the outcome is unknown).
-            failure.release_lock = needs_lock and failure.reason != BindFailure.UNKNOWN_OUTCOME
+            failure.release_lock = bool(locks) and failure.reason != BindFailure.UNKNOWN_OUTCOME
             raise failure from e
 
     async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:

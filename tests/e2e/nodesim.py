@@ -26,6 +26,9 @@ What it does, and what the real components would do in its place:
   writes the annotation back with that container emptied; once no device is left sets
   ``hami.io/bind-phase=success`` and releases the node lock. Any failure sets ``failed``,
   releases the lock, and the pod is rejected with ``UnexpectedAdmissionError`` as kubelet does.
+  A family with a node lock of its own (Cambricon's dynamic-sMLU plugin: ``allocateDynamicSmlu``
+  in Cambricon/cambricon-k8s-device-plugin) has no handshake: its Allocate, for each pod that
+  asks the family's count resource, removes that lock from the node, whoever took it.
 * **Start** (kubelet): waits until every non-optional ConfigMap and Secret the pod uses exists
   (reporting ``CreateContainerConfigError`` or ``ContainerCreating`` meanwhile), then reports
   the pod Running and Ready.
@@ -308,6 +311,10 @@ class Simulator:
                     await self._reject(pod, str(e))
                     return
                 self.admitted.add(uid)
+        elif wire.own_lock and _gpu_requests(pod, wire.resource) and uid not in self.admitted:
+            await asyncio.sleep(node.allocate_delay)
+            await self._remove_own_lock(node.name, wire.own_lock)
+            self.admitted.add(uid)
         missing = await self._missing_reference(pod)
         if missing is not None:
             await self._report_waiting(pod, missing)
@@ -534,6 +541,16 @@ class Simulator:
             {"metadata": {"annotations": annotations}},
             _content_type=MERGE_PATCH,
         )
+
+    async def _remove_own_lock(self, node_name: str, key: str) -> None:
+        """As the family's plugin after Allocate: the lock goes, unread, unfenced."""
+        await self._call(
+            self.core.patch_node,
+            node_name,
+            {"metadata": {"annotations": {key: None}}},
+            _content_type=MERGE_PATCH,
+        )
+        log.info("%s: %s removed after Allocate", node_name, key)
 
     async def _release_lock(self, node_name: str, pod: Obj) -> None:
         owner = f",{pod['metadata']['namespace']},{pod['metadata']['name']}"

@@ -180,6 +180,9 @@ class PluginWire:
     # devices from the to-allocate annotation, bind-phase success and the lock released.
     # A family whose HAMi code takes no lock (or its own) has its pods admitted as they come.
     handshake_allocate: bool = True
+    # A lock of the family's own (Cambricon's `cambricon.com/dsmlu.lock`): its plugin removes
+    # it after Allocate, whoever took it.
+    own_lock: str = ""
 
 
 NVIDIA_PLUGIN = PluginWire(
@@ -199,6 +202,7 @@ def plugin_wire(node: NodeSpec) -> PluginWire:
         wire.to_allocate_annotation,
         wire.type,
         wire.lock_name == HAMI_LOCK and bool(wire.to_allocate_annotation),
+        wire.lock_name if wire.lock_name != HAMI_LOCK else "",
     )
 
 

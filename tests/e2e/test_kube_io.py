@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from hami.engine.names import NODE_LOCK
+from hami.kube import listwatch
 from hami.kube.calls import Obj
 from hami.kube.client import Kube
 from hami.kube.connect import connect
@@ -192,6 +193,28 @@ async def test_relist_forgets_objects_deleted_while_not_watching(
     await delete_pod(client, namespace, "a")
     stop, task = await start(Informer(client, "pods", sink, field_selector=selector))
     assert set(sink.objects) == {"b"}
+    await finish(stop, task)
+
+
+async def test_a_list_of_several_pages_is_whole_and_watched_on_from_its_version(
+    client: Kube,
+    namespace: str,
+    make_pod: Callable[..., Awaitable[Obj]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages asked for ahead (hami.kube.listwatch.list_pages) come from one snapshot, in
+    order, and the watch goes on from it."""
+    monkeypatch.setattr(listwatch, "LIST_PAGE", 2)
+    names = {f"p{i}" for i in range(5)}
+    for name in sorted(names):
+        await make_pod(name)
+    sink = Recorder()
+    informer = Informer(client, "pods", sink, field_selector=f"metadata.namespace={namespace}")
+    stop, task = await start(informer)
+    assert sink.replaces == 1
+    assert set(sink.objects) == names
+    await make_pod("late")
+    await eventually(lambda: sink.objects.get("late"), "the pod made after the list")
     await finish(stop, task)
 
 

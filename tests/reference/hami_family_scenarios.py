@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 HAMI_VERSION = "v2.10.0"
@@ -243,6 +243,18 @@ def _counted(count: str, mem: str = "", cores: str = "") -> Any:
     return make
 
 
+_DCU_ASK = Ask(
+    _counted("hygon.com/dcunum", "hygon.com/dcumem", "hygon.com/dcucores"),
+    mem=2000,
+    cores=10,
+    too_much_mem=70000,
+    too_many=5,
+    use_type=("hygon.com/use-dcutype", "Z100"),
+    nouse_type=("hygon.com/nouse-dcutype", "K100"),
+    use_uuid=("hygon.com/use-gpuuuid", "DCU-K100-b-3"),
+    nouse_uuid=("hygon.com/nouse-gpuuuid", "DCU-Z100L-a-0,DCU-Z100L-a-1"),
+)
+
 HYGON = Scenario(
     "hygon",
     ("DCU",),
@@ -252,17 +264,7 @@ HYGON = Scenario(
         _dcu_node("dcu-b", "DCU-K100_AI", 65536, 4, "DCU-K100-b"),
     ),
     standard_steps(
-        Ask(
-            _counted("hygon.com/dcunum", "hygon.com/dcumem", "hygon.com/dcucores"),
-            mem=2000,
-            cores=10,
-            too_much_mem=70000,
-            too_many=5,
-            use_type=("hygon.com/use-dcutype", "Z100"),
-            nouse_type=("hygon.com/nouse-dcutype", "K100"),
-            use_uuid=("hygon.com/use-gpuuuid", "DCU-K100-b-3"),
-            nouse_uuid=("hygon.com/nouse-gpuuuid", "DCU-Z100L-a-0,DCU-Z100L-a-1"),
-        ),
+        _DCU_ASK,
         extra=(
             filt(
                 "p13",
@@ -273,6 +275,55 @@ HYGON = Scenario(
                 annotations={"hygon.com/use-dcutype": "Z100"},
                 note="fits nowhere: the Z100L cards have no slot left (4 tasks each)",
             ),
+        ),
+    ),
+)
+
+
+def _dcu_mixed(name: str, model: str) -> Node:
+    """Two DCU cards of one model, 16 GiB and 64 GiB, four tasks each."""
+    rows = [
+        (f"DCU-{name}-{i}", 4, mem, 100, model, 0, True, i, "hami-core")
+        for i, mem in enumerate((16384, 65536))
+    ]
+    return Node(name, {_DCU_REG: encode_cards(rows), _DCU_HS: REPORTED}, {"hygon.com/dcunum": "8"})
+
+
+def _one_dcu(pod: str, mem: int, policy: str, node: str, note: str) -> Step:
+    """One DCU with `mem` MiB and 10 cores, the card policy `policy`, on dcu-x (`DCU`) or dcu-y
+    (`DCU-Z100L`), chosen by type so that `hami simulate` replays it too."""
+    ask = {"hygon.com/dcunum": 1, "hygon.com/dcumem": mem, "hygon.com/dcucores": 10}
+    pick = "hygon.com/use-dcutype" if node == "dcu-y" else "hygon.com/nouse-dcutype"
+    return filt(pod, res("c0", ask), annotations={GPU_POLICY: policy, pick: "Z100"}, note=note)
+
+
+# HAMi's ComputeScore adds a container's request to the score of a card whose model equals the
+# request's type exactly: on dcu-x (model `DCU`) binpack then prefers the small card (8000 MiB
+# fill half of it), on dcu-y (`DCU-Z100L`) both idle cards score 0 and the walk takes the last.
+HYGON_EXACT = Scenario(
+    "hygon_exact",
+    ("DCU",),
+    "Two DCU nodes with a 16 GiB and a 64 GiB card each: dcu-x registers the model `DCU` (the "
+    "request's type exactly), dcu-y `DCU-Z100L`.",
+    (_dcu_mixed("dcu-x", "DCU"), _dcu_mixed("dcu-y", "DCU-Z100L")),
+    (
+        _one_dcu(
+            "q1",
+            8000,
+            "binpack",
+            "dcu-x",
+            "model equals the type: the request counts in the card scores",
+        ),
+        _one_dcu("q2", 8000, "binpack", "dcu-y", "a longer model: scores from usage alone"),
+        _one_dcu("q3", 2000, "spread", "dcu-x", "spread, model equals the type"),
+        *standard_steps(
+            replace(
+                _DCU_ASK,
+                too_many=3,
+                nouse_type=("hygon.com/nouse-dcutype", "Z100"),
+                use_uuid=("", ""),
+                nouse_uuid=("hygon.com/nouse-gpuuuid", "DCU-dcu-x-0"),
+            )
         ),
     ),
 )
@@ -1271,6 +1322,7 @@ NVIDIA_METAX = Scenario(
 
 SCENARIOS: tuple[Scenario, ...] = (
     HYGON,
+    HYGON_EXACT,
     CAMBRICON,
     ILUVATAR,
     MTHREADS,

@@ -245,6 +245,24 @@ def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
             assert doc["metadata"]["namespace"] == expected, doc["metadata"]
 
 
+@pytest.mark.parametrize(
+    ("values", "threshold"),
+    [
+        ((), 60),  # 30 s + 6 s for each of 15 times 10,000 pods: 120 s at a 2 s period
+        (("scheduler.startup.expectedPods=300001",), 108),  # 31 started ten-thousands: 216 s
+        (("scheduler.startup.expectedPods=0", "scheduler.startup.baseSeconds=9"), 5),
+    ],
+)
+def test_helm_startup_budget_follows_the_pods_expected(
+    values: tuple[str, ...], threshold: int
+) -> None:
+    """hami serve's startupProbe waits for /readyz (its cache complete) for baseSeconds plus
+    secondsPer10kPods per 10,000 expected pods (docs/development.md)."""
+    probe = container(render(*values), EXTENDER)["startupProbe"]
+    assert probe["httpGet"]["path"] == "/readyz"
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (2, threshold)
+
+
 def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     configuration = find(render(), "MutatingWebhookConfiguration", "hami-py-webhook")
     assert "annotations" not in configuration["metadata"]
@@ -579,7 +597,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     for probe, path in (
         ("livenessProbe", "/healthz"),
         ("readinessProbe", "/readyz"),
-        ("startupProbe", "/healthz"),
+        ("startupProbe", "/readyz"),
     ):
         assert hami[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}, probe
     assert {p["name"]: p["containerPort"] for p in hami["ports"]} == {

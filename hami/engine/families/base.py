@@ -52,6 +52,9 @@ class FamilyWire:
     to_allocate_annotation: str  # pod: what the plugin still has to hand out
     allocated_annotation: str  # pod: what the scheduler gave the pod
     lock_name: str = "hami.io/mutex.lock"  # node annotation held while binding
+    # A lock of the family's own (not HAMi's): a bare RFC 3339 time, freed after this many
+    # seconds (hami.service.nodelock.wire.family_lock).
+    lock_expiry_seconds: int = 0
     use_type: str = ""  # pod annotation: only these card models
     nouse_type: str = ""  # pod annotation: never these card models
     use_uuid: str = ""

@@ -54,6 +54,7 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         to_allocate_annotation="hami.io/cambricon-mlu-devices-to-allocate",
         allocated_annotation="hami.io/cambricon-mlu-devices-allocated",
         lock_name="cambricon.com/dsmlu.lock",
+        lock_expiry_seconds=120,  # HAMi's LockNode: "locked within 2 minutes"
         use_uuid="cambricon.com/use-gpuuuid",
         nouse_uuid="cambricon.com/nouse-gpuuuid",
     )

@@ -1,4 +1,5 @@
-"""HAMi's node lock, the whole protocol: the one home of the `hami.io/mutex.lock` annotation.
+"""HAMi's node locks, the whole protocol: the one home of the `hami.io/mutex.lock` annotation
+and of a family's own lock (a bare time; its FamilyWire names it).
 
 HAMi's device plugin finds the pod it must allocate for through the lock and releases it after
 Allocate, so a bind takes it before posting its Binding. The modules, bottom up:

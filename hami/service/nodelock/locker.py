@@ -20,7 +20,7 @@ from hami.kube.errors import KubeError
 from hami.kube.leader import Term
 from hami.service.deadline import Deadline
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import NodeLockContention
+from hami.service.nodelock.wire import LockSpec, NodeLockContention
 from hami.service.nodelock.writes import lock_node, release_node
 
 log = logging.getLogger(__name__)
@@ -50,15 +50,19 @@ class NodeLocker:
         self.now = now
         self.expiry = expiry
         self.binding = binding
-        # Binds waiting for one node's lock, served in arrival order (asyncio.Lock is FIFO).
-        self._queues: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Binds waiting for one lock of one node (node, annotation), served in arrival order
+        # (asyncio.Lock is FIFO).
+        self._queues: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         # node -> binds of ours waiting for or taking its lock; and how many in all.
         self._waiting: dict[str, int] = {}
         self._queued = 0
         self._fewer = asyncio.Event()
-        # (node, namespace, name) of binds whose lock write went out and got no answer (yet): it
-        # may have landed though neither we nor the watch have seen it.
-        self._unanswered: set[tuple[str, str, str]] = set()
+        # (node, lock annotation, namespace, name) of binds whose lock write went out and got no
+        # answer (yet), with the value it wrote: it may have landed though neither we nor the
+        # watch have seen it.
+        self._unanswered: dict[tuple[str, str, str, str], str] = {}
 
     async def room(self, limit: int, within: float) -> None:
         """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
@@ -78,25 +82,40 @@ class NodeLocker:
         bound there)."""
         return self._waiting.get(node, 0) + (self.locks.value(node) is not None)
 
-    def _written(self, node: Mapping[str, Any]) -> None:
+    def _written(self, node: Mapping[str, Any], key: str) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
-        self.locks.written(node, asyncio.get_running_loop().time())
+        self.locks.written(node, asyncio.get_running_loop().time(), key)
 
-    def _trusted(self, node: str, seen: str | None) -> bool:
+    def _trusted(self, node: str, seen: str | None, key: str) -> bool:
         """Whether `seen` is a lock this process took moments ago."""
-        since = self.locks.written_at(node)
-        if since is None or seen is None or self.locks.value(node) != seen:
+        since = self.locks.written_at(node, key)
+        if since is None or seen is None or self.locks.value(node, key) != seen:
             return False
         return asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
-    async def take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
-        """Take the lock for namespace/name, waiting until `wait` for the holder to let go;
-        raises NodeLockContention when it did not, NotLeading when `term` ends first."""
+    def _spec(self, lock: LockSpec | None) -> LockSpec:
+        return lock or LockSpec(expiry=self.expiry)
+
+    async def take(
+        self,
+        node: str,
+        namespace: str,
+        name: str,
+        term: Term,
+        wait: Deadline,
+        lock: LockSpec | None = None,
+    ) -> str:
+        """Take `lock` (HAMi's unless given) for namespace/name, waiting until `wait` for the
+        holder to let go, and return the value written; raises NodeLockContention when it did
+        not, NotLeading when `term` ends first."""
+        spec = self._spec(lock)
         self._waiting[node] = self._waiting.get(node, 0) + 1
         self._queued += 1
         try:
-            await self._take(node, namespace, name, term, wait)
-            self._unanswered.discard((node, namespace, name))  # taken: nothing to give back
+            value = await self._take(node, namespace, name, term, wait, spec)
+            # Taken: nothing to give back unless the bind fails, which names the value.
+            self._unanswered.pop((node, spec.key, namespace, name), None)
+            return value
         finally:
             self._queued -= 1
             self._fewer.set()
@@ -104,11 +123,14 @@ class NodeLocker:
             if left:
                 self._waiting[node] = left
 
-    async def _take(self, node: str, namespace: str, name: str, term: Term, wait: Deadline) -> None:
+    async def _take(
+        self, node: str, namespace: str, name: str, term: Term, wait: Deadline, spec: LockSpec
+    ) -> str:
         waiting = max(0.0, wait.left())
-        queue = self._queues.get(node)
+        key = spec.key
+        queue = self._queues.get((node, key))
         if queue is None:
-            queue = self._queues[node] = asyncio.Lock()
+            queue = self._queues[node, key] = asyncio.Lock()
         try:
             async with wait.step():
                 await queue.acquire()
@@ -118,70 +140,93 @@ class NodeLocker:
                 "contention (other binds to this node were still waiting for its lock)"
             ) from None
         contention: NodeLockContention | None = None  # what the last attempt met
-        key = (node, namespace, name)
+        noted = False  # whether the wait was logged
+        context = {"namespace": namespace, "pod": name, "node": node}
+        mine = (node, key, namespace, name)
+        values: list[str] = []  # what the write about to be sent holds
 
         def sending() -> None:
             term.check()
-            self._unanswered.add(key)
+            self._unanswered[mine] = values[-1]
 
         def answered(patched: Mapping[str, Any]) -> None:
-            self._unanswered.discard(key)
-            self._written(patched)
+            self._unanswered.pop(mine, None)
+            self._written(patched, key)
 
         try:
             while True:
                 term.check()
-                seen = self.locks.value(node)
-                if self._trusted(node, seen):
+                seen = self.locks.value(node, key)
+                if self._trusted(node, seen, key):
                     contention = NodeLockContention(
                         f"node {node} has been locked within {waiting:.3g}s: node lock "
                         "contention (held by a pod this scheduler bound moments ago, whose "
                         "devices are being allocated)"
                     )
-                    if wait.left() <= 0:
-                        raise contention
-                    await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
-                    continue
-                try:
-                    async with wait.step():
-                        await lock_node(
-                            self.kube,
-                            node,
-                            namespace,
-                            name,
-                            now=self.now,
-                            expiry=self.expiry,
-                            write_timeout=self.write_timeout,
-                            # Only a free lock is taken on the watch's word; a held one is read
-                            # afresh, so a lagging watch never makes a bind wait for nothing.
-                            known=self.locks.node(node) if seen is None else None,
-                            binding=self.binding,
-                            written=answered,
-                            fence=sending,
-                        )
-                    return
-                except NodeLockContention as e:
-                    contention = e
-                except TimeoutError:
-                    # The wait ran out during an attempt: what the holder did is the reason.
-                    if contention is None:
-                        raise
-                    raise contention from None
+                else:
+                    try:
+                        async with wait.step():
+                            return await lock_node(
+                                self.kube,
+                                node,
+                                namespace,
+                                name,
+                                now=self.now,
+                                expiry=self.expiry,
+                                write_timeout=self.write_timeout,
+                                # Only a free lock is taken on the watch's word; a held one is
+                                # read afresh, so a lagging watch never makes a bind wait for
+                                # nothing.
+                                known=self.locks.node(node, key) if seen is None else None,
+                                binding=self.binding,
+                                written=answered,
+                                fence=sending,
+                                lock=spec,
+                                sending=values.append,
+                            )
+                    except NodeLockContention as e:
+                        contention = e
+                    except TimeoutError:
+                        # The wait ran out during an attempt: what the holder did is the reason.
+                        if contention is None:
+                            raise
+                        raise contention from None
                 if wait.left() <= 0:
                     raise contention
-                await _first(self.locks.changed(node, seen, wait.left()), term.ended.wait())
+                if not noted:
+                    noted = True  # worth a line: the bind's time goes into waiting for the holder
+                    log.info(
+                        "node lock held, waiting for it",
+                        extra={**context, "lock": key, "held": seen or ""},
+                    )
+                await _first(self.locks.changed(node, seen, wait.left(), key), term.ended.wait())
         finally:
             queue.release()
 
-    async def give_back(self, node: str, namespace: str, name: str) -> None:
-        """Release the lock a failed bind may hold; a lock the watch shows as another pod's
-        costs no call, unless a lock write of this bind went unanswered (it may have landed
-        after what the watch shows), and a failure is only logged (the lock rules free such a
-        lock: its holder is neither bound to the node nor being bound)."""
-        unanswered = (node, namespace, name) in self._unanswered
-        self._unanswered.discard((node, namespace, name))
-        owner = self.locks.value(node) or ""
-        if owner and not owner.endswith(f",{namespace},{name}") and not unanswered:
+    async def give_back(
+        self,
+        node: str,
+        namespace: str,
+        name: str,
+        lock: LockSpec | None = None,
+        value: str | None = None,
+    ) -> None:
+        """Release the lock (HAMi's unless given) a failed bind may hold; a lock the watch
+        shows as another pod's costs no call, unless a lock write of this bind went unanswered
+        (it may have landed after what the watch shows), and a failure is only logged (the lock
+        rules free such a lock: its holder is neither bound to the node nor being bound).
+
+        A family's own lock names no pod: it is this bind's if it holds `value`, the value
+        its take returned, or the value of its unanswered write; other values are left alone
+        (HAMi's ReleaseNodeLock removes any)."""
+        spec = self._spec(lock)
+        sent = self._unanswered.pop((node, spec.key, namespace, name), None)
+        mine = frozenset(v for v in (value, sent) if v)
+        held = self.locks.value(node, spec.key) or ""
+        if spec.names_pod:
+            if held and not held.endswith(f",{namespace},{name}") and sent is None:
+                return
+        elif not mine or (held not in mine and sent is None):
             return
         try:
             # A few attempts at most (each a read and a write), whatever the API server does.
@@ -192,7 +237,9 @@ class NodeLocker:
                     namespace,
                     name,
                     write_timeout=self.write_timeout,
-                    written=self._written,
+                    written=lambda patched: self._written(patched, spec.key),
+                    lock=spec,
+                    values=mine,
                 )
         except (KubeError, TimeoutError) as e:
             log.warning(
@@ -201,6 +248,7 @@ class NodeLocker:
                     "namespace": namespace,
                     "pod": name,
                     "node": node,
+                    "lock": spec.key,
                     "error": str(e) or type(e).__name__,
                 },
             )

@@ -17,7 +17,7 @@ from typing import Any
 
 from hami.engine.names import NODE_LOCK
 from hami.kube.informer import is_older
-from hami.service.nodelock.wire import lock_holder
+from hami.service.nodelock.wire import lock_holder, lock_keys
 
 
 @dataclass(slots=True)
@@ -28,11 +28,15 @@ class _Lock:
 
 
 class NodeLocks:
-    def __init__(self, recheck: float = 1.0) -> None:
+    """Each node's locks by annotation: HAMi's `hami.io/mutex.lock` (the `key` every method
+    reads unless told), and each family's own (hami.service.nodelock.wire.lock_keys)."""
+
+    def __init__(self, recheck: float = 1.0, keys: tuple[str, ...] | None = None) -> None:
         self.recheck = recheck
-        self._locks: dict[str, _Lock] = {}
+        self.keys = lock_keys() if keys is None else keys
+        self._locks: dict[tuple[str, str], _Lock] = {}
         self._versions: dict[str, str] = {}
-        self._changed: dict[str, asyncio.Event] = {}
+        self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._moved: list[Callable[[str], None]] = []
 
     def listen(self, moved: Callable[[str], None]) -> None:
@@ -51,65 +55,70 @@ class NodeLocks:
             return
         if version:
             self._versions[name] = version
-        self._set(name, (meta.get("annotations") or {}).get(NODE_LOCK))
+        annotations = meta.get("annotations") or {}
+        for key in self.keys:
+            self._set(name, key, annotations.get(key))
 
-    def written(self, node: Mapping[str, Any], at: float) -> None:
-        """A Node as one of our lock writes returned it at loop time `at`."""
+    def written(self, node: Mapping[str, Any], at: float, key: str = NODE_LOCK) -> None:
+        """A Node as one of our writes of its `key` lock returned it at loop time `at`."""
         self.seen(node)
         meta = node.get("metadata") or {}
-        lock = self._locks.get(str(meta.get("name", "")))
-        if lock is not None and lock.value == (meta.get("annotations") or {}).get(NODE_LOCK):
+        lock = self._locks.get((str(meta.get("name", "")), key))
+        if lock is not None and lock.value == (meta.get("annotations") or {}).get(key):
             lock.written_at = at
 
     def gone(self, node: Mapping[str, Any]) -> None:
         name = str((node.get("metadata") or {}).get("name", ""))
         self._versions.pop(name, None)
-        self._set(name, None)
+        for key in self.keys:
+            self._set(name, key, None)
 
-    def _set(self, name: str, value: str | None) -> None:
-        before = self._locks.get(name)
+    def _set(self, name: str, key: str, value: str | None) -> None:
+        before = self._locks.get((name, key))
         if (before.value if before is not None else None) == (value or None):
             return
         if value:
-            self._locks[name] = _Lock(value, lock_holder(value))
+            self._locks[name, key] = _Lock(value, lock_holder(value))
         else:
-            self._locks.pop(name, None)
-        changed = self._changed.pop(name, None)
+            self._locks.pop((name, key), None)
+        changed = self._changed.pop((name, key), None)
         if changed is not None:
             changed.set()
-        after = self._locks.get(name)
+        after = self._locks.get((name, key))
         if (before and before.holder) != (after and after.holder):
             for moved in self._moved:
                 moved(name)
 
-    def value(self, node: str) -> str | None:
-        lock = self._locks.get(node)
+    def value(self, node: str, key: str = NODE_LOCK) -> str | None:
+        lock = self._locks.get((node, key))
         return lock.value if lock is not None else None
 
     def holder(self, node: str) -> tuple[str, str] | None:
-        """The pod (namespace, name) the node's lock names."""
-        lock = self._locks.get(node)
+        """The pod (namespace, name) the node's HAMi lock names."""
+        lock = self._locks.get((node, NODE_LOCK))
         return lock.holder if lock is not None else None
 
-    def written_at(self, node: str) -> float | None:
+    def written_at(self, node: str, key: str = NODE_LOCK) -> float | None:
         """When this process wrote the node's lock as it stands; None if it did not."""
-        lock = self._locks.get(node)
+        lock = self._locks.get((node, key))
         return lock.written_at if lock is not None else None
 
-    def node(self, name: str) -> dict[str, Any] | None:
+    def node(self, name: str, key: str = NODE_LOCK) -> dict[str, Any] | None:
         """The Node's lock and resourceVersion as last seen, shaped like a Node; None if unseen."""
         version = self._versions.get(name)
         if version is None:
             return None
-        lock = self.value(name)
-        annotations = {NODE_LOCK: lock} if lock is not None else {}
+        lock = self.value(name, key)
+        annotations = {key: lock} if lock is not None else {}
         return {"metadata": {"name": name, "resourceVersion": version, "annotations": annotations}}
 
-    async def changed(self, node: str, since: str | None, within: float) -> None:
+    async def changed(
+        self, node: str, since: str | None, within: float, key: str = NODE_LOCK
+    ) -> None:
         """Return once the node's lock is no longer `since`, or after `within` (at most
         `recheck`) seconds."""
-        if self.value(node) != since:
+        if self.value(node, key) != since:
             return
-        event = self._changed.setdefault(node, asyncio.Event())
+        event = self._changed.setdefault((node, key), asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), min(within, self.recheck))

@@ -2,7 +2,8 @@
 
 When someone else's lock may be taken over is decided in hami.service.nodelock.rules. Writes
 carry the node's resourceVersion, so two writers can never both believe they took the lock:
-the slower one gets a 409, re-reads and decides again.
+the slower one gets a 409, re-reads and decides again. HAMi's lock is written unless a
+LockSpec names a family's own (hami.service.nodelock.wire).
 """
 
 import asyncio
@@ -14,16 +15,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from hami.engine.names import NODE_LOCK
 from hami.kube.api import KubeAPI
 from hami.kube.calls import Fence
 from hami.kube.errors import Conflict, NotFound, Unavailable
 from hami.service.nodelock.rules import Action, Decision, Reason, decide_lock, holder_state
 from hami.service.nodelock.wire import (
     DEFAULT_EXPIRY,
+    LockSpec,
     NodeLockContention,
     decode_node_lock,
-    encode_node_lock,
     go_duration,
     owns,
 )
@@ -93,10 +93,15 @@ async def lock_node(
     binding: Callable[[str, str, str], bool] | None = None,
     written: Callable[[Mapping[str, Any]], None] | None = None,
     fence: Fence | None = None,
-) -> None:
-    """Take the node's lock for namespace/pod, or raise NodeLockContention.
+    lock: LockSpec | None = None,
+    sending: Callable[[str], None] | None = None,
+) -> str:
+    """Take the node's lock for namespace/pod and return its value, or raise
+    NodeLockContention.
 
-    `fence` is called right before the lock write is sent (hami.kube.calls.ApiCalls._call).
+    `lock` is the lock to take: HAMi's, expiring after `expiry`, unless it names another.
+    `sending(value)` is called with each value about to be written, `fence` right before the
+    write is sent (hami.kube.calls.ApiCalls._call).
 
     `binding(namespace, name, node)` says whether this process is binding that pod to this
     node now; without it a holder is always assumed to be.
@@ -108,15 +113,23 @@ async def lock_node(
     Raises NotFound when the node does not exist and KubeError subclasses when
     the API server keeps failing.
     """
-    context = {"node": node, "namespace": namespace, "pod": pod}
+    spec = lock or LockSpec(expiry=expiry)
+    expiry = spec.expiry
+    context = {"node": node, "namespace": namespace, "pod": pod, "lock": spec.key}
     first = [known] if known is not None else []
+    sent: set[str] = set()  # the values this call wrote: one may have landed unanswered
 
-    async def attempt() -> None:
+    async def attempt() -> str:
         obj = first.pop() if first else await kube.get_node(node)
         if obj is None:
             raise NotFound(f"node {node} not found", status=404)
         metadata = obj.get("metadata", {})
-        existing = (metadata.get("annotations") or {}).get(NODE_LOCK)
+        existing = (metadata.get("annotations") or {}).get(spec.key)
+        if existing in sent:
+            # An earlier attempt's write landed though its answer was lost (a family's own
+            # lock names no pod: its value alone says it is ours).
+            log.debug("node lock already held by this pod", extra=context)
+            return existing or ""
         decision = decide_lock(existing, now(), expiry, node, namespace, pod, None)
         if decision.action is Action.ASK_HOLDER:
             assert existing is not None  # ASK_HOLDER is only decided for a readable lock
@@ -129,16 +142,16 @@ async def lock_node(
             decision = decide_lock(existing, now(), expiry, node, namespace, pod, holder)
         if decision.action is Action.HELD:
             log.debug("node lock already held by this pod", extra=context)
-            return
+            return existing or ""
         if decision.action is Action.CONTEND:
-            raise NodeLockContention(_contention_message(node, existing or "", expiry, decision))
+            raise NodeLockContention(_contention_message(node, existing or "", spec, decision))
         # An unanswered write may have landed: the retry reads the Node and finds it ours.
+        value = spec.encode(now(), namespace, pod)
+        sent.add(value)
+        if sending is not None:
+            sending(value)
         patched = await kube.patch_node_annotations(
-            node,
-            {NODE_LOCK: encode_node_lock(now(), namespace, pod)},
-            metadata["resourceVersion"],
-            write_timeout,
-            fence=fence,
+            node, {spec.key: value}, metadata["resourceVersion"], write_timeout, fence=fence
         )
         if written is not None:
             written(patched)
@@ -154,14 +167,23 @@ async def lock_node(
                 "previous": existing or "",
             },
         )
+        return value
 
     async with _mutex(node):
-        await _retrying(attempt, backoff, context)
+        return await _retrying(attempt, backoff, context)
 
 
-def _contention_message(node: str, value: str, expiry: timedelta, decision: Decision) -> str:
+def _contention_message(node: str, value: str, spec: LockSpec, decision: Decision) -> str:
     # HAMi's exact words come first: users and tools grep for them.
     since, holder_ns, holder_name = decode_node_lock(value)
+    expiry = spec.expiry
+    if not spec.names_pod:
+        return (
+            f"node {node} has been locked within {spec.within()}: node lock contention "
+            f"({spec.key} taken at {since.isoformat()}, naming no pod; the device plugin "
+            "removes it once it has allocated the pod bound there before, or it expires "
+            f"after {spec.within()})"
+        )
     holder = f"pod {holder_ns}/{holder_name}" if holder_ns is not None else "an unnamed pod"
     if decision.reason is Reason.AWAITING_ALLOCATE:
         until = (
@@ -189,9 +211,15 @@ async def release_node(
     backoff: Backoff = DEFAULT_BACKOFF,
     write_timeout: float | None = None,
     written: Callable[[Mapping[str, Any]], None] | None = None,
+    lock: LockSpec | None = None,
+    values: frozenset[str] = frozenset(),
 ) -> None:
-    """Remove the node's lock if namespace/pod holds it; anyone else's lock is left alone."""
-    context = {"node": node, "namespace": namespace, "pod": pod}
+    """Remove the node's lock if namespace/pod holds it; anyone else's lock is left alone.
+
+    A family's own lock (`lock`) names no pod: it is namespace/pod's if it holds one of the
+    `values` that pod's bind wrote."""
+    spec = lock or LockSpec()
+    context = {"node": node, "namespace": namespace, "pod": pod, "lock": spec.key}
 
     async def attempt() -> None:
         obj = await kube.get_node(node)
@@ -199,18 +227,18 @@ async def release_node(
             log.info("node is gone, no lock to release", extra=context)
             return
         metadata = obj.get("metadata", {})
-        existing = (metadata.get("annotations") or {}).get(NODE_LOCK)
+        existing = (metadata.get("annotations") or {}).get(spec.key)
         if not existing:
             log.info("node is not locked, nothing to release", extra=context)
             return
-        if not owns(existing, namespace, pod):
+        if not (owns(existing, namespace, pod) if spec.names_pod else existing in values):
             log.info(
                 "node lock belongs to another pod, left alone",
                 extra={**context, "holder": existing},
             )
             return
         patched = await kube.patch_node_annotations(
-            node, {NODE_LOCK: None}, metadata["resourceVersion"], write_timeout
+            node, {spec.key: None}, metadata["resourceVersion"], write_timeout
         )
         if written is not None:
             written(patched)

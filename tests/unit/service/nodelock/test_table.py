@@ -65,3 +65,24 @@ def test_a_lock_this_process_wrote_is_marked_until_it_changes() -> None:
     assert locks.written_at("n") == 12.0
     locks.seen(node("n", None, "7"))
     assert locks.written_at("n") is None
+
+
+async def test_a_familys_own_lock_is_kept_beside_hamis_and_wakes_its_own_waiters() -> None:
+    own, hami, bare = (
+        "cambricon.com/dsmlu.lock",
+        "2026-08-21T10:00:00Z,ns,a",
+        "2026-08-21T10:00:00Z",
+    )
+    locks = NodeLocks(recheck=30)
+    both = node("n", hami, "5")
+    both["metadata"]["annotations"][own] = bare  # type: ignore[index]
+    locks.seen(both)
+    assert (locks.value("n"), locks.value("n", own)) == (hami, bare)
+    assert locks.holder("n") == ("ns", "a")  # the pod HAMi's lock names; the other names none
+    assert locks.node("n", own) == {
+        "metadata": {"name": "n", "resourceVersion": "5", "annotations": {own: bare}}
+    }
+    waiter = asyncio.create_task(locks.changed("n", bare, 30, own))
+    locks.seen(node("n", hami, "6"))  # the family's plugin removed its lock: HAMi's stays
+    await asyncio.wait_for(waiter, 1)
+    assert (locks.value("n"), locks.value("n", own)) == (hami, None)
