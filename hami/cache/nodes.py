@@ -54,6 +54,9 @@ class NodeStore:
         self._family_types = families.other_types()
         self._outside = outside
         self._inventory: dict[str, NodeInventory] = {}
+        # node -> (its cards' DeviceInfo.share_base by id, its NVIDIA cards in MIG mode): what
+        # counting each of its pods reads, made once per inventory rather than once per pod.
+        self._per_pod: dict[str, tuple[Mapping[str, int], frozenset[str]]] = {}
         # Read-only to the pod side, which looks a node's cards up on every pod event.
         self.inventories: Mapping[str, NodeInventory] = self._inventory
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
@@ -94,6 +97,10 @@ class NodeStore:
         if self._inventory.get(inv.name) == inv:
             return inv.name, Read.SAME
         self._inventory[inv.name] = inv
+        self._per_pod[inv.name] = (
+            {d.id: d.share_base for d in inv.all_devices()},
+            mig_devices(inv.devices),
+        )
         self._stale.add(inv.name)
         return inv.name, Read.CHANGED
 
@@ -108,6 +115,7 @@ class NodeStore:
     def drop(self, name: str) -> None:
         self._node_keys.pop(name, None)
         self._inventory.pop(name, None)
+        self._per_pod.pop(name, None)
         self._states.pop(name, None)
         self._stale.discard(name)
         self.unregistered.pop(name, None)
@@ -132,8 +140,14 @@ class NodeStore:
         return {} if inv is None else dict(inv.families)
 
     def mig(self, name: str) -> frozenset[str]:
-        inv = self._inventory.get(name)
-        return frozenset() if inv is None else mig_devices(inv.devices)
+        derived = self._per_pod.get(name)
+        return frozenset() if derived is None else derived[1]
+
+    def share_bases(self, name: str) -> Mapping[str, int] | None:
+        """DeviceInfo.share_base of each of the node's cards, by id; None while it has none
+        registered."""
+        derived = self._per_pod.get(name)
+        return None if derived is None else derived[0]
 
     # --- usage and states -------------------------------------------------
 
@@ -205,6 +219,7 @@ class NodeStore:
             inv.families,
             card_holders(held) if (held := self._holders.get(name)) else None,
             dict(inv.annotations) if inv.annotations else None,
+            self._families,
         )
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:

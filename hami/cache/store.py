@@ -216,9 +216,9 @@ class ClusterCache:
         if seen is None:
             return
         node = seen.written.node if seen.written is not None else seen.bound_to
-        inv = self._inventory.get(node)
-        devmem = {d.id: d.share_base for d in inv.all_devices()} if inv is not None else None
-        counted = count(seen, devmem, self._locks.holder(node) if self._locks else None)
+        counted = count(
+            seen, self._nodes.share_bases(node), self._locks.holder(node) if self._locks else None
+        )
         self._records.distrusted(seen, counted.problem)
         if counted.own is None and seen.bound_to:
             # Bound without an allocation of ours: whatever this scheduler held for it is free.

@@ -7,7 +7,6 @@ always was, so NVIDIA's pods pay one look per container and family, nothing more
 
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 from hami.engine.families.registry import FAMILIES, Families
@@ -27,18 +26,13 @@ def pod_request(
     or LimitError as hami.engine.requests.pod_request does."""
     request = nvidia_request(spec, defaults, strict=strict)
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-    wanted = _resources(families)
+    wanted = families.other_resource_set
     if not any(_names_any(c, wanted) for c in containers):
         return request  # an NVIDIA pod: a set lookup per container, nothing more
     asks = tuple(_container(c, families, strict) for c in containers)
     if not any(asks):
         return request
     return replace(request, families=asks)
-
-
-@lru_cache(maxsize=8)
-def _resources(families: Families) -> frozenset[str]:
-    return frozenset(families.other_resource_names())
 
 
 def _names_any(container: Mapping[str, Any], wanted: frozenset[str]) -> bool:
@@ -51,7 +45,7 @@ def _names_any(container: Mapping[str, Any], wanted: frozenset[str]) -> bool:
 def _container(
     container: Mapping[str, Any], families: Families, strict: bool
 ) -> tuple[FamilyRequest, ...]:
-    if not _names_any(container, _resources(families)):
+    if not _names_any(container, families.other_resource_set):
         return ()
     out = []
     for family in families.others:

@@ -38,18 +38,25 @@ class Decision:
 
 _NAME = attrgetter("name")
 _BUSIEST_FIRST = {NodePolicy.BINPACK: True, NodePolicy.SPREAD: False}
+# A node's score for a pod asking none of the other families (NodeState.binpack_rank).
+_RANK = {
+    NodePolicy.BINPACK: attrgetter("binpack_rank"),
+    NodePolicy.SPREAD: attrgetter("spread_rank"),
+}
 
 
 def node_order(nodes: Iterable[NodeState], node_policy: NodePolicy) -> list[NodeState]:
-    """Nodes in preference order: binpack takes the busiest, spread the idlest, names break ties.
+    """Nodes in preference order for a pod asking NVIDIA's cards alone: binpack takes the
+    busiest, spread the idlest (by the score HAMi gives them, with the other families' on
+    the node: NodeState.binpack_rank), names break ties.
 
     Two stable sorts on one attribute each (a reversed sort keeps ties in order)
     instead of one on a tuple built per node: a third of the time for 1,000 nodes.
     """
     by_name = sorted(nodes, key=attrgetter("name"))
     # NodePolicy(...): a policy outside the vocabulary is an error, never binpack by default.
-    busiest_first = _BUSIEST_FIRST[NodePolicy(node_policy)]
-    return sorted(by_name, key=attrgetter("score"), reverse=busiest_first)
+    policy = NodePolicy(node_policy)
+    return sorted(by_name, key=_RANK[policy], reverse=_BUSIEST_FIRST[policy])
 
 
 def schedule(
@@ -88,6 +95,7 @@ def schedule(
             failed.update(zip(map(_NAME, known), texts, strict=True))
             return Decision(None, None, failed, tuple(logged))
     turned_down = None if summaries is None else summaries.check
+    rank = _RANK[NodePolicy(options.node_policy)]
     for node in node_order(known, options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:
@@ -96,7 +104,7 @@ def schedule(
         fit = fit_pod(node, request, options, key, quota)
         scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
         if fit.devices is not None:
-            return Decision(node.name, fit.devices, failed, tuple(scores), node.score)
+            return Decision(node.name, fit.devices, failed, tuple(scores), rank(node))
         failed[node.name] = fit.reason
     return Decision(None, None, failed, tuple(scores))
 

@@ -2,8 +2,12 @@
 
 HAMi's webhook asks each device family whether it claims a container (MutateAdmission); a pod
 with a claimed container is scheduled by HAMi. Here each family's `claim` answers, and the pod
-fields a family sets when absent (Ascend's runtimeClassName) are set once. Nothing of NVIDIA's
-node-side injection is applied for these containers: that is for pods asking NVIDIA's resources.
+fields a family sets when absent (Ascend's runtimeClassName) are set once. As HAMi's webhook
+lets every family's MutateAdmission change every container of a pod it takes, what a family
+sets in a container it does not claim (Ascend's empty ASCEND_VISIBLE_DEVICES with
+`overwriteEnv`) is applied whoever claims the pod, NVIDIA-only pods included. Nothing of
+NVIDIA's node-side injection is applied for these containers: that is for pods asking
+NVIDIA's resources.
 """
 
 from collections.abc import Sequence
@@ -33,12 +37,12 @@ def claim_families(
     resources: ResourceDefaults,
     families: Families = FAMILIES,
 ) -> bool:
-    """Whether some family claims one of the pod's containers. For a claimed pod, what the
-    families' claims set is applied: each container's limits and requests (replacing the
-    values there) and environment variables (where the container has none of that name),
-    the pod's annotations, and the pod fields that are absent. Raises RequestError when a
-    family refuses the pod, or when a claimed pod's asks cannot be read (strictly, naming the
-    value, as for NVIDIA's)."""
+    """Whether some family claims one of the pod's containers. What the families' claims set
+    is applied, claimed or not (HAMi's webhook keeps what every MutateAdmission changed):
+    each container's limits and requests (replacing the values there) and environment
+    variables (where the container has none of that name), the pod's annotations, and the
+    pod fields that are absent. Raises RequestError when a family refuses the pod, or when a
+    claimed pod's asks cannot be read (strictly, naming the value, as for NVIDIA's)."""
     claims: list[tuple[dict[str, Any], Claim]] = []
     for container in containers:
         for family in families.others:
@@ -46,14 +50,14 @@ def claim_families(
             if claim.error:
                 raise RequestError(claim.error)
             claims.append((container, claim))
-    if not any(claim.claimed for _, claim in claims):
-        return False
     spec = pod["spec"]
     for container, claim in claims:
         _apply(container, pod, claim)
         for key, value in claim.pod_fields:
             if not spec.get(key):
                 spec[key] = value
+    if not any(claim.claimed for _, claim in claims):
+        return False
     pod_request(spec, resources, strict=True, families=families)
     return True
 

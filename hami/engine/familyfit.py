@@ -11,7 +11,8 @@ request's type exactly (`DCU`, not `DCU-Z100L`): a slot, its cores and its memor
 registered under a longer model name are scored on their usage alone (`_scored`). Init
 containers each see the node as it is; app containers see what the ones before them took,
 and the order the last sort left. The node's score gains each family's ScoreNode for the
-devices chosen.
+devices chosen, and that of each family on the node the pod takes nothing of (as HAMi scores
+every device type of the node).
 """
 
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from hami.engine import reasons as r
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.basic import int32
 from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
 from hami.engine.model import (
     PERCENTAGE_UNSET,
@@ -96,7 +98,9 @@ def fit_families(
         node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, binpack)
         for kind, chosen in taken.items()
     )
-    return FamiliesFit(tuple(out), "", score)
+    return FamiliesFit(
+        tuple(out), "", score + untaken_score(by_type, node.families, pod, facts, binpack, taken)
+    )
 
 
 def _holders(node: NodeState) -> Mapping[str, tuple[Mapping[str, str], ...]]:

@@ -23,10 +23,10 @@ from hami.engine.codec import (
     decode_pod_devices,
     split_list,
 )
-from hami.engine.families.base import NodeFacts
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyholders import holder_annotations
+from hami.engine.familynodes import family_cards, family_key, scored
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
@@ -90,75 +90,8 @@ def inventory_key(
         annotations.get(names.DEVICE_CORDON),
         ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
         tuple(sorted(labels.items())) if gfd_split > 0 and not registered else (),
-        _family_key(node, annotations, families),
+        family_key(node, annotations, families),
     )
-
-
-def _family_key(
-    node: Mapping[str, Any], annotations: Mapping[str, str], families: Families
-) -> tuple[Any, ...]:
-    """What the families' decode_node may read: their registrations, and where a family
-    derives its cards from them, the node's capacity and labels."""
-    if not families.others:
-        return ()
-    status = node.get("status") or {}
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return (
-        tuple(annotations.get(f.wire.register_annotation) for f in families.others),
-        tuple(sorted((status.get("capacity") or {}).items())),
-        tuple(sorted(labels.items())),
-        _scored(annotations, families),
-    )
-
-
-def _scored(annotations: Mapping[str, str], families: Families) -> tuple[tuple[str, str], ...]:
-    """The node's annotations some family's node score reads (FamilyWire.node_reads)."""
-    keys = {k for f in families.others for k in f.wire.node_reads}
-    return tuple(sorted((k, v) for k, v in annotations.items() if k in keys)) if keys else ()
-
-
-def family_cards(
-    node: Mapping[str, Any], families: Families
-) -> tuple[tuple[tuple[str, tuple[DeviceInfo, ...]], ...], list[str]]:
-    """Each family registered on the node with its cards (what its decode_node finds, from
-    the registration or the node's capacity), and why each family that wrote a registration
-    is not registered (no card in it, or one it cannot read)."""
-    meta = node.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    facts = NodeFacts(
-        str(meta.get("name", "")),
-        (node.get("status") or {}).get("capacity") or {},
-        meta.get("labels") or {},
-    )
-    found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
-    why: list[str] = []
-    for family in families.others:
-        wire = family.wire
-        try:
-            cards = family.decode_node(annotations, facts)
-        except CodecError as e:
-            why.append(f"{wire.register_annotation}: {e}")
-            continue
-        if cards is None:
-            continue
-        if not cards:
-            why.append(f"{wire.register_annotation}: no {wire.type} device found on node")
-            continue
-        unfit = next((c.id for c in cards if _ALLOCATION_SEPARATORS & set(c.id)), None)
-        if unfit is not None:
-            # An allocation names devices as `id,type,MiB,cores:` per container `;`: an id
-            # holding one of those would be read back as another device, its usage lost.
-            why.append(
-                f"{wire.register_annotation}: device id {unfit!r} holds one of "
-                f"{''.join(sorted(_ALLOCATION_SEPARATORS))!r}, which HAMi's allocation "
-                "annotations use between devices"
-            )
-            continue
-        found.append((wire.type, cards))
-    return tuple(found), why
-
-
-_ALLOCATION_SEPARATORS = frozenset(",:;")
 
 
 def node_inventory(
@@ -177,7 +110,7 @@ def node_inventory(
         if isinstance(nvidia, Unregistered) and why:
             return Unregistered(nvidia.name, "; ".join([nvidia.why, *why]))
         return nvidia
-    annotations = _scored((node.get("metadata") or {}).get("annotations") or {}, families)
+    annotations = scored((node.get("metadata") or {}).get("annotations") or {}, families)
     if isinstance(nvidia, Unregistered):
         return NodeInventory(
             nvidia.name, (), handshake=True, families=found, annotations=annotations
@@ -309,6 +242,8 @@ def family_allocation(
     Written by us, an annotation has one entry per container; HAMi's scheduler writes only
     the entries of the containers given cards, which go, in order, to the containers that
     name the family's count resource."""
+    if families.other_allocated_annotations.isdisjoint(annotations):
+        return ()
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     out: PodDevices = ()
     for family in families.others:

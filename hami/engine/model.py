@@ -187,6 +187,13 @@ class NodeState:
     name: str
     cards: tuple[Card, ...]  # the NVIDIA cards, in registration order
     score: float  # node score from existing usage, HAMi's NodeScore
+    # What HAMi orders the node by for a pod taking none of the other families' devices, under
+    # the binpack and the spread node policy: `score` plus each of the node's families'
+    # ScoreNode with nothing taken (HAMi scores every device type on the node; a MetaX GPU's
+    # link annotations count so). Computed once, when the state is built (build_node), so
+    # that ordering the nodes costs NVIDIA's pods what sorting by `score` costs.
+    binpack_rank: float
+    spread_rank: float
     cordoned: frozenset[str] = frozenset()
     # Pairwise link scores for topology-aware placement, uuid -> uuid -> score.
     links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)

@@ -68,13 +68,13 @@ class Preemptor:
     families: Families = FAMILIES
 
 
-def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
+def without(node: NodeState, gone: Iterable[Victim], families: Families = FAMILIES) -> NodeState:
     usage = {c.info.id: c.usage for c in node.all_cards()}
     for victim in gone:
         for uuid, u in victim.usage.items():
             if uuid in usage:
                 usage[uuid] = usage[uuid] - u
-    families = [(kind, tuple(c.info for c in cards)) for kind, cards in node.families.items()]
+    kinds = [(kind, tuple(c.info for c in cards)) for kind, cards in node.families.items()]
     uids = {v.uid for v in gone}
     holders = {
         card: kept
@@ -88,9 +88,10 @@ def without(node: NodeState, gone: Iterable[Victim]) -> NodeState:
         node.cordoned,
         node.links,
         None,
-        families,
+        kinds,
         holders,
         node.annotations,
+        families,
     )
 
 
@@ -108,7 +109,7 @@ def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:
     """The victims kube-scheduler's rules pick on one node, or None if evicting cannot help."""
     lower = [v for v in running if v.priority < pod.priority]
-    devices = _fit(without(node, lower), pod) if lower else None
+    devices = _fit(without(node, lower, pod.families), pod) if lower else None
     if devices is None:
         return None
     # Reprieve order: PDB-protected pods first, then higher priority, then the older one.
@@ -116,7 +117,7 @@ def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Pr
     evicted = list(order)
     for candidate in order:
         trial = [v for v in evicted if v is not candidate]
-        fit = _fit(without(node, trial), pod)
+        fit = _fit(without(node, trial, pod.families), pod)
         if fit is not None:
             evicted, devices = trial, fit
     chosen = tuple(sorted(evicted, key=lambda v: (-v.priority, v.start, v.uid)))

@@ -2,6 +2,8 @@
 
 from collections.abc import Iterable, Mapping
 
+from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.familyscore import unasked_scores
 from hami.engine.inventory import PodAllocation
 from hami.engine.mig import pod_instances, stray_instances, untrusted
 from hami.engine.migalloc import by_card
@@ -28,12 +30,14 @@ def build_node(
     families: Iterable[tuple[str, Iterable[DeviceInfo]]] = (),
     holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] | None = None,
     annotations: Mapping[str, str] | None = None,
+    registry: Families = FAMILIES,
 ) -> NodeState:
     """The node's state; cards unchanged since `previous` (its last state) are reused as they
     are, so a pod arriving costs one card's score, not every card's. `families` are the other
     device families' cards by type (NodeInventory.families); `usage` holds theirs too;
     `holders` the pods holding their cards, where a family reads them (NodeState.holders);
-    `annotations` the node's that their node scores read (NodeState.annotations)."""
+    `annotations` the node's that their node scores read (NodeState.annotations); `registry`
+    the families by which the node is ranked (NodeState.binpack_rank)."""
     usage = usage or {}
     before = {c.info.id: c for c in previous.cards} if previous is not None else {}
     # Other vendors' devices never take an NVIDIA request (HAMi matches the word in the type).
@@ -45,7 +49,8 @@ def build_node(
         for u in (usage.get(d.id, Usage()),)
     )
     if not families:
-        return NodeState(name, cards, node_score(cards), cordoned, links or {})
+        score = node_score(cards)
+        return NodeState(name, cards, score, score, score, cordoned, links or {})
     if previous is not None:
         before = {c.info.id: c for fc in previous.families.values() for c in fc}
     others = {
@@ -54,8 +59,18 @@ def build_node(
     }
     # HAMi's node score sums every device of the node, whichever family.
     score = node_score((*cards, *(c for fc in others.values() for c in fc)))
+    binpack, spread = unasked_scores(name, others, annotations or {}, registry)
     return NodeState(
-        name, cards, score, cordoned, links or {}, others, holders or {}, annotations or {}
+        name,
+        cards,
+        score,
+        score + binpack,
+        score + spread,
+        cordoned,
+        links or {},
+        others,
+        holders or {},
+        annotations or {},
     )
 
 

@@ -120,13 +120,28 @@ def observe(
 
 
 def _family_gpus(spec: Mapping[str, Any], families: Families) -> tuple[tuple[str, int], ...]:
-    """The other families' devices the kubelet gives the pod, by type (none for most pods)."""
+    """The other families' devices the kubelet gives the pod, by type (none for most pods:
+    the resource names its containers ask for tell, without a pass per family)."""
+    named = _named_resources(spec)
+    if families.other_resource_set.isdisjoint(named):
+        return ()
     out = []
     for family in families.others:
+        if family.wire.resources.count not in named:
+            continue
         n = kubelet_gpus(spec, family.wire.resources.count)
         if n > 0:
             out.append((family.wire.type, n))
     return tuple(out)
+
+
+def _named_resources(spec: Mapping[str, Any]) -> set[str]:
+    """Every resource some container (init ones too) limits or requests."""
+    named: set[str] = set()
+    for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        resources = c.get("resources") or {}
+        named.update(resources.get("limits") or (), resources.get("requests") or ())
+    return named
 
 
 def ignored_edit(fixed: PodAllocation | None, now: PodAllocation | None) -> str:

@@ -52,7 +52,9 @@ def vet_allocation(
     asks = iter([a for a in (*request.init, *request.app) if a is not None])
     raised: list[ContainerDevices] = []
     notes: list[str] = []
-    alloc = replace(alloc, devices=per_container(alloc.devices, request))
+    devices = per_container(alloc.devices, request)
+    if devices is not alloc.devices:  # most allocations have an entry per container already
+        alloc = replace(alloc, devices=devices)
     for index, given in enumerate(alloc.devices):
         if not given:
             raised.append(given)

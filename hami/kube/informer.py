@@ -2,7 +2,8 @@
 
 Raw JSON all the way: objects reach the sink as dicts (minus managedFields,
 which is large and useless to a scheduler), one LIST page at a time, so the
-informer never holds more of the cluster than a page and what the sink keeps.
+informer never holds more of the cluster than a page (and the next, on its way)
+and what the sink keeps.
 A relist reconciles in place, upserting what it finds and then deleting what
 it no longer finds, so the sink never drops an object that still exists.
 The loop survives everything but cancellation: a 410 relists, any other
@@ -143,6 +144,8 @@ def interpret(event: Mapping[str, Any], delivered: Mapping[str, Delivered]) -> S
     return Ignore(f"unknown event type {kind!r}")
 
 
+# Listed objects the sink takes in between two turns of the event loop.
+DELIVERY_CHUNK = 100
 # The longest pause between two attempts to list or watch again.
 RECONNECT_CAP = 5.0
 
@@ -241,7 +244,7 @@ class Informer:
         rv = ""
         async with contextlib.aclosing(pages):
             async for items, page_rv in pages:
-                self._deliver_page(items, listed)
+                await self._deliver_page(items, listed)
                 rv = page_rv
         for uid in [u for u in self._delivered if u not in listed]:
             self._apply(self.sink.delete, self._tombstone(uid))
@@ -256,19 +259,23 @@ class Informer:
             extra={"resource": self.resource, "count": len(listed), "resource_version": rv},
         )
 
-    def _deliver_page(self, items: list[Obj], listed: set[str]) -> None:
+    async def _deliver_page(self, items: list[Obj], listed: set[str]) -> None:
         objects = [strip(item) for item in items]
-        if self._sink_taken:
-            for obj in objects:
-                self._apply(self.sink.upsert, obj)
-        else:
-            self.sink.replace(objects)
-            self._sink_taken = True
-        for obj in objects:
-            listed.add(self._remember(obj))
         # The caller's loop keeps `items` bound while the next page downloads; emptied, it
         # no longer keeps this page's objects alive meanwhile.
         items.clear()
+        if not self._sink_taken:
+            self.sink.replace(objects)
+            self._sink_taken = True
+            listed.update(self._remember(obj) for obj in objects)
+            return
+        for start in range(0, len(objects), DELIVERY_CHUNK):
+            # A page is tens of milliseconds of the sink's work: between its chunks the loop
+            # sends the request for the next page (ListWatch.list_pages) and answers probes.
+            await asyncio.sleep(0)
+            for obj in objects[start : start + DELIVERY_CHUNK]:
+                self._apply(self.sink.upsert, obj)
+                listed.add(self._remember(obj))
 
     def _remember(self, obj: Obj) -> str:
         metadata = obj.get("metadata") or {}

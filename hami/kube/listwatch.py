@@ -1,5 +1,6 @@
 """Paged LISTs and WATCH streams of the few resources the informers follow."""
 
+import asyncio
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Literal
@@ -16,7 +17,9 @@ Resource = Literal["pods", "nodes", "resourcequotas", "leases"]
 # larger, so a watch line gets generous head room before it counts as corrupt.
 MAX_WATCH_LINE = 16 * 2**20
 # Objects per LIST page, as client-go's reflector asks for: a page of pods is a few MiB of
-# JSON, so the decoded page, not the whole cluster, is what a list holds at once.
+# JSON, so the decoded page, not the whole cluster, is what a list holds at once. Since
+# Kubernetes 1.34 (ListFromCacheSnapshot) kube-apiserver serves every page of a consistent
+# list from its watch cache, not etcd; pages of 5,000 measured no clearly cheaper for it.
 LIST_PAGE = 500
 
 
@@ -44,25 +47,38 @@ class ListWatch(ApiCalls):
         """One consistent list, LIST_PAGE objects at a time: (items, the list's resourceVersion).
 
         Every page comes from the same snapshot, whose resourceVersion is the one to watch from.
-        Raises Gone when the server no longer holds it (a continue token expires after some
-        minutes); the caller must list again from the start.
+        The next page is asked for before this one is yielded, so the server makes it while the
+        caller takes this one in (at 150,000 pods, each side's seconds overlap instead of
+        adding up). Raises Gone when the server no longer holds the snapshot (a continue token
+        expires after some minutes); the caller must list again from the start.
         """
-        token: str | None = None
-        while True:
-            page = await self._call(
-                f"list {resource}",
-                self._lister(resource, namespace),
-                request_timeout=self.list_timeout,
-                limit=LIST_PAGE,
-                _continue=token,
-                label_selector=label_selector,
-                field_selector=field_selector,
+
+        def ask(token: str | None) -> asyncio.Future[Obj]:
+            return asyncio.ensure_future(
+                self._call(
+                    f"list {resource}",
+                    self._lister(resource, namespace),
+                    request_timeout=self.list_timeout,
+                    limit=LIST_PAGE,
+                    _continue=token,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                )
             )
-            metadata = page.get("metadata") or {}
-            token = metadata.get("continue") or None
-            yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
-            if token is None:
-                return
+
+        fetch = ask(None)
+        try:
+            while True:
+                page = await fetch
+                metadata = page.get("metadata") or {}
+                token = metadata.get("continue") or None
+                if token is not None:
+                    fetch = ask(token)
+                yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
+                if token is None:
+                    return
+        finally:
+            _abandon(fetch)
 
     async def list_objects(self, resource: Resource) -> tuple[list[Obj], str]:
         """A consistent full list held in memory: (items, the resourceVersion to watch from)."""
@@ -122,6 +138,14 @@ class ListWatch(ApiCalls):
             # otherwise hold it until the next event arrives, minutes on a quiet watch.
             while (event := await _next_event(resp, what)) is not None:
                 yield event
+
+
+def _abandon(fetch: asyncio.Future[Obj]) -> None:
+    """Drop a page asked for that the caller will not read (it left the list early)."""
+    if not fetch.done():
+        fetch.cancel()
+    elif not fetch.cancelled():
+        fetch.exception()  # read, so that a failure of a page nobody wants is not logged
 
 
 async def _next_event(resp: aiohttp.ClientResponse, what: str) -> Obj | None:

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hami.cache.freshness import Freshness, limits
 from hami.cache.quota import QuotaBook
@@ -31,12 +30,14 @@ from hami.runtime.config import (
     Settings,
     bind_budget,
     device_config,
+    gpu_core_policy,
     injection_config,
     resource_defaults,
     serving_context,
 )
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
+from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy
 from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
@@ -56,15 +57,6 @@ log = logging.getLogger(__name__)
 # binds spread by how many are ahead (hami.service.placement), two each keep every device
 # plugin busy, and more only wait past --node-lock-wait-seconds on a cluster that is slow.
 LOCK_QUEUE_PER_NODE = 2
-
-
-@dataclass(frozen=True)
-class _Sink:
-    """One resource's informer events, delivered to the cache methods for that resource."""
-
-    replace: Callable[[list[dict[str, Any]]], None]
-    upsert: Callable[[dict[str, Any]], None]
-    delete: Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -210,12 +202,12 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    # Who hears each pod event, in order: the cache first, since the others read it.
-    pod_watchers: dict[str, list[Callable[[Any], None]]] = {
-        "replace": [cache.replace_pods],
-        "upsert": [cache.upsert_pod, requeuer.seen, labels.seen, refusals.seen],
-        "delete": [cache.delete_pod, requeuer.gone, labels.gone],
-    }
+    pods = PodWatchers(
+        replace=[cache.replace_pods],
+        upsert=[cache.upsert_pod],
+        delete=[cache.delete_pod, requeuer.gone, labels.gone],
+        seen=[requeuer.seen, labels.seen, refusals.seen],
+    )
     placement = Placement(cache, policies, resources)
     if settings.preemption:
         facts = PodFacts()
@@ -230,9 +222,9 @@ async def build(settings: Settings) -> Runtime:
             nudge=requeuer.released,
         )
         placement = PreemptingPlacement(preempter, cache, policies, resources)
-        pod_watchers["replace"].append(facts.replace)
-        pod_watchers["upsert"].append(facts.upsert)
-        pod_watchers["delete"] += [facts.delete, preempter.gone]
+        pods.replace.append(facts.replace)
+        pods.upsert.append(facts.upsert)
+        pods.delete += [facts.delete, preempter.gone]
 
     watch = settings.watch_timeout_seconds
     informers = (
@@ -240,17 +232,13 @@ async def build(settings: Settings) -> Runtime:
             kube,
             "nodes",
             # The cache forwards each Node to the lock table (hami.service.nodelock.table).
-            _Sink(cache.replace_nodes, cache.upsert_node, each(cache.delete_node)),
+            Sink(cache.replace_nodes, cache.upsert_node, each(cache.delete_node)),
             watch_timeout=watch,
         ),
         Informer(
             kube,
             "pods",
-            _Sink(
-                each(*pod_watchers["replace"]),
-                each(*pod_watchers["upsert"]),
-                each(*pod_watchers["delete"]),
-            ),
+            pods.sink(),
             watch_timeout=watch,
             relisting=cache.relisting,
             relisted=cache.relisted,
@@ -294,6 +282,7 @@ async def build(settings: Settings) -> Runtime:
                 scheduler_name=settings.scheduler_name,
                 force_overwrite_default_scheduler=settings.force_overwrite_default_scheduler,
                 overwrite_env=settings.overwrite_env,
+                gpu_core_policy=gpu_core_policy(settings, devices),
                 resources=resources,
                 policies=policies,
                 injection=injection_config(settings),

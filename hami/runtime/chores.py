@@ -36,17 +36,17 @@ async def freeze_heap(informers: Sequence[Informer], cache: ClusterCache) -> Non
     A full collection scans every tracked object, so with the cache of a large cluster it
     holds the loop for tens of milliseconds or more. Frozen objects are still freed by
     reference counting when the cache drops them; only what is built afterwards is scanned.
-    The one full collection before the freeze happens right after the first sync, once.
 
     Until then the cyclic collector is off: the first list builds the cache's objects by the
     hundred thousand, none of them in a cycle, and the collector would scan the growing heap
-    again and again (half of the list's CPU at 20,000 pods).
+    again and again (half of the list's CPU at 20,000 pods). Nor is there a full collection
+    before the freeze: at 30,000 pods it found 85 objects in cycles for 0.2 s of the loop
+    held, about a second at 150,000; those few stay frozen.
     """
     gc.disable()
     try:
         await asyncio.gather(*(i.synced.wait() for i in informers))
         cache.settle()  # every node built once, by the list, not by the first filter
-        gc.collect()
         gc.freeze()
         gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     finally:

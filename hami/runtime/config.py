@@ -20,7 +20,13 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
-from hami.runtime.deviceconfig import DEFAULT, DeviceConfig, DeviceConfigError, read_device_config
+from hami.runtime.deviceconfig import (
+    GPU_CORE_POLICIES,
+    DeviceConfig,
+    DeviceConfigError,
+    chart_device_config,
+    read_device_config,
+)
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
 from hami.runtime.pairprobe import check_url
@@ -107,6 +113,9 @@ class Settings:
     hook_path: str = "/usr/local/vgpu"
     gfd_split_count: int = 0
     device_config_file: str = ""
+    gpu_core_policy: str = "default"
+    ascend_runtime_class_name: str = ""
+    ascend_hami_vnpu_core: bool = False
     legacy_metrics: bool = False
     log_level: str = "info"
     v: int = 0
@@ -293,6 +302,10 @@ def validate(s: Settings) -> None:
         raise ConfigError("--log-level must be debug, info, warning or error")
     if not 0 <= s.v <= 10:
         raise ConfigError(f"--v must be from 0 to 10 (klog's verbosity), got {s.v}")
+    if s.gpu_core_policy not in GPU_CORE_POLICIES:
+        raise ConfigError(
+            f"--gpu-core-policy must be {', '.join(GPU_CORE_POLICIES)}, got {s.gpu_core_policy!r}"
+        )
     device_config(s)
 
 
@@ -300,11 +313,32 @@ def device_config(s: Settings) -> DeviceConfig:
     """The device families the process schedules: --device-config-file's, or the chart's
     defaults without one."""
     if not s.device_config_file:
-        return DEFAULT
+        return chart_device_config(s.ascend_runtime_class_name, s.ascend_hami_vnpu_core)
+    for name in ("ascend_runtime_class_name", "ascend_hami_vnpu_core"):
+        if getattr(s, name):
+            # As in HAMi's chart, the override's vnpus section is the one read: say so
+            # rather than apply one of the two.
+            raise ConfigError(
+                f"{_flag(name)} sets the chart's default Ascend chips: with "
+                "--device-config-file set vnpus.configs[].runtimeClassName and "
+                "vnpus.hamiVnpuCore in the file instead"
+            )
     try:
-        return read_device_config(s.device_config_file, resource_defaults(s))
+        config = read_device_config(s.device_config_file, resource_defaults(s))
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
+    if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):
+        raise ConfigError(
+            f"device config {s.device_config_file}: nvidia.gpuCorePolicy is "
+            f"{config.gpu_core_policy!r}, but --gpu-core-policy is {s.gpu_core_policy!r}: "
+            "set one of them"
+        )
+    return config
+
+
+def gpu_core_policy(s: Settings, devices: DeviceConfig) -> str:
+    """NVIDIA's core policy: the device config's where it names one, else --gpu-core-policy."""
+    return devices.gpu_core_policy or s.gpu_core_policy
 
 
 def resource_defaults(s: Settings) -> ResourceDefaults:

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from hami.engine.families.registry import FAMILIES, Families, configured
+from hami.engine.families import ascend
+from hami.engine.families.registry import FAMILIES, Families, configured, from_device_config
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
 
@@ -38,6 +39,10 @@ _NVIDIA = {
 }
 
 
+# HAMi's GPUCoreUtilizationPolicy values (pkg/device/nvidia): what libvgpu.so reads.
+GPU_CORE_POLICIES = ("default", "force", "disable")
+
+
 class DeviceConfigError(ValueError):
     """A device config that cannot be used; the message names the file and the field."""
 
@@ -48,6 +53,7 @@ class DeviceConfig:
 
     families: Families = FAMILIES
     notes: tuple[str, ...] = ()
+    gpu_core_policy: str = ""  # the file's nvidia.gpuCorePolicy; "": it names none
 
 
 DEFAULT = DeviceConfig()
@@ -67,8 +73,26 @@ def read_device_config(path: str, resources: ResourceDefaults | None = None) -> 
         families, notes = configured(raw)
     except ValueError as e:
         raise DeviceConfigError(f"{where}: {e}") from None
-    _check_nvidia(raw.get("nvidia") or {}, resources, where)
-    return DeviceConfig(families, tuple(f"{where}: {n}" for n in notes))
+    nvidia = raw.get("nvidia") or {}
+    _check_nvidia(nvidia, resources, where)
+    policy = str(nvidia.get("gpuCorePolicy") or "")
+    if policy and policy not in GPU_CORE_POLICIES:
+        raise DeviceConfigError(
+            f"{where}: nvidia.gpuCorePolicy is {policy!r}, not one of {', '.join(GPU_CORE_POLICIES)}"
+        )
+    return DeviceConfig(families, tuple(f"{where}: {n}" for n in notes), policy)
+
+
+def chart_device_config(
+    ascend_runtime_class_name: str, ascend_hami_vnpu_core: bool
+) -> DeviceConfig:
+    """The families HAMi's chart configures without a device-config override, from its values
+    devices.ascend.runtimeClassName and devices.ascend.hamiVnpuCore (hami serve's
+    --ascend-runtime-class-name and --ascend-hami-vnpu-core)."""
+    if not ascend_runtime_class_name and not ascend_hami_vnpu_core:
+        return DEFAULT
+    vnpus = ascend.chart_vnpus(ascend_runtime_class_name, ascend_hami_vnpu_core)
+    return DeviceConfig(from_device_config({"vnpus": vnpus}))
 
 
 def _check_nvidia(

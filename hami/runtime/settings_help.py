@@ -149,6 +149,21 @@ HELP = {
         "reads it: each device family's resource names and settings (NVIDIA's names are "
         "fixed; none: the chart's defaults)"
     ),
+    "gpu_core_policy": (
+        "HAMi's device config nvidia.gpuCorePolicy (default, force or disable): any but default "
+        "is set as GPU_CORE_UTILIZATION_POLICY in the containers given NVIDIA cards (with "
+        "--device-config-file, the file's, which must not say otherwise)"
+    ),
+    "ascend_runtime_class_name": (
+        "HAMi's chart's devices.ascend.runtimeClassName: the runtimeClassName set on pods "
+        "given Ascend NPUs that name none, for every chip of the chart's vnpus (with "
+        "--device-config-file: set vnpus.configs[].runtimeClassName there instead)"
+    ),
+    "ascend_hami_vnpu_core": (
+        "HAMi's chart's devices.ascend.hamiVnpuCore: every node offers Ascend's soft split "
+        "(hami-core) unless its hami-vnpu-core annotation says otherwise (with "
+        "--device-config-file: set vnpus.hamiVnpuCore there instead)"
+    ),
     "gfd_split_count": (
         "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
         f"labels ({COUNT_LABEL}, .memory, .product) and allocatable {nv.GPU}, each "

@@ -9,20 +9,22 @@ its card by our metrics and released; a pod asking the default name is no longer
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from hami.engine.families.registry import from_device_config
+from hami.engine.families.registry import FAMILIES, from_device_config
 from hami.engine.inventory import pod_allocation
 
 from .cluster import RENAMED_DCU, SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import family_node
 from .test_families import manifest, shared
+from .test_helm import GPU_POD, dry_run, variant
 
 pytestmark = pytest.mark.e2e
 
@@ -80,15 +82,70 @@ def test_a_renamed_familys_pod_is_claimed_placed_bound_and_released(
     # The chart's default name is no DCU of this process: the webhook leaves its pod alone.
     default = json.loads(manifest("default-name", from_device_config({}).by_type()["DCU"]))
     assert "hygon.com/dcunum" in default["spec"]["containers"][0]["resources"]["limits"]
-    created = kube(
-        "create",
-        "--dry-run=server",
-        "-o",
-        "json",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps(default),
+    assert _created(kube, namespace, default)["spec"].get("schedulerName") == "default-scheduler"
+
+
+def _created(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as kube-apiserver would store it, our webhook's changes included."""
+    out = dry_run(kube, dict(pod), namespace)
+    assert out.returncode == 0, out.stderr
+    created: dict[str, Any] = json.loads(out.stdout)
+    return created
+
+
+def test_every_familys_container_changes_reach_an_nvidia_only_pod(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    app_args: Callable[..., None],
+    tmp_path: Path,
+) -> None:
+    """As HAMi's webhook runs every family's MutateAdmission over every container: with
+    Ascend's overwriteEnv, an NVIDIA-only pod's containers get an empty
+    ASCEND_VISIBLE_DEVICES beside NVIDIA's own changes."""
+    from hami.engine.families.ascend import DEFAULT_VNPUS
+
+    chips = [{**c, "overwriteEnv": True} for c in DEFAULT_VNPUS["configs"]]
+    config = tmp_path / "device-config.yaml"
+    config.write_text(yaml.safe_dump({"vnpus": {"configs": chips}}))
+    app_args("--device-config-file", str(config))
+    gpu = GPU_POD["spec"]["containers"][0]  # type: ignore[index]
+    side = {"name": "side", "image": "busybox"}
+    pod = variant(GPU_POD, metadata__name="nvidia-only", spec__containers=[gpu, side])
+    created = _created(kube, namespace, pod)
+    spec = created["spec"]
+    assert spec["schedulerName"] == SCHEDULER_NAME
+    for c in spec["containers"]:
+        # kube-apiserver stores an empty value as none.
+        visible = [e for e in c["env"] if e["name"] == "ASCEND_VISIBLE_DEVICES"]
+        assert [e.get("value", "") for e in visible] == [""], c
+
+
+def test_the_charts_ascend_runtime_class_reaches_an_ascend_pod(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    app_args: Callable[..., None],
+) -> None:
+    """HAMi's chart's devices.ascend.runtimeClassName (hami serve's
+    --ascend-runtime-class-name) is set on a pod given Ascend NPUs that names none."""
+    name = f"ascend-{namespace}"[:63]
+    kube.apply(
+        json.dumps(
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": name},
+                "handler": "ascend",
+            }
+        )
     )
-    assert json.loads(created.stdout)["spec"].get("schedulerName") == "default-scheduler"
+    try:
+        app_args("--ascend-runtime-class-name", name)
+        npu = FAMILIES.by_type()["Ascend910B3"]
+        created = _created(kube, namespace, json.loads(manifest("npu", npu)))
+        spec = created["spec"]
+        assert spec["schedulerName"] == SCHEDULER_NAME
+        assert spec["runtimeClassName"] == name
+    finally:
+        kube("delete", "runtimeclass", name, "--ignore-not-found")

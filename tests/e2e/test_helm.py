@@ -869,9 +869,9 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
 @pytest.mark.parametrize(
     ("value", "refused"),
     [
-        ("devices.ascend.runtimeClassName=ascend", "/devices/ascend/runtimeClassName"),
-        ("devices.ascend.hamiVnpuCore=true", "/devices/ascend/hamiVnpuCore"),
-        ("devices.nvidia.gpuCorePolicy=force", "/devices/nvidia/gpuCorePolicy"),
+        ("devices.ascend.runtimeClassName=[1]", "/devices/ascend/runtimeClassName"),
+        ("devices.ascend.hamiVnpuCore=yes", "/devices/ascend/hamiVnpuCore"),
+        ("devices.nvidia.gpuCorePolicy=sometimes", "/devices/nvidia/gpuCorePolicy"),
         ("devices.cuda.enabled=true", "additional properties 'cuda'"),
     ],
 )

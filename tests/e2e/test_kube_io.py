@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from hami.engine.names import NODE_LOCK
+from hami.kube import listwatch
 from hami.kube.calls import Obj
 from hami.kube.client import Kube
 from hami.kube.connect import connect
@@ -195,6 +196,28 @@ async def test_relist_forgets_objects_deleted_while_not_watching(
     await finish(stop, task)
 
 
+async def test_a_list_of_several_pages_is_whole_and_watched_on_from_its_version(
+    client: Kube,
+    namespace: str,
+    make_pod: Callable[..., Awaitable[Obj]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages asked for ahead (hami.kube.listwatch.list_pages) come from one snapshot, in
+    order, and the watch goes on from it."""
+    monkeypatch.setattr(listwatch, "LIST_PAGE", 2)
+    names = {f"p{i}" for i in range(5)}
+    for name in sorted(names):
+        await make_pod(name)
+    sink = Recorder()
+    informer = Informer(client, "pods", sink, field_selector=f"metadata.namespace={namespace}")
+    stop, task = await start(informer)
+    assert sink.replaces == 1
+    assert set(sink.objects) == names
+    await make_pod("late")
+    await eventually(lambda: sink.objects.get("late"), "the pod made after the list")
+    await finish(stop, task)
+
+
 async def test_a_silent_watch_reconnects_without_relisting(
     client: Kube, namespace: str, make_pod: Callable[..., Awaitable[Obj]]
 ) -> None:
@@ -261,6 +284,40 @@ async def test_a_binding_sets_the_node_and_its_annotations_in_one_update(
         )
     with pytest.raises(NotFound):
         await client.bind_pod(namespace, "no-such-pod", "", node, {}, {})
+
+
+async def test_a_pod_bound_unlabelled_while_we_were_down_is_labelled_at_start(
+    control_plane: ControlPlane,
+    client: Kube,
+    namespace: str,
+    make_pod: Callable[..., Awaitable[Obj]],
+    make_node: Callable[[], Awaitable[str]],
+) -> None:
+    """A pod of ours bound by an API server that drops a Binding's labels (before 1.35) while
+    `hami serve` was down reaches it in its first list, usually in the first page, which goes
+    to the cache whole: the label mender must hear of it there, not at its next event."""
+    node = await make_node()
+    pod = await make_pod("unlabelled")
+    await asyncio.to_thread(control_plane.stop_app)
+    try:
+        # Bound as a 1.34 API server binds ours: the annotation without the label.
+        await client.bind_pod(
+            namespace, "unlabelled", pod["metadata"]["uid"], node, {"hami.io/vgpu-node": node}, {}
+        )
+        got = await client.get_pod(namespace, "unlabelled")
+        assert got is not None and "hami.io/vgpu-node" not in got["metadata"].get("labels", {})
+    finally:
+        await asyncio.to_thread(control_plane.restart_app)
+
+    async def label() -> str | None:
+        got = await client.get_pod(namespace, "unlabelled")
+        return None if got is None else got["metadata"].get("labels", {}).get("hami.io/vgpu-node")
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while (found := await label()) is None:
+        assert asyncio.get_running_loop().time() < deadline, "the pod was never labelled"
+        await asyncio.sleep(0.2)
+    assert found == node
 
 
 async def test_reads_of_missing_objects_return_none(client: Kube, namespace: str) -> None:

@@ -1244,6 +1244,82 @@ MIXED = Scenario(
     ),
 )
 
+# --- NVIDIA beside MetaX GPUs: HAMi scores every device type of the node ------------------
+
+_MX_LOSSES = json.dumps({"0": 5, "1": 0, "2": 10, "4": 30})
+_MX_SCORES = json.dumps({"0": 60, "1": 100, "2": 80, "4": 50})
+
+
+def _nv_metax(name: str) -> Node:
+    nv = _nv_node(name, 2)
+    return Node(
+        name,
+        {
+            **nv.annotations,
+            "metax-tech.com/gpu.topology.losses": _MX_LOSSES,
+            "metax-tech.com/gpu.topology.scores": _MX_SCORES,
+        },
+        {**nv.allocatable, _MX: "4"},
+    )
+
+
+NVIDIA_METAX = Scenario(
+    "nvidia_metax",
+    ("NVIDIA", "Metax-GPU"),
+    "mx-nv: two T4 and four MetaX exclusive GPUs with topology loss/score annotations; nv-b: "
+    "two T4. HAMi adds each device type's ScoreNode to the node score, a type the pod asks "
+    "nothing of too: NVIDIA-only pods see MetaX's 2000 less its 0-card entry.",
+    (_nv_metax("mx-nv"), _nv_node("nv-b", 2)),
+    (
+        filt(
+            "p1",
+            res("c0", _gpu(1, 3000)),
+            annotations={"nvidia.com/use-gpuuuid": "GPU-nv-b-0"},
+            note="NVIDIA only, on nv-b (UUID selection)",
+        ),
+        filt("p2", res("c0", _gpu(1, 3000)), note="binpack: MetaX's score beats nv-b's usage"),
+        filt(
+            "p3",
+            res("c0", _gpu(1, 1000)),
+            annotations={NODE_POLICY: "spread"},
+            note="spread: MetaX's score makes mx-nv the busier",
+        ),
+        filt("p4", res("c0", {_MX: 1}), note="MetaX only"),
+        filt("p5", res("c0", {**_gpu(1, 1000), _MX: 1}), note="both families in one container"),
+        filt(
+            "p6",
+            res("a", _gpu(1, 1000)),
+            res("b", {_MX: 2}),
+            annotations={NODE_POLICY: "spread"},
+            note="spread, one family per container",
+        ),
+        filt("p7", res("c0", _gpu(2, 1000)), note="two GPUs"),
+        filt("p8", res("c0", _gpu(3)), note="fits nowhere: three GPUs"),
+        filt(
+            "p9",
+            res("c0", _gpu(1, 1000)),
+            annotations={NODE_POLICY: "spread", GPU_POLICY: "binpack"},
+            note="node spread, card binpack",
+        ),
+        filt(
+            "p10",
+            res("c0", _gpu(1, 1000)),
+            annotations={"nvidia.com/use-gpuuuid": "GPU-nv-b-1"},
+            note="UUID selection: only nv-b's other card",
+        ),
+        bind("p2", note="HAMi's bind"),
+        delete("p1", note="a delete frees nv-b's card"),
+        filt("p11", res("c0", _gpu(1, 3000)), note="binpack after the delete"),
+        filt(
+            "p12",
+            res("c0", _gpu(1, 3000)),
+            nodes=("nv-b",),
+            annotations={NODE_POLICY: "spread"},
+            note="only nv-b a candidate",
+        ),
+    ),
+)
+
 SCENARIOS: tuple[Scenario, ...] = (
     HYGON,
     HYGON_EXACT,
@@ -1259,4 +1335,5 @@ SCENARIOS: tuple[Scenario, ...] = (
     KUNLUNXIN,
     METAX,
     MIXED,
+    NVIDIA_METAX,
 )

@@ -245,6 +245,24 @@ def test_helm_default_renders_the_scheduler_and_nothing_node_side() -> None:
             assert doc["metadata"]["namespace"] == expected, doc["metadata"]
 
 
+@pytest.mark.parametrize(
+    ("values", "threshold"),
+    [
+        ((), 60),  # 30 s + 6 s for each of 15 times 10,000 pods: 120 s at a 2 s period
+        (("scheduler.startup.expectedPods=300001",), 108),  # 31 started ten-thousands: 216 s
+        (("scheduler.startup.expectedPods=0", "scheduler.startup.baseSeconds=9"), 5),
+    ],
+)
+def test_helm_startup_budget_follows_the_pods_expected(
+    values: tuple[str, ...], threshold: int
+) -> None:
+    """hami serve's startupProbe waits for /readyz (its cache complete) for baseSeconds plus
+    secondsPer10kPods per 10,000 expected pods (docs/development.md)."""
+    probe = container(render(*values), EXTENDER)["startupProbe"]
+    assert probe["httpGet"]["path"] == "/readyz"
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (2, threshold)
+
+
 def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     configuration = find(render(), "MutatingWebhookConfiguration", "hami-py-webhook")
     assert "annotations" not in configuration["metadata"]
@@ -443,7 +461,11 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
             "ignorable": False,
             "managedResources": [
                 {"name": name, "ignoredByScheduler": True}
-                for name in (*GPU_RESOURCES, "nvidia.com/priority", *FAMILIES.other_resource_names())
+                for name in (
+                    *GPU_RESOURCES,
+                    "nvidia.com/priority",
+                    *FAMILIES.other_resource_names(),
+                )
             ],
         }
     ]
@@ -555,6 +577,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--shutdown-grace-seconds=15",
         "--log-level=info",
         "--v=4",
+        "--gpu-core-policy=default",
         "--logging-format=text",
         "--cert-bootstrap-secret=hami-py-scheduler-tls",
         "--cert-dir=/tls",
@@ -574,7 +597,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     for probe, path in (
         ("livenessProbe", "/healthz"),
         ("readinessProbe", "/readyz"),
-        ("startupProbe", "/healthz"),
+        ("startupProbe", "/readyz"),
     ):
         assert hami[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}, probe
     assert {p["name"]: p["containerPort"] for p in hami["ports"]} == {
@@ -866,6 +889,38 @@ def test_helm_rendered_args_and_env_are_valid_hami_serve_settings(values: Sequen
     assert settings.port == 9443
     assert settings.node_integration == "hami-device-plugin"
     assert settings.driver_profile == ("gke" if "preset=gke" in values else "none")
+
+
+def test_helm_hamis_device_config_values_reach_hami_serve() -> None:
+    """devices.nvidia.gpuCorePolicy and devices.ascend.runtimeClassName and hamiVnpuCore,
+    which HAMi's chart writes into its default device config, configure hami serve the same;
+    beside a device-config override, as in HAMi's chart, the override's sections count."""
+    from hami.runtime.config import device_config, gpu_core_policy
+
+    values = (
+        "devices.nvidia.gpuCorePolicy=force",
+        "devices.ascend.runtimeClassName=ascend",
+        "devices.ascend.hamiVnpuCore=true",
+    )
+    docs = render(*values, "devicePlugin.enabled=true")
+    settings = settings_from(container(docs, EXTENDER))
+    assert (settings.ascend_runtime_class_name, settings.ascend_hami_vnpu_core) == ("ascend", True)
+    devices = device_config(settings)
+    assert gpu_core_policy(settings, devices) == "force"
+    (npu,) = [f for f in devices.families.others if f.wire.type == "Ascend910B3"]
+    claim = npu.claim({"resources": {"limits": {"huawei.com/Ascend910B3": "1"}}}, {})
+    assert claim.pod_fields == (("runtimeClassName", "ascend"),)
+    assert npu.soft_split_default  # type: ignore[attr-defined]
+    plugin = find(docs, "ConfigMap", "hami-py-device-plugin-device")["data"]["device-config.yaml"]
+    assert yaml.safe_load(plugin)["nvidia"]["gpuCorePolicy"] == "force"
+    # The defaults: NVIDIA's default policy, no Ascend flag.
+    plain = container(render(), EXTENDER)["args"]
+    assert "--gpu-core-policy=default" in plain
+    assert not any(a.startswith("--ascend-") for a in plain)
+    # Beside an override: none of them, the file's sections are read.
+    content = json.dumps({"content": "nvidia: {gpuCorePolicy: disable}\n"})
+    args = container(render(*values, f"device-config={content}"), EXTENDER)["args"]
+    assert not any(a.startswith(("--ascend-", "--gpu-core-policy")) for a in args)
 
 
 def test_helm_standalone_injection_reaches_hami_serve() -> None:

@@ -243,12 +243,16 @@ class KunlunFamily:
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
         """HAMi's ScoreNode for whole XPUs: 3000 when the pod's XPUs strand fewer XPUs than
         the node's busy ones do, 2000 as many, 1000 one more, 0 two more. HAMi answers 0 on a
-        node that has any other kind of device too; the engine sees only this family's."""
+        node that has any other kind of device too; the engine sees only this family's. A pod
+        taking none of them takes another kind of device on the node, so HAMi answers 0 there.
+        """
         if not self.whole:
             return 0.0
-        busy = sorted({c.info.index for c in cards if c.usage.used > 0})
         index = {c.info.id: c.info.index for c in cards}
         mine = sorted({index[d.uuid] for ctr in devices for d in ctr if d.uuid in index})
+        if not mine:
+            return 0.0
+        busy = sorted({c.info.index for c in cards if c.usage.used > 0})
         return {-1: 3000.0, 0: 2000.0, 1: 1000.0, 2: 0.0}.get(
             _bubbles(mine) - _bubbles(busy), 1000.0
         )

@@ -61,6 +61,18 @@ class Families:
         """The FamilyWire.type of every member but NVIDIA: the device types not NVIDIA's."""
         return frozenset(f.wire.type for f in self.others)
 
+    @cached_property
+    def other_resource_set(self) -> frozenset[str]:
+        """other_resource_names as a set, made once: every pod event asks whether it names one
+        (a cache keyed on the Families would hash all its members each time)."""
+        return frozenset(self.other_resource_names())
+
+    @cached_property
+    def other_allocated_annotations(self) -> frozenset[str]:
+        """The other families' allocated annotations: most pods carry none, which one set look
+        tells."""
+        return frozenset(f.wire.allocated_annotation for f in self.others)
+
 
 def configured(config: Mapping[str, Any]) -> tuple[Families, tuple[str, ...]]:
     """Every family as HAMi's device-config.yaml configures it (the chart's defaults for a

@@ -56,7 +56,7 @@ class Field:
         mig = mig_cards(node)
         gone = [_victim(a, f, mig) for a in self.gone.get(name, ()) if (f := self.facts.get(a.uid))]
         lower = [(_victim(a, f, mig), f) for a, f in self.lower[name]]
-        return without(node, gone), _with_budgets(lower, self.budgets)
+        return without(node, gone, self.pod.families), _with_budgets(lower, self.budgets)
 
 
 def _victim(alloc: PodAllocation, f: Facts, mig: frozenset[str]) -> Victim:

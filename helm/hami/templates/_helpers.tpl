@@ -190,3 +190,12 @@ has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k 
 {{- define "hami.leaseNamespace" -}}
 {{- default .Release.Namespace .Values.migration.hamiNamespace }}
 {{- end }}
+
+{{/* hami serve's startupProbe failureThreshold at a 2 s period: values scheduler.startup's
+budget, baseSeconds plus secondsPer10kPods for each started 10,000 of expectedPods. */}}
+{{- define "hami.startupFailureThreshold" -}}
+{{- $st := .Values.scheduler.startup -}}
+{{- $tens := div (add (int64 $st.expectedPods) 9999) 10000 -}}
+{{- $budget := add (int64 $st.baseSeconds) (mul (int64 $st.secondsPer10kPods) $tens) -}}
+{{- div (add $budget 1) 2 -}}
+{{- end }}

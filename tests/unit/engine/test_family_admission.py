@@ -131,3 +131,33 @@ def test_a_claims_limits_requests_env_and_annotations_are_applied() -> None:
         {"name": "VENDOR_VISIBLE", "value": "x"},
     ]
     assert p["metadata"]["annotations"] == {"vendor/asked": "1"}
+
+
+def test_a_family_changes_the_containers_it_does_not_claim_in_an_nvidia_pod() -> None:
+    """HAMi's webhook runs every family's MutateAdmission over every container of a pod it
+    takes and keeps what each changed: with Ascend's `overwriteEnv`, every container of an
+    NVIDIA-only pod gets an empty ASCEND_VISIBLE_DEVICES (its own value is kept), and the
+    pod is NVIDIA's as before."""
+    from hami.engine.families.ascend import DEFAULT_VNPUS
+    from hami.engine.families.registry import from_device_config
+
+    chips = [{**c, "overwriteEnv": True} for c in DEFAULT_VNPUS["configs"]]
+    cfg = AdmissionConfig(families=from_device_config({"vnpus": {"configs": chips}}))
+    p = pod({"nvidia.com/gpu": "1"}, {"cpu": "1"})
+    p["spec"]["containers"][1]["env"] = [{"name": "ASCEND_VISIBLE_DEVICES", "value": "none"}]
+    a = admit(p, cfg)
+    assert a.allowed, a.message
+    assert a.pod["spec"]["schedulerName"] == "hami-scheduler"
+    gpu, cpu = a.pod["spec"]["containers"]
+    assert {"name": "ASCEND_VISIBLE_DEVICES", "value": ""} in gpu["env"]
+    assert [e for e in cpu["env"] if e["name"] == "ASCEND_VISIBLE_DEVICES"] == [
+        {"name": "ASCEND_VISIBLE_DEVICES", "value": "none"}
+    ]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"} in cpu["env"]
+    # Without overwriteEnv (the chart's default) nothing of Ascend's is set.
+    plain = admit(pod({"nvidia.com/gpu": "1"}, {"cpu": "1"}), AdmissionConfig())
+    assert not any(
+        e["name"] == "ASCEND_VISIBLE_DEVICES"
+        for c in plain.pod["spec"]["containers"]
+        for e in c.get("env") or ()
+    )

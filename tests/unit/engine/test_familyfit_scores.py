@@ -54,7 +54,7 @@ BY_SHARE = FamilyRequest("DCU", 1, memreq=400, mem_percentage=10, coresreq=10)
 def test_the_request_counts_in_the_score_of_cards_whose_model_is_the_type(
     model: str, ask: FamilyRequest, policy: str, want: str
 ) -> None:
-    node = NodeState("n", (), 0.0, families={"DCU": cards(model)})
+    node = NodeState("n", (), 0.0, 0.0, 0.0, families={"DCU": cards(model)})
     request = PodRequest(app=(None,), families=((ask,),))
     opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
     got = fit_families(node, request, opts)

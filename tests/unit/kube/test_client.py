@@ -255,6 +255,27 @@ async def test_the_list_is_read_in_pages_and_watched_from_its_resource_version(
     assert informer.synced.is_set()
 
 
+async def test_the_next_page_is_asked_for_before_the_caller_reads_on(serve: Serve) -> None:
+    """The server makes page n+1 while the informer takes page n in; a list left early drops
+    the page asked for."""
+    server = Paged([([pod(name, "7") for name in "abcde"], "42")], per_page=2)
+    kube = await serve({"/api/v1/pods": server})
+    pages = kube.list_pages("pods")
+    items, _ = await anext(pages)
+    assert [o["metadata"]["name"] for o in items] == ["a", "b"]
+    for _ in range(100):
+        if len(server.lists()) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [q.get("continue") for q in server.lists()] == [None, "2"]
+    items, _ = await anext(pages)
+    assert [o["metadata"]["name"] for o in items] == ["c", "d"]
+    await pages.aclose()
+    await asyncio.sleep(0)
+    asked = [t for t in asyncio.all_tasks() if "ApiCalls._call" in repr(t.get_coro())]
+    assert all(t.done() for t in asked)
+
+
 async def test_an_expired_continue_token_relists_from_the_start(serve: Serve) -> None:
     first = [pod(name, "5") for name in "abcd"]
     second = [pod(name, "9") for name in "bcd"]

@@ -10,7 +10,7 @@ import yaml
 
 from hami.engine.families.ascend import DEFAULT_VNPUS
 from hami.engine.families.registry import FAMILIES
-from hami.runtime.config import ConfigError, device_config, load_settings
+from hami.runtime.config import ConfigError, device_config, gpu_core_policy, load_settings
 from tests.unit.runtime.test_config import parse, tls  # noqa: F401 (a fixture)
 
 HAMI_SRC = Path("/work/hami-src")
@@ -85,6 +85,10 @@ def test_hamis_own_rendered_file_is_accepted(tmp_path: Path, tls: list[str]) -> 
         # Another family's names and settings are the file's to choose.
         ("hygon: {resourceCountName: example.com/dcu}", (), ""),
         (yaml.safe_dump({"vnpus": {**DEFAULT_VNPUS, "hamiVnpuCore": True}}), (), ""),
+        # NVIDIA's core policy: the file's, which the flag must not contradict.
+        ("nvidia: {gpuCorePolicy: sometimes}", (), "nvidia.gpuCorePolicy is 'sometimes', not one"),
+        ("nvidia: {gpuCorePolicy: force}", ("--gpu-core-policy", "disable"), "set one of them"),
+        ("nvidia: {gpuCorePolicy: force}", ("--gpu-core-policy", "force"), ""),
     ],
 )
 def test_what_the_process_cannot_use_stops_it_naming_the_field(
@@ -128,3 +132,43 @@ def test_the_files_families_are_the_ones_the_process_gets(
 def test_a_missing_file_is_named(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811
     with pytest.raises(ConfigError, match=r"device config .*missing\.yaml"):
         load_settings(parse(*tls, "--device-config-file", str(tmp_path / "missing.yaml")), env={})
+
+
+def test_the_core_policy_is_the_files_else_the_flags(
+    tmp_path: Path,
+    tls: list[str],  # noqa: F811
+) -> None:
+    path = tmp_path / "device-config.yaml"
+    path.write_text("nvidia: {gpuCorePolicy: force}\n")
+    s = load_settings(parse(*tls, "--device-config-file", str(path)), env={})
+    assert gpu_core_policy(s, device_config(s)) == "force"
+    s = load_settings(parse(*tls, "--gpu-core-policy", "disable"), env={})
+    assert gpu_core_policy(s, device_config(s)) == "disable"
+    with pytest.raises(ConfigError, match="--gpu-core-policy must be default, force, disable"):
+        load_settings(parse(*tls, "--gpu-core-policy", "sometimes"), env={})
+
+
+def test_the_charts_ascend_values_configure_every_chart_chip(tls: list[str]) -> None:  # noqa: F811
+    """devices.ascend.runtimeClassName and hamiVnpuCore, as HAMi's chart renders them into
+    its default vnpus: every chip's runtimeClassName, the soft split's default."""
+    s = load_settings(
+        parse(*tls, "--ascend-runtime-class-name", "ascend", "--ascend-hami-vnpu-core", "true"),
+        env={},
+    )
+    families = device_config(s).families
+    npus = [f for f in families.others if f.wire.type.startswith("Ascend")]
+    assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]
+    assert len(npus) == len(DEFAULT_VNPUS["configs"])
+    for npu in npus:
+        claim = npu.claim({"resources": {"limits": {npu.wire.resources.count: "1"}}}, {})
+        assert claim is not None and claim.pod_fields == (("runtimeClassName", "ascend"),)
+        assert npu.soft_split_default  # type: ignore[attr-defined]
+
+
+def test_the_charts_ascend_values_beside_a_file_are_refused(
+    tmp_path: Path,
+    tls: list[str],  # noqa: F811
+) -> None:
+    for flags in (("--ascend-runtime-class-name", "ascend"), ("--ascend-hami-vnpu-core", "true")):
+        with pytest.raises(ConfigError, match=r"set vnpus\.configs"):
+            settings_with(tmp_path, tls, yaml.safe_dump(DEFAULT), *flags)

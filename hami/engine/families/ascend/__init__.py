@@ -3,10 +3,10 @@
 from collections.abc import Mapping
 from typing import Any
 
-from hami.engine.families.ascend.config import DEFAULT_VNPUS, read_chip
+from hami.engine.families.ascend.config import DEFAULT_VNPUS, chart_vnpus, read_chip
 from hami.engine.families.ascend.device import AscendFamily
 
-__all__ = ["DEFAULT_VNPUS", "AscendFamily", "from_config"]
+__all__ = ["DEFAULT_VNPUS", "AscendFamily", "chart_vnpus", "from_config"]
 
 
 def from_config(vnpus: Mapping[str, Any]) -> tuple[AscendFamily, ...]:

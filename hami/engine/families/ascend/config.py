@@ -101,7 +101,16 @@ def _chart_entry(line: str) -> dict[str, Any]:
     }
 
 
-DEFAULT_VNPUS: dict[str, Any] = {
-    "hamiVnpuCore": False,
-    "configs": [_chart_entry(line) for line in _CHART.strip().splitlines()],
-}
+_CHART_CONFIGS = tuple(_chart_entry(line) for line in _CHART.strip().splitlines())
+
+
+def chart_vnpus(runtime_class_name: str = "", hami_vnpu_core: bool = False) -> dict[str, Any]:
+    """The `vnpus` section HAMi's chart renders from its values: devices.ascend.hamiVnpuCore,
+    and devices.ascend.runtimeClassName as every chip's runtimeClassName."""
+    return {
+        "hamiVnpuCore": hami_vnpu_core,
+        "configs": [{**c, "runtimeClassName": runtime_class_name} for c in _CHART_CONFIGS],
+    }
+
+
+DEFAULT_VNPUS: dict[str, Any] = chart_vnpus()
