@@ -298,7 +298,9 @@ async def test_a_pod_bound_unlabelled_while_we_were_down_is_labelled_at_start(
     to the cache whole: the label mender must hear of it there, not at its next event."""
     node = await make_node()
     pod = await make_pod("unlabelled")
-    await asyncio.to_thread(control_plane.stop_app)
+    # Started from this thread, not a worker's: the plane's processes die with the thread that
+    # started them (PR_SET_PDEATHSIG), and a worker thread ends with the test's loop.
+    control_plane.stop_app()
     try:
         # Bound as a 1.34 API server binds ours: the annotation without the label.
         await client.bind_pod(
@@ -307,7 +309,7 @@ async def test_a_pod_bound_unlabelled_while_we_were_down_is_labelled_at_start(
         got = await client.get_pod(namespace, "unlabelled")
         assert got is not None and "hami.io/vgpu-node" not in got["metadata"].get("labels", {})
     finally:
-        await asyncio.to_thread(control_plane.restart_app)
+        control_plane.restart_app()
 
     async def label() -> str | None:
         got = await client.get_pod(namespace, "unlabelled")
