@@ -494,10 +494,13 @@ async def test_concurrent_lockers_get_exactly_one_winner(
         *(lock_node(client, node, namespace, name, now=utcnow) for name in names),
         return_exceptions=True,
     )
-    winners = [n for n, r in zip(names, results, strict=True) if r is None]
-    assert len(winners) == 1
-    assert all(isinstance(r, NodeLockContention) for r in results if r is not None)
-    assert (await lock_value(client, node) or "").endswith(f",{namespace},{winners[0]}")
+    # A winner gets the value it wrote; every other call, contention.
+    won = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str)]
+    assert len(won) == 1
+    assert all(isinstance(r, NodeLockContention) for r in results if not isinstance(r, str))
+    winner, value = won[0]
+    assert await lock_value(client, node) == value
+    assert value.endswith(f",{namespace},{winner}")
 
 
 async def test_locking_a_missing_node_says_so(client: Kube, namespace: str) -> None:
