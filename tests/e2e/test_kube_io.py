@@ -298,7 +298,9 @@ async def test_a_pod_bound_unlabelled_while_we_were_down_is_labelled_at_start(
     to the cache whole: the label mender must hear of it there, not at its next event."""
     node = await make_node()
     pod = await make_pod("unlabelled")
-    await asyncio.to_thread(control_plane.stop_app)
+    # Started from this thread, not a worker's: the plane's processes die with the thread that
+    # started them (PR_SET_PDEATHSIG), and a worker thread ends with the test's loop.
+    control_plane.stop_app()
     try:
         # Bound as a 1.34 API server binds ours: the annotation without the label.
         await client.bind_pod(
@@ -307,7 +309,7 @@ async def test_a_pod_bound_unlabelled_while_we_were_down_is_labelled_at_start(
         got = await client.get_pod(namespace, "unlabelled")
         assert got is not None and "hami.io/vgpu-node" not in got["metadata"].get("labels", {})
     finally:
-        await asyncio.to_thread(control_plane.restart_app)
+        control_plane.restart_app()
 
     async def label() -> str | None:
         got = await client.get_pod(namespace, "unlabelled")
@@ -492,10 +494,13 @@ async def test_concurrent_lockers_get_exactly_one_winner(
         *(lock_node(client, node, namespace, name, now=utcnow) for name in names),
         return_exceptions=True,
     )
-    winners = [n for n, r in zip(names, results, strict=True) if r is None]
-    assert len(winners) == 1
-    assert all(isinstance(r, NodeLockContention) for r in results if r is not None)
-    assert (await lock_value(client, node) or "").endswith(f",{namespace},{winners[0]}")
+    # A winner gets the value it wrote; every other call, contention.
+    won = [(n, r) for n, r in zip(names, results, strict=True) if isinstance(r, str)]
+    assert len(won) == 1
+    assert all(isinstance(r, NodeLockContention) for r in results if not isinstance(r, str))
+    winner, value = won[0]
+    assert await lock_value(client, node) == value
+    assert value.endswith(f",{namespace},{winner}")
 
 
 async def test_locking_a_missing_node_says_so(client: Kube, namespace: str) -> None:
