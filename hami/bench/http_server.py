@@ -48,6 +48,7 @@ def _server_app(
     from hami.kube.events import EventRecorder
     from hami.kube.leader import AlwaysLeader
     from hami.runtime.apps import MAX_BODY
+    from hami.runtime.chores import freeze
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder
@@ -57,6 +58,7 @@ def _server_app(
 
     started = time.perf_counter()
     cache = build_cluster(args.nodes, args.cards, args.pods, args.seed)
+    freeze(cache)  # as hami serve does once its cache has synced
     print(
         f"benchhttp: cache of {args.nodes} nodes x {args.cards} cards, {args.pods} pods placed, "
         f"built in {time.perf_counter() - started:.2f}s",
