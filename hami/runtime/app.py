@@ -325,7 +325,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("tls", rt.tls.watch(5.0, stop)),
             *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
             ("loop-lag", loop_lag(rt.metrics.loop_lag, stop)),
-            ("freeze-heap", freeze_heap(rt.informers, rt.cache)),
+            ("freeze-heap", freeze_heap(rt.informers, rt.cache, rt.metrics.warm)),
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
             ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),

@@ -4,6 +4,8 @@ The per-card and per-container series are computed from the cache at scrape
 time, so they can never drift from what the scheduler decides with.
 """
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -106,6 +108,8 @@ class Metrics:
         pod_limit: int = 0,
     ) -> None:
         self.cluster = ClusterExposition(cache, legacy_names, per_pod, pod_limit)
+        # render runs on worker threads: the scrape handler's and warm's at start.
+        self._rendering = threading.Lock()
         self.registry = CollectorRegistry()
         r = self.registry
         self.filter_seconds = Histogram(
@@ -207,11 +211,17 @@ class Metrics:
         """What the next scrape shows of the cluster; cheap, taken on the event loop."""
         return self.cluster.snapshot()
 
+    async def warm(self) -> None:
+        """Render once as Prometheus asks (gzip), on a worker thread, and drop the answer:
+        what it builds for every card is kept, so the first scrape costs what later ones do."""
+        await asyncio.to_thread(self.render, self.snapshot(), True)
+
     def render(self, snap: Snapshot, gzip: bool = False) -> list[bytes]:
         """The whole scrape in chunks, or gzip members: our own series, then the cluster's;
         safe on a worker thread, one render at a time."""
-        ours = generate_latest(self.registry)
-        return [gzip_member(ours) if gzip else ours, *self.cluster.render(snap, gzip)]
+        with self._rendering:
+            ours = generate_latest(self.registry)
+            return [gzip_member(ours) if gzip else ours, *self.cluster.render(snap, gzip)]
 
     def write_observer(self) -> WriteObserver:
         def observe(verb: str, resource: str, code: str, seconds: float) -> None:

@@ -257,9 +257,11 @@ class Scraper(threading.Thread):
         self.last = text.decode()
 
     def run(self) -> None:
-        while not self.stopped.is_set():
+        # The first read an interval after ready, not at once: Prometheus spreads a new
+        # target's first scrape over its interval, and hami serve builds the series of the
+        # first scrape right after its cache syncs (hami.runtime.chores.freeze_heap).
+        while not self.stopped.wait(self.interval):
             self.scrape()
-            self.stopped.wait(self.interval)
 
     def stop(self) -> None:
         self.stopped.set()

@@ -52,3 +52,29 @@ async def test_the_heap_is_frozen_at_the_first_sync_without_a_full_pass() -> Non
     assert cache.settled == 1
     assert gc.isenabled()
     assert full_passes == []
+
+
+async def test_what_warm_builds_is_made_after_the_settle_and_frozen_with_the_cache() -> None:
+    """The first scrape's series, built at start instead, are kept as long as the cache's."""
+    informers = [Listed()]
+    cache = Settled()
+    seen: dict[str, Any] = {}
+    built: list[list[int]] = []
+
+    async def warm() -> None:
+        seen["settled"] = cache.settled
+        seen["frozen"] = gc.get_freeze_count()
+        built.extend([] for _ in range(5000))
+
+    thresholds = gc.get_threshold()
+    task = asyncio.create_task(freeze_heap(informers, cache, warm))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert seen == {}, "nothing is warmed before the cache has listed"
+    informers[0].synced.set()
+    try:
+        await task
+        assert seen["settled"] == 1
+        assert gc.get_freeze_count() - seen["frozen"] >= len(built)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

@@ -1,5 +1,6 @@
 """The cluster series: what prometheus_client would write, without holding the event loop."""
 
+import asyncio
 import gzip
 import subprocess
 from dataclasses import replace
@@ -16,6 +17,7 @@ from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
 from hami.engine.migalloc import decode_allocations, encode_allocations
+from hami.runtime import cardblocks
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
 from hami.runtime.exposition import (
@@ -305,3 +307,37 @@ def test_per_pod_series_are_left_out_past_the_pod_limit_and_the_quotas_kept() ->
         assert ("hami_vgpu_memory_allocated_bytes{" in text) is written
         assert "hami_resource_quota_used" in text
         assert "hami_gpu_memory_allocated_bytes{" in text
+
+
+def test_warm_builds_what_the_first_gzip_scrape_would_and_keeps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hami serve warms once at start: the first scrape then compresses only what later
+    scrapes do (the series of our own, and the few written whole each time), not every
+    card's block."""
+    compressed = [0]
+    real = cardblocks.gzip_member
+
+    def counting(data: bytes) -> bytes:
+        compressed[0] += 1
+        return real(data)
+
+    monkeypatch.setattr(cardblocks, "gzip_member", counting)
+
+    def first_and_second(warm: bool) -> tuple[int, int, bytes]:
+        metrics = Metrics(build_cluster(50, 4, 100, 7), lambda: 0.0, lambda: 0)
+        if warm:
+            asyncio.run(metrics.warm())
+        counts = []
+        for _ in range(2):
+            compressed[0] = 0
+            answer = metrics.render(metrics.snapshot(), gzip=True)
+            counts.append(compressed[0])
+        # The cluster's series (our own, first, carry the process's readings).
+        return counts[0], counts[1], gzip.decompress(b"".join(answer[1:]))
+
+    cold_first, steady, cold_text = first_and_second(warm=False)
+    warm_first, _, warm_text = first_and_second(warm=True)
+    assert cold_first > steady
+    assert warm_first == steady
+    assert warm_text == cold_text
