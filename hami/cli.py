@@ -43,7 +43,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from hami.sim.scenario import load
 
     try:
-        families = command_families(args.device_config_file, "simulate")
+        families = command_families(args, "simulate")
         scenario = load(Path(args.scenario), families)
     except ValueError as e:  # ScenarioError, DeviceConfigError
         print(f"hami simulate: {one_line(e)}", file=sys.stderr)
@@ -114,7 +114,7 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(args)
 
 
-# Flags `hami explain` and `hami status` share (and `hami simulate`, DEVICE_CONFIG): (names,
+# Flags `hami explain` and `hami status` share (and `hami simulate`, device_arguments): (names,
 # keyword arguments of add_argument).
 KUBECONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
     ("--kubeconfig",),
@@ -129,14 +129,13 @@ GFD_SPLIT: tuple[tuple[str, ...], dict[str, Any]] = (
         "(0: off)",
     },
 )
-DEVICE_CONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
-    ("--device-config-file",),
-    {
-        "default": "",
-        "help": "as hami serve's: HAMi's device-config.yaml, each device family's resource "
-        "names and settings (none: the chart's defaults)",
-    },
-)
+
+
+def device_arguments(p: argparse.ArgumentParser) -> None:
+    from hami.runtime.config import parse_bool
+    from hami.runtime.deviceconfig import add_device_arguments
+
+    add_device_arguments(p, parse_bool)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -149,7 +148,7 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("scenario", help="scenario YAML (see examples/lab14/scenario.yaml)")
     sim.add_argument("-v", "--verbose", action="store_true", help="print every card score computed")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
-    sim.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
+    device_arguments(sim)
     sim.set_defaults(func=_simulate)
 
     bench = sub.add_parser("bench", help="measure the engine's decision time")
@@ -190,7 +189,7 @@ def parser() -> argparse.ArgumentParser:
         "--node-scheduler-policy", default="binpack", help="the scheduler's default node policy"
     )
     exp.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
-    exp.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
+    device_arguments(exp)
     exp.add_argument(
         "--preemption",
         action="store_true",
@@ -213,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
         "--interval", type=float, default=2.0, help="seconds between reads with --watch"
     )
     st.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
-    st.add_argument(*DEVICE_CONFIG[0], **DEVICE_CONFIG[1])
+    device_arguments(st)
     st.set_defaults(func=_status)
 
     from hami.runtime.config import add_serve_arguments

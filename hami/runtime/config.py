@@ -25,6 +25,7 @@ from hami.runtime.deviceconfig import (
     DeviceConfig,
     DeviceConfigError,
     chart_device_config,
+    gated_families,
     read_device_config,
 )
 from hami.runtime.listeners import is_loopback
@@ -116,6 +117,8 @@ class Settings:
     gpu_core_policy: str = "default"
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
+    enable_ascend: bool = False
+    enable_iluvatar: bool = False
     legacy_metrics: bool = False
     log_level: str = "info"
     v: int = 0
@@ -151,7 +154,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                 _flag(f.name),
                 dest=f.name,
                 default=None,
-                type=_parse_bool,
+                type=parse_bool,
                 metavar="BOOL",
                 help=help_,
             )
@@ -159,7 +162,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
             p.add_argument(_flag(f.name), dest=f.name, default=None, help=help_)
 
 
-def _parse_bool(value: str) -> bool:
+def parse_bool(value: str) -> bool:
     v = str(value).strip().lower()
     if v in ("1", "true", "yes", "on"):
         return True
@@ -171,7 +174,7 @@ def _parse_bool(value: str) -> bool:
 def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
     try:
         if kind is bool:
-            return value if isinstance(value, bool) else _parse_bool(str(value))
+            return value if isinstance(value, bool) else parse_bool(str(value))
         if kind is int:
             if isinstance(value, bool):
                 raise ValueError
@@ -313,7 +316,9 @@ def device_config(s: Settings) -> DeviceConfig:
     """The device families the process schedules: --device-config-file's, or the chart's
     defaults without one."""
     if not s.device_config_file:
-        return chart_device_config(s.ascend_runtime_class_name, s.ascend_hami_vnpu_core)
+        return chart_device_config(
+            s.ascend_runtime_class_name, s.ascend_hami_vnpu_core, enabled_families(s)
+        )
     for name in ("ascend_runtime_class_name", "ascend_hami_vnpu_core"):
         if getattr(s, name):
             # As in HAMi's chart, the override's vnpus section is the one read: say so
@@ -324,7 +329,9 @@ def device_config(s: Settings) -> DeviceConfig:
                 "vnpus.hamiVnpuCore in the file instead"
             )
     try:
-        config = read_device_config(s.device_config_file, resource_defaults(s))
+        config = read_device_config(
+            s.device_config_file, resource_defaults(s), enabled_families(s)
+        )
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
     if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):
@@ -334,6 +341,11 @@ def device_config(s: Settings) -> DeviceConfig:
             "set one of them"
         )
     return config
+
+
+def enabled_families(s: Settings) -> tuple[str, ...]:
+    """The gated families --enable-ascend and --enable-iluvatar turn on, as HAMi's flags do."""
+    return gated_families(ascend=s.enable_ascend, iluvatar=s.enable_iluvatar)
 
 
 def gpu_core_policy(s: Settings, devices: DeviceConfig) -> str:

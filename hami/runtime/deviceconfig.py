@@ -11,8 +11,9 @@ webhook configuration name them), so a file that renames them, or sets NVIDIA's 
 other than serve's flags do, is refused rather than half applied.
 """
 
+import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 
 from hami.engine.families import ascend
-from hami.engine.families.registry import FAMILIES, Families, configured, from_device_config
+from hami.engine.families.registry import GATED, Families, configured, from_device_config
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
 
@@ -51,17 +52,27 @@ class DeviceConfigError(ValueError):
 class DeviceConfig:
     """The families a process schedules, and what its file says that changes nothing."""
 
-    families: Families = FAMILIES
+    families: Families
     notes: tuple[str, ...] = ()
     gpu_core_policy: str = ""  # the file's nvidia.gpuCorePolicy; "": it names none
 
 
-DEFAULT = DeviceConfig()
+# The sections of HAMi's device-config.yaml that configure a gated family, by family.
+_GATED_SECTIONS = {"ascend": "vnpus", "iluvatar": "iluvatars"}
 
 
-def read_device_config(path: str, resources: ResourceDefaults | None = None) -> DeviceConfig:
-    """The file's families. NVIDIA's names must be the defaults; with `resources` (serve's
-    flags), NVIDIA's defaults must be those too."""
+def gated_families(*, ascend: bool, iluvatar: bool) -> tuple[str, ...]:
+    """The gated families (registry.GATED) that HAMi's --enable-ascend and --enable-iluvatar
+    turn on."""
+    on = {"ascend": ascend, "iluvatar": iluvatar}
+    return tuple(name for name in GATED if on[name])
+
+
+def read_device_config(
+    path: str, resources: ResourceDefaults | None = None, enabled: Collection[str] = ()
+) -> DeviceConfig:
+    """The file's families, of the gated ones those `enabled`. NVIDIA's names must be the
+    defaults; with `resources` (serve's flags), NVIDIA's defaults must be those too."""
     where = f"device config {path}"
     try:
         raw = yaml.safe_load(read_text(Path(path))) or {}
@@ -70,7 +81,7 @@ def read_device_config(path: str, resources: ResourceDefaults | None = None) -> 
     except yaml.YAMLError as e:
         raise DeviceConfigError(f"{where} is not YAML: {e}") from None
     try:
-        families, notes = configured(raw)
+        families, notes = configured(raw, enabled)
     except ValueError as e:
         raise DeviceConfigError(f"{where}: {e}") from None
     nvidia = raw.get("nvidia") or {}
@@ -80,19 +91,35 @@ def read_device_config(path: str, resources: ResourceDefaults | None = None) -> 
         raise DeviceConfigError(
             f"{where}: nvidia.gpuCorePolicy is {policy!r}, not one of {', '.join(GPU_CORE_POLICIES)}"
         )
+    notes += tuple(_gated_off(raw, enabled))
     return DeviceConfig(families, tuple(f"{where}: {n}" for n in notes), policy)
 
 
+def _gated_off(raw: Mapping[str, Any], enabled: Collection[str]) -> Iterator[str]:
+    for name, key in _GATED_SECTIONS.items():
+        if raw.get(key) and name not in enabled:
+            yield f"{key} is read but not used: {name} is scheduled only with --enable-{name}"
+
+
 def chart_device_config(
-    ascend_runtime_class_name: str, ascend_hami_vnpu_core: bool
+    ascend_runtime_class_name: str, ascend_hami_vnpu_core: bool, enabled: Collection[str] = ()
 ) -> DeviceConfig:
     """The families HAMi's chart configures without a device-config override, from its values
     devices.ascend.runtimeClassName and devices.ascend.hamiVnpuCore (hami serve's
-    --ascend-runtime-class-name and --ascend-hami-vnpu-core)."""
+    --ascend-runtime-class-name and --ascend-hami-vnpu-core), of the gated ones those
+    `enabled`."""
     if not ascend_runtime_class_name and not ascend_hami_vnpu_core:
-        return DEFAULT
+        return DeviceConfig(from_device_config({}, enabled))
     vnpus = ascend.chart_vnpus(ascend_runtime_class_name, ascend_hami_vnpu_core)
-    return DeviceConfig(from_device_config({"vnpus": vnpus}))
+    notes = (
+        ()
+        if "ascend" in enabled
+        else (
+            "--ascend-runtime-class-name and --ascend-hami-vnpu-core configure Ascend, which is "
+            "scheduled only with --enable-ascend",
+        )
+    )
+    return DeviceConfig(from_device_config({"vnpus": vnpus}, enabled), notes)
 
 
 def _check_nvidia(
@@ -111,12 +138,33 @@ def _check_nvidia(
             )
 
 
-def command_families(path: str, command: str) -> Families:
-    """The families of a command's --device-config-file ("": the defaults); what the file
-    says that changes nothing is told on stderr. Raises DeviceConfigError."""
-    if not path:
-        return FAMILIES
-    config = read_device_config(path)
+def add_device_arguments(p: argparse.ArgumentParser, parse_bool: Callable[[str], bool]) -> None:
+    """The flags of `hami serve` that choose the families, for a command that reads them as
+    serve does (simulate, explain, status)."""
+    p.add_argument(
+        "--device-config-file",
+        default="",
+        help="as hami serve's: HAMi's device-config.yaml, each device family's resource "
+        "names and settings (none: the chart's defaults)",
+    )
+    for name in GATED:
+        p.add_argument(
+            f"--enable-{name}",
+            type=parse_bool,
+            default=False,
+            metavar="BOOL",
+            help=f"as hami serve's: schedule {name}, e.g. --enable-{name}=true (HAMi's flag)",
+        )
+
+
+def command_families(args: argparse.Namespace, command: str) -> Families:
+    """The families of a command's --device-config-file ("": the defaults) and --enable-*
+    flags; what the file says that changes nothing is told on stderr. Raises
+    DeviceConfigError."""
+    enabled = gated_families(ascend=args.enable_ascend, iluvatar=args.enable_iluvatar)
+    if not args.device_config_file:
+        return from_device_config({}, enabled)
+    config = read_device_config(args.device_config_file, enabled=enabled)
     for note in config.notes:
         print(f"hami {command}: warning: {note}", file=sys.stderr)
     return config.families

@@ -24,7 +24,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
         raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
     if args.gfd_split_count < 0:
         raise ValueError("--gfd-split-count must not be negative (0 switches it off)")
-    families = command_families(args.device_config_file, "explain")
+    families = command_families(args, "explain")
     kube = Kube(await connect(args.kubeconfig or None))
     try:
         pod = await kube.get_pod(namespace, name)

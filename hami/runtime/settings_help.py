@@ -164,6 +164,16 @@ HELP = {
         "(hami-core) unless its hami-vnpu-core annotation says otherwise (with "
         "--device-config-file: set vnpus.hamiVnpuCore there instead)"
     ),
+    "enable_ascend": (
+        "schedule Huawei Ascend NPUs, as HAMi's scheduler does with --enable-ascend (its "
+        "chart's devices.ascend.enabled): off, the webhook leaves their pods to the default "
+        "scheduler and the vendor's device plugin"
+    ),
+    "enable_iluvatar": (
+        "schedule Iluvatar GPUs, as HAMi's scheduler does with --enable-iluvatar (its chart's "
+        "devices.iluvatar.enabled): off, the webhook leaves their pods to the default "
+        "scheduler and the vendor's device plugin"
+    ),
     "gfd_split_count": (
         "standalone: register nodes without HAMi's device plugin from their GPU Feature Discovery "
         f"labels ({COUNT_LABEL}, .memory, .product) and allocatable {nv.GPU}, each "

@@ -66,7 +66,7 @@ async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, families: Fa
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
-    families = command_families(args.device_config_file, "status")
+    families = command_families(args, "status")
     kube = Kube(await connect(args.kubeconfig or None))
     try:
         if args.watch:

@@ -9,7 +9,7 @@ import yaml
 
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import FAMILIES, Families, enabling_flag
 from hami.engine.familynodes import family_cards
 from hami.engine.inventory import Unregistered, node_inventory
 from hami.engine.model import DeviceInfo
@@ -146,6 +146,12 @@ def _node(raw: Any, where: str, families: Families) -> dict[str, Any]:
         reason = (
             inventory.why if isinstance(inventory, Unregistered) and not why else "; ".join(why)
         )
+        flag = enabling_flag(families, annotations)
+        if flag and not why:
+            raise ScenarioError(
+                f"{where}: node {raw['name']}: its device plugin's family is scheduled only "
+                f"with {flag}=true, as HAMi's scheduler schedules it"
+            )
         raise ScenarioError(
             f"{where}: node {raw['name']}: {reason} (give NVIDIA's cards as devices, another "
             "family's as its device plugin registers them: annotations and allocatable)"

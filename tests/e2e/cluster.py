@@ -442,6 +442,9 @@ class ControlPlane:
             "--scheduler-name",
             SCHEDULER_NAME,
             "--v=4",  # the chart's default, HAMi's: Lab 14's Step 8 reads the card score lines
+            # Every family scheduled, as HAMi's scheduler was run to record our fixtures.
+            "--enable-ascend=true",
+            "--enable-iluvatar=true",
             # An administrator who dropped the policy accepted the risk (hami.runtime.preflight).
             *(["--allow-without-admission-policy=true"] if self._policy_dropped else []),
             *extra_args,

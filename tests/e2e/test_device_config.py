@@ -149,3 +149,24 @@ def test_the_charts_ascend_runtime_class_reaches_an_ascend_pod(
         assert spec["runtimeClassName"] == name
     finally:
         kube("delete", "runtimeclass", name, "--ignore-not-found")
+
+
+def test_without_enable_ascend_ascend_pods_are_left_to_the_default_scheduler(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    app_args: Callable[..., None],
+) -> None:
+    """As HAMi's scheduler without --enable-ascend (its chart's default): our webhook leaves
+    a pod asking Ascend NPUs to the default scheduler and the vendor's device plugin, and
+    still claims the other families' pods (Iluvatar's flag is on here)."""
+    app_args("--enable-ascend=false")
+    npu = FAMILIES.by_type()["Ascend910B3"]
+    created = _created(kube, namespace, json.loads(manifest("npu", npu)))
+    assert created["spec"].get("schedulerName") == "default-scheduler"
+    assert "runtimeClassName" not in created["spec"]
+    gpu = FAMILIES.by_type()["MR-V100"]
+    assert (
+        _created(kube, namespace, json.loads(manifest("gpu", gpu)))["spec"]["schedulerName"]
+        == SCHEDULER_NAME
+    )

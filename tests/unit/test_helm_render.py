@@ -899,12 +899,14 @@ def test_helm_hamis_device_config_values_reach_hami_serve() -> None:
 
     values = (
         "devices.nvidia.gpuCorePolicy=force",
+        "devices.ascend.enabled=true",
         "devices.ascend.runtimeClassName=ascend",
         "devices.ascend.hamiVnpuCore=true",
     )
     docs = render(*values, "devicePlugin.enabled=true")
     settings = settings_from(container(docs, EXTENDER))
     assert (settings.ascend_runtime_class_name, settings.ascend_hami_vnpu_core) == ("ascend", True)
+    assert (settings.enable_ascend, settings.enable_iluvatar) == (True, False)
     devices = device_config(settings)
     assert gpu_core_policy(settings, devices) == "force"
     (npu,) = [f for f in devices.families.others if f.wire.type == "Ascend910B3"]
@@ -916,11 +918,34 @@ def test_helm_hamis_device_config_values_reach_hami_serve() -> None:
     # The defaults: NVIDIA's default policy, no Ascend flag.
     plain = container(render(), EXTENDER)["args"]
     assert "--gpu-core-policy=default" in plain
-    assert not any(a.startswith("--ascend-") for a in plain)
+    assert not any(a.startswith(("--ascend-", "--enable-")) for a in plain)
     # Beside an override: none of them, the file's sections are read.
     content = json.dumps({"content": "nvidia: {gpuCorePolicy: disable}\n"})
     args = container(render(*values, f"device-config={content}"), EXTENDER)["args"]
     assert not any(a.startswith(("--ascend-", "--gpu-core-policy")) for a in args)
+
+
+def test_helm_schedules_ascend_and_iluvatar_only_where_enabled_as_hamis_chart_does() -> None:
+    """HAMi's chart passes --enable-ascend and --enable-iluvatar for devices.ascend.enabled and
+    devices.iluvatar.enabled (false by default) and its scheduler registers those families
+    only then; hami serve's families follow the same values, beside an override too."""
+    from hami.runtime.config import device_config
+
+    def types(*values: str) -> set[str]:
+        settings = settings_from(container(render(*values), EXTENDER))
+        return {f.wire.type for f in device_config(settings).families.members}
+
+    plain = types()
+    assert "Ascend910B3" not in plain and "MR-V100" not in plain and "DCU" in plain
+    assert {"Ascend910B3", "Ascend310P"} <= types("devices.ascend.enabled=true") - plain
+    assert types("devices.iluvatar.enabled=true") - plain == {
+        "MR-V100",
+        "MR-V50",
+        "BI-V150",
+        "BI-V100",
+    }
+    content = json.dumps({"content": "vnpus: []\n"})
+    assert "Ascend910B3" in types("devices.ascend.enabled=true", f"device-config={content}")
 
 
 def test_helm_standalone_injection_reaches_hami_serve() -> None:

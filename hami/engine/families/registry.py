@@ -4,7 +4,7 @@ Adding a family is one module under hami.engine.families, one entry in FAMILIES,
 tests and its chart values.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -74,7 +74,16 @@ class Families:
         return frozenset(f.wire.allocated_annotation for f in self.others)
 
 
-def configured(config: Mapping[str, Any]) -> tuple[Families, tuple[str, ...]]:
+# The families HAMi's scheduler registers only when told to: its --enable-ascend and
+# --enable-iluvatar, which its chart passes for devices.ascend.enabled and
+# devices.iluvatar.enabled (false by default). Without them HAMi's webhook leaves their pods
+# to the default scheduler and the vendor's own device plugin.
+GATED = ("ascend", "iluvatar")
+
+
+def configured(
+    config: Mapping[str, Any], enabled: Collection[str] = GATED
+) -> tuple[Families, tuple[str, ...]]:
     """Every family as HAMi's device-config.yaml configures it (the chart's defaults for a
     section the file leaves out), in the order of HAMi's InitDevicesWithConfig
     (pkg/scheduler/config): NVIDIA, Cambricon, Hygon, Enflame (GCU, then VGCU), Moore
@@ -86,33 +95,40 @@ def configured(config: Mapping[str, Any]) -> tuple[Families, tuple[str, ...]]:
     leaves without a count resource (no pod can ask for it: HAMi takes a given section as
     written, a name it leaves out as none).
 
+    Of the GATED families, only those `enabled` names are members; the others' sections are
+    still read and checked, so that turning one on later cannot reveal a broken file.
+
     Raises ValueError naming the section and field of a value HAMi would not read, and for
     two families given one resource name or one type."""
+    unknown = sorted(set(enabled) - set(GATED))
+    if unknown:
+        raise ValueError(f"no gated family is named {', '.join(unknown)}: {', '.join(GATED)} are")
     notes = list(configfile.check(config))
 
     def section(name: str) -> Mapping[str, Any]:
         return config.get(name) or {}
 
     iluvatars = config.get("iluvatars") or [iluvatar.chart_section(c) for c in iluvatar.CHIPS]
-    families = Families(
-        (
-            NVIDIA_FAMILY,
-            cambricon.from_config(section("cambricon")),
-            hygon.from_config(section("hygon")),
-            *enflame.from_config(section("enflame")),
-            mthreads.from_config(section("mthreads")),
-            metax_gpu(section("metax")),
-            metax_sgpu(section("metax")),
-            *kunlun.from_config(section("kunlun")),
-            awsneuron.from_config(section("awsneuron")),
-            amd.from_config(section("amd")),
-            vastai.from_config(section("vastai")),
-            biren.from_config(section("biren")),
-            *ascend.from_config(section("vnpus") or ascend.DEFAULT_VNPUS),
-            *iluvatar.from_config(iluvatars),
-        )
+    always = (
+        NVIDIA_FAMILY,
+        cambricon.from_config(section("cambricon")),
+        hygon.from_config(section("hygon")),
+        *enflame.from_config(section("enflame")),
+        mthreads.from_config(section("mthreads")),
+        metax_gpu(section("metax")),
+        metax_sgpu(section("metax")),
+        *kunlun.from_config(section("kunlun")),
+        awsneuron.from_config(section("awsneuron")),
+        amd.from_config(section("amd")),
+        vastai.from_config(section("vastai")),
+        biren.from_config(section("biren")),
     )
-    _distinct(families)
+    gated: dict[str, tuple[Family, ...]] = {
+        "ascend": ascend.from_config(section("vnpus") or ascend.DEFAULT_VNPUS),
+        "iluvatar": iluvatar.from_config(iluvatars),
+    }
+    _distinct(Families((*always, *(f for fs in gated.values() for f in fs))))
+    families = Families((*always, *(f for name in GATED if name in enabled for f in gated[name])))
     notes += [
         f"{f.wire.type}: the device config names no count resource; no pod can ask for it"
         for f in families.members
@@ -121,9 +137,9 @@ def configured(config: Mapping[str, Any]) -> tuple[Families, tuple[str, ...]]:
     return families, tuple(notes)
 
 
-def from_device_config(config: Mapping[str, Any]) -> Families:
+def from_device_config(config: Mapping[str, Any], enabled: Collection[str] = GATED) -> Families:
     """The families of `configured`, without its notes."""
-    return configured(config)[0]
+    return configured(config, enabled)[0]
 
 
 def _distinct(families: Families) -> None:
@@ -140,5 +156,31 @@ def _distinct(families: Families) -> None:
                 raise ValueError(f"resource {name} is named for both {owner[name]} and {kind}")
 
 
-# The families one process schedules: the chart's default device-config.yaml (issue 31).
+# Every family HAMi schedules, as the chart's default device-config.yaml configures them, the
+# gated ones included: what the engine's callers get unless a process says otherwise.
 FAMILIES = from_device_config({})
+
+
+def _gated_members() -> Mapping[str, tuple[Family, ...]]:
+    ungated = {f.wire.type for f in from_device_config({}, ()).members}
+    return {
+        name: tuple(
+            f for f in from_device_config({}, (name,)).members if f.wire.type not in ungated
+        )
+        for name in GATED
+    }
+
+
+_GATED_MEMBERS = _gated_members()
+
+
+def enabling_flag(families: Families, annotations: Mapping[str, str]) -> str:
+    """The flag (`--enable-<name>`) that schedules the gated family whose device plugin (as
+    the chart configures it) registered a node with these annotations, where `families`
+    leave that family out; "" where none did."""
+    known = {f.wire.register_annotation for f in families.members}
+    for name, members in _GATED_MEMBERS.items():
+        keys = {f.wire.register_annotation for f in members} - known
+        if any(k in annotations for k in keys):
+            return f"--enable-{name}"
+    return ""

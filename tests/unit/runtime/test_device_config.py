@@ -126,7 +126,54 @@ def test_the_files_families_are_the_ones_the_process_gets(
         "Metax-SGPU: the device config names no count resource; no pod can ask for it",
     ]
     # Without a file: the chart's defaults.
-    assert device_config(load_settings(parse(*tls), env={})).families is FAMILIES
+    everything = parse(*tls, "--enable-ascend=true", "--enable-iluvatar=true")
+    families = device_config(load_settings(everything, env={})).families
+    assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]
+
+
+def test_ascend_and_iluvatar_are_scheduled_only_when_enabled_as_hamis_flags_say(
+    tmp_path: Path,
+    tls: list[str],  # noqa: F811
+) -> None:
+    """HAMi's scheduler registers Ascend and Iluvatar only with --enable-ascend and
+    --enable-iluvatar (false by default); a file or a flag that configures a family left off
+    is read and checked, and told as changing nothing."""
+
+    def types(*flags: str) -> set[str]:
+        return {
+            f.wire.type
+            for f in device_config(load_settings(parse(*tls, *flags), env={})).families.members
+        }
+
+    every = {f.wire.type for f in FAMILIES.members}
+    ascend = {t for t in every if t.startswith("Ascend")}
+    iluvatar = {"MR-V100", "MR-V50", "BI-V150", "BI-V100"}
+    assert ascend and iluvatar <= every
+    assert types() == every - ascend - iluvatar
+    assert types("--enable-ascend=true") == every - iluvatar
+    assert types("--enable-iluvatar=true") == every - ascend
+    # The chart's Ascend values without Ascend: told, not applied.
+    config = device_config(
+        load_settings(parse(*tls, "--ascend-runtime-class-name", "ascend"), env={})
+    )
+    assert config.notes == (
+        "--ascend-runtime-class-name and --ascend-hami-vnpu-core configure Ascend, which is "
+        "scheduled only with --enable-ascend",
+    )
+    # A file's vnpus section without Ascend: checked, told.
+    path = tmp_path / "device-config.yaml"
+    path.write_text(yaml.safe_dump(DEFAULT))
+    config = device_config(load_settings(parse(*tls, "--device-config-file", str(path)), env={}))
+    assert [n.split(": ", 1)[1] for n in config.notes] == [
+        "vnpus is read but not used: ascend is scheduled only with --enable-ascend"
+    ]
+    path.write_text(
+        "vnpus: {configs: [{commonWord: A, resourceName: a.com/npu, templates: [{name: v}]}]}"
+    )
+    with pytest.raises(
+        ConfigError, match=r"vnpus\.configs\[0\]\.templates\[0\]\.memory is required"
+    ):
+        device_config(load_settings(parse(*tls, "--device-config-file", str(path)), env={}))
 
 
 def test_a_missing_file_is_named(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811
@@ -151,10 +198,8 @@ def test_the_core_policy_is_the_files_else_the_flags(
 def test_the_charts_ascend_values_configure_every_chart_chip(tls: list[str]) -> None:  # noqa: F811
     """devices.ascend.runtimeClassName and hamiVnpuCore, as HAMi's chart renders them into
     its default vnpus: every chip's runtimeClassName, the soft split's default."""
-    s = load_settings(
-        parse(*tls, "--ascend-runtime-class-name", "ascend", "--ascend-hami-vnpu-core", "true"),
-        env={},
-    )
+    flags = ("--ascend-runtime-class-name", "ascend", "--ascend-hami-vnpu-core", "true")
+    s = load_settings(parse(*tls, *flags, "--enable-ascend=true", "--enable-iluvatar=true"), env={})
     families = device_config(s).families
     npus = [f for f in families.others if f.wire.type.startswith("Ascend")]
     assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]

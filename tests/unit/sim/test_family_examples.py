@@ -36,6 +36,8 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 # Fixtures whose first pod HAMi placed on one of two nodes it scored the same (0 each): the
 # replay puts it on the other, and only the golden text checks what follows.
 DRAWN_FIRST = frozenset({"cambricon", "enflame", "iluvatar", "mthreads"})
+# The examples of the families HAMi schedules only when told to (registry.GATED).
+GATED_FLAGS = {"ascend": ["--enable-ascend=true"], "iluvatar": ["--enable-iluvatar=true"]}
 
 
 def test_every_recorded_family_has_an_example() -> None:
@@ -46,8 +48,17 @@ def test_every_recorded_family_has_an_example() -> None:
 def test_the_example_prints_its_golden_replay(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["simulate", str(EXAMPLES / f"{name}.yaml")]) == 0
+    assert main(["simulate", *GATED_FLAGS.get(name, []), str(EXAMPLES / f"{name}.yaml")]) == 0
     assert capsys.readouterr().out == (GOLDEN / f"{name}.txt").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(GATED_FLAGS))
+def test_a_gated_familys_example_names_the_flag_it_needs(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", str(EXAMPLES / f"{name}.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"is scheduled only with --enable-{name}=true" in err, err
 
 
 def _hami_steps(name: str) -> dict[str, dict[str, Any]]:
