@@ -1,19 +1,17 @@
 """The bind use case: take the node lock, post the Binding that carries the allocation.
 
-The allocation annotations travel inside the Binding: kube-apiserver sets
-spec.nodeName and merges them in one update, and only while the pod is
-unbound, so a pod is bound with exactly the cards of the node it is bound to,
-or not at all. A late or repeated bind cannot overwrite the allocation of a
-pod another bind placed (its Binding is refused), and a failed bind leaves
-nothing on the pod to undo. HAMi's node lock is taken first (its device plugin
-finds the pod being allocated through it and releases it after Allocate); it
-is the only thing a failed bind may have to give back.
+The allocation annotations travel inside the Binding: kube-apiserver sets spec.nodeName and
+merges them in one update, and only while the pod is unbound, so a pod is bound with exactly
+the cards of the node it is bound to, or not at all. A late or repeated bind cannot overwrite
+the allocation of a pod another bind placed (its Binding is refused), and a failed bind leaves
+nothing on the pod to undo. HAMi's node lock is taken first (its device plugin finds the pod
+being allocated through it and releases it after Allocate); it is the only thing a failed bind
+may have to give back.
 
-Every bind answers within its Budget, before kube-scheduler's extender timeout
-sends the pod elsewhere; one bind per pod runs at a time; a bind writes
-nothing once the leadership term it started in has ended; and after any
-failed call the pod is read back (hami.service.bindrules) before deciding
-what happened.
+Every bind answers within its Budget, before kube-scheduler's extender timeout sends the pod
+elsewhere; one bind per pod runs at a time; a bind writes nothing once the leadership term it
+started in has ended; and after any failed call the pod is read back (hami.service.bindrules)
+before deciding what happened.
 """
 
 import asyncio
