@@ -49,6 +49,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from hami.engine.families.registry import Families
 from tests.unit.test_helm_render import (
     CHART,
     EXTENDER,
@@ -59,6 +60,7 @@ from tests.unit.test_helm_render import (
     find,
     helm,
     render,
+    settings_from,
 )
 
 from .cluster import (
@@ -768,13 +770,16 @@ def _hamis_device_config() -> str:
         from tests.unit.test_helm_render import helm_binary
 
         return chart_device_config(helm_binary(), HAMI_SRC)
-    return "nvidia:\n  resourceCountName: nvidia.com/gpu\nhygon:\n  memoryFactor: 1\n"
+    # A section names only what it gives (HAMi reads a left-out name as none): Hygon's whole.
+    return (
+        "nvidia:\n  resourceCountName: nvidia.com/gpu\nhygon:\n"
+        "  resourceCountName: hygon.com/dcunum\n  resourceMemoryName: hygon.com/dcumem\n"
+        "  resourceCoreName: hygon.com/dcucores\n  memoryFactor: 1\n"
+    )
 
 
 def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_path: Path) -> None:
     from hami.engine.families.registry import FAMILIES
-    from hami.engine.requests import ResourceDefaults
-    from hami.runtime.deviceconfig import read_device_config
 
     text = _hamis_device_config()
     docs = render(
@@ -794,12 +799,24 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     assert "--device-config-file=/device-config.yaml" in serve["args"]
     (mount,) = [m for m in serve["volumeMounts"] if m["name"] == "device-config"]
     assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
-    (tmp_path / "device-config.yaml").write_text(device)
-    read = read_device_config(str(tmp_path / "device-config.yaml"), ResourceDefaults())
-    assert [f.wire for f in read.families.members] == [f.wire for f in FAMILIES.members]
+    # HAMi's values enable Ascend and Iluvatar: every family is scheduled.
+    families = served_families(serve, device, tmp_path)
+    assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]
     # Without an override nothing is mounted, and hami serve runs with the defaults.
     plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
     assert not any(a.startswith("--device-config-file") for a in plain["args"])
+
+
+def served_families(serve: dict[str, Any], device: str, tmp_path: Path) -> Families:
+    """The families hami serve builds from the rendered container's args, its mounted device
+    config read from a local copy."""
+    from hami.runtime.config import device_config
+
+    path = tmp_path / "device-config.yaml"
+    path.write_text(device)
+    args = [a.replace("=/device-config.yaml", f"={path}") for a in serve["args"]]
+    families: Families = device_config(settings_from({**serve, "args": args})).families
+    return families
 
 
 RENAMING_CONFIG = """\
@@ -833,9 +850,8 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
     """The override's names go where the chart's defaults go (the webhook's matchConditions,
     the extender's managedResources), the file reaches hami serve as it is, and hami serve
     builds its families from it."""
-    from hami.runtime.deviceconfig import read_device_config
-
-    docs = render(f"device-config={json.dumps({'content': RENAMING_CONFIG})}")
+    gated = ("devices.ascend.enabled=true", "devices.iluvatar.enabled=true")
+    docs = render(f"device-config={json.dumps({'content': RENAMING_CONFIG})}", *gated)
     renamed = (
         "example.com/dcu",
         "example.com/dcu-mem",
@@ -857,8 +873,7 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
     (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]
     assert device.strip() == RENAMING_CONFIG.strip()
     assert "--device-config-file=/device-config.yaml" in container(docs, EXTENDER)["args"]
-    (tmp_path / "device-config.yaml").write_text(device)
-    by_type = read_device_config(str(tmp_path / "device-config.yaml")).families.by_type()
+    by_type = served_families(container(docs, EXTENDER), device, tmp_path).by_type()
     dcu = by_type["DCU"].wire.resources
     assert (dcu.count, dcu.memory, dcu.cores, dcu.memory_factor) == (*renamed[:3], 2)
     assert by_type["AscendX"].wire.resources.count == "example.com/npu"
