@@ -49,7 +49,6 @@ import pytest
 import yaml
 from cryptography import x509
 
-from hami.engine.families.registry import Families
 from tests.unit.test_helm_render import (
     CHART,
     EXTENDER,
@@ -60,7 +59,7 @@ from tests.unit.test_helm_render import (
     find,
     helm,
     render,
-    settings_from,
+    served_families,
 )
 
 from .cluster import (
@@ -800,23 +799,11 @@ def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_pa
     (mount,) = [m for m in serve["volumeMounts"] if m["name"] == "device-config"]
     assert (mount["mountPath"], mount["subPath"]) == ("/device-config.yaml", "device-config.yaml")
     # HAMi's values enable Ascend and Iluvatar: every family is scheduled.
-    families = served_families(serve, device, tmp_path)
+    families = served_families(docs, tmp_path)
     assert [f.wire for f in families.members] == [f.wire for f in FAMILIES.members]
     # Without an override nothing is mounted, and hami serve runs with the defaults.
     plain = container(render(f"devices={json.dumps(HAMI_DEVICES)}"), EXTENDER)
     assert not any(a.startswith("--device-config-file") for a in plain["args"])
-
-
-def served_families(serve: dict[str, Any], device: str, tmp_path: Path) -> Families:
-    """The families hami serve builds from the rendered container's args, its mounted device
-    config read from a local copy."""
-    from hami.runtime.config import device_config
-
-    path = tmp_path / "device-config.yaml"
-    path.write_text(device)
-    args = [a.replace("=/device-config.yaml", f"={path}") for a in serve["args"]]
-    families: Families = device_config(settings_from({**serve, "args": args})).families
-    return families
 
 
 RENAMING_CONFIG = """\
@@ -873,7 +860,7 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
     (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]
     assert device.strip() == RENAMING_CONFIG.strip()
     assert "--device-config-file=/device-config.yaml" in container(docs, EXTENDER)["args"]
-    by_type = served_families(container(docs, EXTENDER), device, tmp_path).by_type()
+    by_type = served_families(docs, tmp_path).by_type()
     dcu = by_type["DCU"].wire.resources
     assert (dcu.count, dcu.memory, dcu.cores, dcu.memory_factor) == (*renamed[:3], 2)
     assert by_type["AscendX"].wire.resources.count == "example.com/npu"

@@ -19,10 +19,14 @@ import pytest
 import yaml
 
 from hami.cli import parser
-from hami.engine.families.registry import FAMILIES
+from hami.engine.families.registry import GATED, Families, from_device_config, gated_members
 from hami.engine.policy import GPU_POLICY_NAMES
 from hami.runtime.config import bind_budget, load_settings
 from hami.service.bindrules import go_duration
+
+# The other families' resources the chart lists by default: Ascend's and Iluvatar's only where
+# devices.<family>.enabled, as HAMi's chart.
+DEFAULT_FAMILY_RESOURCES = from_device_config({}, ()).other_resource_names()
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "hami"
@@ -319,8 +323,9 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     assert "has(object.spec.initContainers) && object.spec.initContainers.exists(c," in expression
     assert expression.count("c.resources.limits.exists(") == 2
     assert expression.count("c.resources.requests.exists(") == 2
-    for resource in (*GPU_RESOURCES, *FAMILIES.other_resource_names()):
+    for resource in (*GPU_RESOURCES, *DEFAULT_FAMILY_RESOURCES):
         assert expression.count(f"'{resource}'") == 4, resource
+    assert "huawei.com/" not in expression and "iluvatar.ai/" not in expression
     # KAI's form asks for no resource: the webhook translates it (hami/engine/kai.py).
     assert "object.spec.schedulerName == 'kai-scheduler'" in expression
     for key in ("gpu-memory", "gpu-fraction"):
@@ -464,7 +469,7 @@ def test_helm_scheduler_config_runs_the_profile_with_our_extender() -> None:
                 for name in (
                     *GPU_RESOURCES,
                     "nvidia.com/priority",
-                    *FAMILIES.other_resource_names(),
+                    *DEFAULT_FAMILY_RESOURCES,
                 )
             ],
         }
@@ -925,15 +930,32 @@ def test_helm_hamis_device_config_values_reach_hami_serve() -> None:
     assert not any(a.startswith(("--ascend-", "--gpu-core-policy")) for a in args)
 
 
-def test_helm_schedules_ascend_and_iluvatar_only_where_enabled_as_hamis_chart_does() -> None:
+def served_families(docs: list[Obj], tmp_path: Path) -> Families:
+    """The families hami serve builds from the rendered container's args, a device-config
+    override it mounts read from a local copy of the ConfigMap."""
+    from hami.runtime.config import device_config
+
+    serve = container(docs, EXTENDER)
+    path = tmp_path / "device-config.yaml"
+    maps = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-device")
+    ]
+    for m in maps:
+        path.write_text(m["data"]["device-config.yaml"])
+    args = [a.replace("=/device-config.yaml", f"={path}") for a in serve["args"]]
+    families: Families = device_config(settings_from({**serve, "args": args})).families
+    return families
+
+
+def test_helm_schedules_ascend_and_iluvatar_only_where_enabled_as_hamis_chart_does(
+    tmp_path: Path,
+) -> None:
     """HAMi's chart passes --enable-ascend and --enable-iluvatar for devices.ascend.enabled and
     devices.iluvatar.enabled (false by default) and its scheduler registers those families
     only then; hami serve's families follow the same values, beside an override too."""
-    from hami.runtime.config import device_config
 
     def types(*values: str) -> set[str]:
-        settings = settings_from(container(render(*values), EXTENDER))
-        return {f.wire.type for f in device_config(settings).families.members}
+        return {f.wire.type for f in served_families(render(*values), tmp_path).members}
 
     plain = types()
     assert "Ascend910B3" not in plain and "MR-V100" not in plain and "DCU" in plain
@@ -944,8 +966,42 @@ def test_helm_schedules_ascend_and_iluvatar_only_where_enabled_as_hamis_chart_do
         "BI-V150",
         "BI-V100",
     }
-    content = json.dumps({"content": "vnpus: []\n"})
+    from hami.engine.families.ascend import DEFAULT_VNPUS
+
+    content = json.dumps({"content": yaml.safe_dump({"vnpus": DEFAULT_VNPUS})})
     assert "Ascend910B3" in types("devices.ascend.enabled=true", f"device-config={content}")
+
+
+def managed(*values: str) -> list[str]:
+    """The extender's managedResources as rendered, by name."""
+    docs = render(*values)
+    (scheduler,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"]]
+    config = yaml.safe_load(scheduler["data"]["config.yaml"])
+    return [r["name"] for r in config["extenders"][0]["managedResources"]]
+
+
+def test_helm_lists_ascend_and_iluvatar_resources_only_where_enabled_as_hamis_chart() -> None:
+    """HAMi's chart lists a gated family's resources (its defaults, its customresources) for
+    kube-scheduler only where the family is enabled; so do ours, and so do the names a
+    device-config override gives them: a pod of a family left off is no pod of ours, and
+    kube-scheduler checks its resources as any other."""
+    npu = [f"example.com/npu{s}" for s in ("", "-memory")]
+    chip = {
+        "commonWord": "X",
+        "chipName": "X",
+        "resourceName": npu[0],
+        "resourceMemoryName": npu[1],
+    }
+    override = json.dumps({"content": yaml.safe_dump({"vnpus": {"configs": [chip]}})})
+    custom = 'devices.ascend.customresources=["example.com/extra"]'
+    plain = managed(f"device-config={override}", custom)
+    assert not any(n.startswith(("huawei.com/", "iluvatar.ai/", "example.com/")) for n in plain)
+    for name in GATED:
+        own = Families(gated_members(name)).other_resource_names()
+        listed = managed(f"devices.{name}.enabled=true")
+        assert listed == [*plain, *own] and set(own) - set(plain) == set(own), name
+    enabled = managed("devices.ascend.enabled=true", f"device-config={override}", custom)
+    assert {*npu, "example.com/extra"} <= set(enabled)
 
 
 def test_helm_standalone_injection_reaches_hami_serve() -> None:

@@ -174,6 +174,12 @@ def _gated_members() -> Mapping[str, tuple[Family, ...]]:
 _GATED_MEMBERS = _gated_members()
 
 
+def gated_members(name: str) -> tuple[Family, ...]:
+    """The members a GATED family adds, as the chart's default device config configures
+    them."""
+    return _GATED_MEMBERS[name]
+
+
 def enabling_flag(families: Families, annotations: Mapping[str, str]) -> str:
     """The flag (`--enable-<name>`) that schedules the gated family whose device plugin (as
     the chart configures it) registered a node with these annotations, where `families`

@@ -152,14 +152,27 @@ Certificates and the webhook
 {{/* The other device families' resources (families.yaml, the registry's list), then any
      other name HAMi's chart values list under devices.<family>.customresources, then the
      names the device-config override gives them (every resource*Name key of a family's
-     section, of each entry of iluvatars and of vnpus.configs; NVIDIA's are fixed). */}}
+     section, of each entry of iluvatars and of vnpus.configs; NVIDIA's are fixed). As in
+     HAMi's chart, a gated family's (Ascend, Iluvatar) only where devices.<family>.enabled. */}}
 {{- define "hami.familyResources" -}}
-{{- $names := (.Files.Get "families.yaml" | fromYaml).resources | default list -}}
+{{- $families := .Files.Get "families.yaml" | fromYaml }}
+{{- $names := $families.resources | default list -}}
+{{- $off := dict }}
+{{- range $family, $g := $families.gated }}
+{{- if dig $family "enabled" false $.Values.devices }}
+{{- $names = concat $names $g.resources }}
+{{- else }}
+{{- $_ := set $off $family true }}{{ $_ = set $off $g.section true }}
+{{- end }}
+{{- end }}
 {{- range $family, $v := .Values.devices }}
-{{- $names = concat $names ((kindIs "map" $v) | ternary ($v.customresources | default list) list) -}}
+{{- if and (kindIs "map" $v) (not (hasKey $off $family)) }}
+{{- $names = concat $names ($v.customresources | default list) -}}
+{{- end }}
 {{- end }}
 {{- $content := (index .Values "device-config").content }}
 {{- range $section, $v := ($content | default "" | fromYaml) }}
+{{- if hasKey $off $section }}{{ $v = dict }}{{ end }}
 {{- $entries := list }}
 {{- if kindIs "map" $v }}{{ $entries = prepend ($v.configs | default list) $v }}{{ end }}
 {{- if kindIs "slice" $v }}{{ $entries = $v }}{{ end }}
