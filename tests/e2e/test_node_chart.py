@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests import applog
@@ -201,6 +202,14 @@ def test_scheduler_pods_run_and_bootstrap_their_certificate(chart: Release) -> N
     assert json.loads(created.stdout)["spec"]["schedulerName"] == "hami-scheduler"
 
 
+def bound_node(kube: Kube, ns: str, name: str) -> str:
+    """The node the pod is bound to, once it is."""
+    node: str = wait_for(
+        lambda: kube.pod(ns, name)["spec"].get("nodeName"), timeout=120, what=f"{name} bound"
+    )
+    return node
+
+
 def test_lab14_steps_4_to_8_on_a_real_node(chart: Release, prometheus: Prometheus) -> None:
     """`prometheus` is started here, to scrape the lab from its first pod."""
     kube = chart.kube
@@ -208,7 +217,17 @@ def test_lab14_steps_4_to_8_on_a_real_node(chart: Release, prometheus: Prometheu
 
     def apply(kube: Kube, ns: str, name: str) -> None:
         # Without the driver plumbing written by hand: the webhook's gke profile adds it.
-        kube("apply", "-n", ns, "-f", "-", stdin=without_driver_plumbing(EXAMPLES / name))
+        text = without_driver_plumbing(EXAMPLES / name)
+        if name != "06-composed-pods.yaml":
+            kube("apply", "-n", ns, "-f", "-", stdin=text)
+            return
+        # Step 7's two pods come right after the hand-over, and the lab's placements depend on
+        # their order. Once in four CI runs both waited 7 s and the second was placed first
+        # (the cause is not established: the scheduler pods' logs were not kept), so here each
+        # is created once the one before it is bound.
+        for pod in yaml.safe_load_all(text):
+            kube("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(pod))
+            bound_node(kube, ns, str(pod["metadata"]["name"]))
 
     # Halfway through Step 7 the leader goes: the other replica places the rest. (Step 7's two
     # pods are created after the hand-over, as the lab's placements depend on their order.)
