@@ -57,10 +57,6 @@ class DeviceConfig:
     gpu_core_policy: str = ""  # the file's nvidia.gpuCorePolicy; "": it names none
 
 
-# The sections of HAMi's device-config.yaml that configure a gated family, by family.
-_GATED_SECTIONS = {"ascend": "vnpus", "iluvatar": "iluvatars"}
-
-
 def gated_families(*, ascend: bool, iluvatar: bool) -> tuple[str, ...]:
     """The gated families (registry.GATED) that HAMi's --enable-ascend and --enable-iluvatar
     turn on."""
@@ -96,7 +92,7 @@ def read_device_config(
 
 
 def _gated_off(raw: Mapping[str, Any], enabled: Collection[str]) -> Iterator[str]:
-    for name, key in _GATED_SECTIONS.items():
+    for name, key in GATED.items():
         if raw.get(key) and name not in enabled:
             yield f"{key} is read but not used: {name} is scheduled only with --enable-{name}"
 

@@ -18,12 +18,11 @@ import pytest
 import yaml
 
 from hami.engine.families.registry import FAMILIES, from_device_config
-from hami.engine.inventory import pod_allocation
 
 from .cluster import RENAMED_DCU, SCHEDULER_NAME, ControlPlane, NodeSim
-from .kube import Kube, wait_for
+from .kube import Kube
 from .nodespec import family_node
-from .test_families import manifest, shared
+from .test_families import counted_then_released, manifest
 from .test_helm import GPU_POD, dry_run, variant
 
 pytestmark = pytest.mark.e2e
@@ -63,21 +62,7 @@ def test_a_renamed_familys_pod_is_claimed_placed_bound_and_released(
     annotations = pod["metadata"]["annotations"]
     assert pod["spec"]["nodeName"] == node.name
     assert annotations.get(dcu.wire.allocated_annotation), annotations
-    held = pod_allocation(pod, families)
-    assert held is not None
-    cards = {d.uuid for c in held.family_devices for d in c}
-    assert cards, annotations
-    wait_for(
-        lambda: all((shared(control_plane, u) or 0) >= 1 for u in cards),
-        timeout=60,
-        what="the metrics to count the pod on its card",
-    )
-    kube("delete", "pod", "renamed", "-n", namespace, "--wait=true", "--timeout=60s")
-    wait_for(
-        lambda: all(shared(control_plane, u) == 0 for u in cards),
-        timeout=60,
-        what="the card to be counted free",
-    )
+    counted_then_released(control_plane, kube, namespace, pod, families)
 
     # The chart's default name is no DCU of this process: the webhook leaves its pod alone.
     default = json.loads(manifest("default-name", from_device_config({}).by_type()["DCU"]))

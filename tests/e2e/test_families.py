@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES
+from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import pod_allocation
 from tests.builders import family_limits
 
@@ -59,6 +60,32 @@ def shared(control_plane: ControlPlane, uuid: str) -> float | None:
     return None
 
 
+def counted_then_released(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    pod: dict[str, Any],
+    families: Families = FAMILIES,
+) -> None:
+    """The bound pod's family cards are counted by our metrics; once it is deleted, free."""
+    held = pod_allocation(pod, families)
+    assert held is not None
+    cards = {d.uuid for c in held.family_devices for d in c}
+    assert cards, pod["metadata"]["annotations"]
+    wait_for(
+        lambda: all((shared(control_plane, u) or 0) >= 1 for u in cards),
+        timeout=60,
+        what="the metrics to count the pod on its cards",
+    )
+    name = pod["metadata"]["name"]
+    kube("delete", "pod", name, "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_for(
+        lambda: all(shared(control_plane, u) == 0 for u in cards),
+        timeout=60,
+        what="the cards to be counted free",
+    )
+
+
 @pytest.mark.parametrize("family", FAMILIES.others, ids=lambda f: f.wire.type)
 def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     control_plane: ControlPlane,
@@ -90,22 +117,7 @@ def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     assert "hami.io/vgpu-devices-allocated" not in annotations
     node_annotations = kube.get("node", node.name)["metadata"].get("annotations") or {}
     assert "hami.io/mutex.lock" not in node_annotations
-    held = pod_allocation(pod)
-    assert held is not None
-    cards = {d.uuid for c in held.family_devices for d in c}
-    assert cards, annotations
-    wait_for(
-        lambda: all((shared(control_plane, u) or 0) >= 1 for u in cards),
-        timeout=60,
-        what="the metrics to count the pod on its cards",
-    )
-
-    kube("delete", "pod", "first", "-n", namespace, "--wait=true", "--timeout=60s")
-    wait_for(
-        lambda: all(shared(control_plane, u) == 0 for u in cards),
-        timeout=60,
-        what="the cards to be counted free",
-    )
+    counted_then_released(control_plane, kube, namespace, pod)
     kube.apply(manifest("second", family), namespace)
     kube.wait_ready(namespace, ["second"], timeout=120)
     second = kube.pod(namespace, "second")["metadata"]["annotations"]

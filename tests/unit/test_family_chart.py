@@ -18,3 +18,4 @@ def test_the_charts_family_resources_are_the_registrys() -> None:
     for name in GATED:
         members = Families(gated_members(name))
         assert tuple(listed["gated"][name]["resources"]) == members.other_resource_names()
+        assert listed["gated"][name]["section"] == GATED[name]

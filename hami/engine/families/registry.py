@@ -77,8 +77,9 @@ class Families:
 # The families HAMi's scheduler registers only when told to: its --enable-ascend and
 # --enable-iluvatar, which its chart passes for devices.ascend.enabled and
 # devices.iluvatar.enabled (false by default). Without them HAMi's webhook leaves their pods
-# to the default scheduler and the vendor's own device plugin.
-GATED = ("ascend", "iluvatar")
+# to the default scheduler and the vendor's own device plugin. By name (as in the flags), the
+# section of HAMi's device-config.yaml that configures the family.
+GATED = {"ascend": "vnpus", "iluvatar": "iluvatars"}
 
 
 def configured(
@@ -108,7 +109,7 @@ def configured(
     def section(name: str) -> Mapping[str, Any]:
         return config.get(name) or {}
 
-    iluvatars = config.get("iluvatars") or [iluvatar.chart_section(c) for c in iluvatar.CHIPS]
+    iluvatars = config.get(GATED["iluvatar"]) or [iluvatar.chart_section(c) for c in iluvatar.CHIPS]
     always = (
         NVIDIA_FAMILY,
         cambricon.from_config(section("cambricon")),
@@ -124,7 +125,7 @@ def configured(
         biren.from_config(section("biren")),
     )
     gated: dict[str, tuple[Family, ...]] = {
-        "ascend": ascend.from_config(section("vnpus") or ascend.DEFAULT_VNPUS),
+        "ascend": ascend.from_config(section(GATED["ascend"]) or ascend.DEFAULT_VNPUS),
         "iluvatar": iluvatar.from_config(iluvatars),
     }
     _distinct(Families((*always, *(f for fs in gated.values() for f in fs))))
