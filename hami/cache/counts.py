@@ -50,9 +50,9 @@ class Counts:
     ) -> None:
         """Add (sign > 0) or remove one pod's usage; `family_cards` are the cards of other
         families among it, which NVIDIA's quotas do not count."""
-        quoted = usage if not family_cards else {
-            k: u for k, u in usage.items() if k not in family_cards
-        }
+        quoted = (
+            usage if not family_cards else {k: u for k, u in usage.items() if k not in family_cards}
+        )
         if sign > 0:
             self._quotas.add(namespace, card_total(quoted))
         else:
@@ -61,7 +61,9 @@ class Counts:
             # The families' own quotas count them, by their memory and core resources.
             by_type = self._nodes.family_cards(node).items()
             owner = {c.id: kind for kind, cards in by_type for c in cards}
-            amounts = {k: (owner[k], u.usedmem, u.usedcores) for k, u in usage.items() if k in owner}
+            amounts = {
+                k: (owner[k], u.usedmem, u.usedcores) for k, u in usage.items() if k in owner
+            }
             self._quotas.add_families(namespace, card_amounts(amounts, self._families), sign)
         self._nodes.count(node, usage, sign)
 

@@ -1,18 +1,26 @@
 """What a filter decision goes through until the watch shows the pod it placed.
 
     DECIDED --bind starts--> BINDING --Binding landed--> LANDED --watch shows the pod--> (gone)
-       |  ^                    |   (or its outcome is unknown)
-       |  +---bind failed------+
-       +--TTL runs out--> (gone)
+       |  ^                    |                          ^
+       |  +---bind failed------+                          | read back bound here
+       |                       +--outcome unknown--> UNKNOWN --the pod read or seen unbound
+       +--TTL runs out--> (gone)                                past the Binding, elsewhere,
+                                                                or gone--> (gone)
 
 Only a DECIDED reservation has a deadline: kube-scheduler binds right after it
 filters, so a decision left alone that long lost its bind. A reservation whose
-bind is running, or whose Binding landed, holds its cards with no deadline at
-all: the only thing that may end it is the pod itself, seen bound (its own
-allocation then counts instead), deleted, or missing from a complete relist
-that started after the Binding. A lagging or stalled pod watch therefore delays
-the confirmation, never the counting: that is what keeps two binds off one
-card while the watch is out of touch.
+bind is running, whose Binding landed, or whose Binding may have landed holds
+its cards with no deadline at all: only the pod itself may end it, seen bound
+(its own allocation then counts instead), deleted, missing from a complete
+relist that started after the Binding, or, for an UNKNOWN outcome, seen
+unbound at a resourceVersion later than the one the Binding was sent for (the
+Binding carries it as a precondition, so it can no longer land). A lagging or
+stalled pod watch therefore delays the confirmation, never the counting: that
+is what keeps two binds off one card while the watch is out of touch.
+
+Only LANDED reservations measure the watch's lag (hami.cache.freshness): an
+UNKNOWN one may never show up, and waiting for it would blind the process for
+one pod's sake; hami.service.outcomes reads such pods back until it can tell.
 """
 
 from collections import Counter
@@ -22,12 +30,14 @@ from enum import Enum
 from typing import Any
 
 from hami.engine.model import PodDevices
+from hami.engine.versions import later
 
 
 class Stage(Enum):
     DECIDED = "decided"  # filter chose the cards; no bind has started
     BINDING = "binding"  # a bind of this decision is under way
-    LANDED = "landed"  # the Binding landed (or may have): the watch has yet to show the pod
+    LANDED = "landed"  # the Binding landed: the watch has yet to show the pod
+    UNKNOWN = "unknown"  # the Binding may have landed: the pod is being read back
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,9 @@ class Reservation:
     # The pod's containers, init first, for a decision that gives it other families' devices:
     # some of those families write what they read of them in the bind (BindContext).
     containers: tuple[Mapping[str, Any], ...] = ()
+    # The pod's resourceVersion as filter saw it; once UNKNOWN, the one the last Binding was
+    # sent for ("": none known, so only reading the pod back can end it).
+    resource_version: str = ""
 
 
 class Reservations:
@@ -127,17 +140,31 @@ class Reservations:
     def __contains__(self, uid: object) -> bool:
         return uid in self._by_uid
 
-    def move(self, uid: str, stage: Stage, now: float, expires: float) -> Reservation | None:
-        """Put the reservation in `stage` (with `expires` for DECIDED); None if there is none."""
+    def move(
+        self, uid: str, stage: Stage, now: float, expires: float, resource_version: str = ""
+    ) -> Reservation | None:
+        """Put the reservation in `stage` (with `expires` for DECIDED, and the resourceVersion
+        its Binding was sent for when given); None if there is none."""
         res = self._by_uid.get(uid)
         if res is None:
             return None
-        moved = replace(res, stage=stage, expires=expires, landed_at=now, epoch=self._epoch)
+        rv = resource_version or res.resource_version
+        moved = replace(
+            res, stage=stage, expires=expires, landed_at=now, epoch=self._epoch, resource_version=rv
+        )
         self._by_uid[uid] = moved
         self._landed.pop(uid, None)
         if stage is Stage.LANDED:
             self._landed[uid] = now
         return moved
+
+    def outlived(self, uid: str, resource_version: str) -> bool:
+        """Whether the pod, seen unbound at `resource_version`, has an UNKNOWN reservation whose
+        Binding was sent for an earlier version: that Binding can no longer land."""
+        res = self._by_uid.get(uid)
+        if res is None or res.stage is not Stage.UNKNOWN:
+            return False
+        return later(resource_version, res.resource_version)
 
     def extend(self, uid: str, expires: float) -> None:
         """A DECIDED reservation's pod turned out real: its bind may take the full TTL."""

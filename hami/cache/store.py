@@ -192,7 +192,12 @@ class ClusterCache:
         self._reservations.known_only(seen)
 
     def upsert_pod(self, pod: Mapping[str, Any]) -> None:
-        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if not (pod.get("spec") or {}).get("nodeName") and self._reservations.outlived(
+            uid, str(meta.get("resourceVersion") or "")
+        ):
+            self.forget(uid)  # a Binding of unknown outcome that can no longer land
         self._reservations.learn(uid, live=not is_terminal(pod))
         seen, edit = observe(pod, self._records.get(uid), self._resources, self.families)
         self._records.put(uid, seen)
@@ -298,16 +303,26 @@ class ClusterCache:
         until: float | None = None,
         containers: tuple[Mapping[str, Any], ...] = (),
         annotations: Mapping[str, str] | None = None,
+        resource_version: str = "",
     ) -> Reservation:
         """Count the devices as the pod's until its allocation arrives or, while no bind has
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
         families' devices (Reservation.containers); `annotations` (the pod's) are what the
-        families reading the holders of their cards see of it (hami.engine.familyholders)."""
+        families reading the holders of their cards see of it (hami.engine.familyholders);
+        `resource_version` (the pod's, as filter saw it) is what its Binding is sent for."""
         self._drop_reservation(uid)
         expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until
         res = Reservation(
-            uid, namespace, name, node, devices, n_init, expires, containers=containers
+            uid,
+            namespace,
+            name,
+            node,
+            devices,
+            n_init,
+            expires,
+            containers=containers,
+            resource_version=resource_version,
         )
         self._reservations.put(res)
         usage = pod_usage(devices, n_init)
@@ -363,9 +378,29 @@ class ClusterCache:
         self._reservations.move(uid, Stage.BINDING, self._clock(), float("inf"))
 
     def bind_landed(self, uid: str) -> None:
-        """The pod's Binding landed, or may have (its outcome is unknown): its cards stay
-        counted until the watch shows the pod bound or gone, however long that takes."""
+        """The pod's Binding landed: its cards stay counted until the watch shows the pod bound
+        or gone, however long that takes (and how long is the watch's lag)."""
         self._reservations.move(uid, Stage.LANDED, self._clock(), float("inf"))
+
+    def bind_unknown(self, uid: str, resource_version: str) -> None:
+        """The pod's Binding, sent for `resource_version`, may have landed: its cards stay
+        counted, without a deadline and outside the watch's lag, until the pod is read back
+        (unknown_ended) or seen unbound at a later version, bound, or gone."""
+        self._reservations.move(uid, Stage.UNKNOWN, self._clock(), float("inf"), resource_version)
+
+    def unknown_ended(self, uid: str, node: str, resource_version: str, landed: bool) -> None:
+        """The pod read back after a Binding of unknown outcome: bound to `node` (`landed`),
+        or that Binding cannot land. Only that Binding's reservation is touched: kube-
+        scheduler's retry may have made a new decision for the pod meanwhile."""
+        res = self._reservations.get(uid)
+        if res is None or res.stage is not Stage.UNKNOWN:
+            return
+        if (res.node, res.resource_version) != (node, resource_version):
+            return
+        if landed:
+            self.bind_landed(uid)
+        else:
+            self.forget(uid)
 
     def bind_failed(self, uid: str) -> None:
         """The bind did not land: the decision waits for kube-scheduler's next try as any does."""

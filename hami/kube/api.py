@@ -42,10 +42,12 @@ class KubeAPI(Protocol):
         labels: Mapping[str, str],
         request_timeout: float | None = None,
         fence: Fence | None = None,
+        resource_version: str = "",
     ) -> None:
         """POST the pod's Binding with its annotations; Conflict when the pod is bound already
-        (to this node or another) or `uid` names another pod. `fence`, called right before
-        the write is sent, raises to keep it from being sent (as for every write below)."""
+        (to this node or another), `uid` names another pod or the pod is no longer at
+        `resource_version` (when given). `fence`, called right before the write is sent,
+        raises to keep it from being sent (as for every write below)."""
 
     async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
         """POST an Eviction; Unavailable (429) while a PodDisruptionBudget forbids it."""

@@ -150,6 +150,7 @@ class Kube(ListWatch, CertificateCalls):
         labels: Mapping[str, str],
         request_timeout: float | None = None,
         fence: Fence | None = None,
+        resource_version: str = "",
     ) -> None:
         """POST the pod's Binding, carrying the annotations and labels that go with it.
 
@@ -158,12 +159,17 @@ class Kube(ListWatch, CertificateCalls):
         annotations or not at all. `uid` (when not empty) makes the server refuse a different
         pod that reuses the name. Labels are copied by API servers with the
         PodTopologyLabelsAdmission feature (beta, on by default, from 1.35); older ones drop
-        them. Raises Conflict when the pod is already bound, to this node or another, and
+        them. `resource_version` (when not empty) is a precondition as `uid` is: the Binding
+        lands only on the pod as it was at that version, so once the pod is seen unbound at a
+        later one, that Binding can never land (hami.service.outcomes relies on it). Raises
+        Conflict when the pod is already bound, to this node or another, or changed, and
         whatever `fence` raises when it is called right before sending.
         """
         metadata: Obj = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
         if uid:
             metadata["uid"] = uid
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
         if labels:
             metadata["labels"] = dict(labels)
         await self._call(

@@ -48,6 +48,8 @@ class EventReason(StrEnum):
     DEVICE_PLUGIN_REFUSED = "DevicePluginRefused"
     # A bind left the node's pods taking more card slots than its device plugin advertises.
     NODE_ADVERTISES_TOO_FEW_GPUS = "NodeAdvertisesTooFewGPUs"
+    # On the scheduler's own pod: blind past --blind-give-up-seconds, it restarts.
+    BLIND_RESTART = "BlindRestart"
 
 
 @dataclass(frozen=True)

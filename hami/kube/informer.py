@@ -6,10 +6,11 @@ informer never holds more of the cluster than a page (and the next, on its way)
 and what the sink keeps.
 A relist reconciles in place, upserting what it finds and then deleting what
 it no longer finds, so the sink never drops an object that still exists.
-The loop survives everything but cancellation: a 410 relists, any other
-failure resumes the watch from the last resourceVersion after a jittered
-backoff, capped at a few seconds so that being out of touch never outlasts
-its cause by much (hami.cache.freshness bounds how long the cache may be).
+The loop survives everything but cancellation: a 410 relists, as does a
+relist() asked for by whoever finds the watch behind, and any other failure
+resumes the watch from the last resourceVersion after a jittered backoff,
+capped at a few seconds so that being out of touch never outlasts its cause
+by much (hami.cache.freshness bounds how long the cache may be).
 """
 
 import asyncio
@@ -200,6 +201,22 @@ class Informer:
         # someone else's; from then on the informer knows every object the sink holds.
         self._sink_taken = False
         self._progressed = False
+        # relist(): why the next list was asked for, and the watch it cuts short.
+        self._relist: str | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self.listing = False
+
+    def relist(self, reason: str) -> bool:
+        """List again now, cutting the current watch short: for a watch that looks alive but
+        does not show what it must (a pod this process bound). What a complete list shows is
+        what the sink's relisted() settles by. Whether a list was asked for (not while one
+        runs, or one was asked for already)."""
+        if self.listing or self._relist is not None:
+            return False
+        self._relist = reason
+        if self._watching is not None:
+            self._watching.cancel()
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch until `stop` is set."""
@@ -212,11 +229,21 @@ class Informer:
         while True:
             self._progressed = False
             try:
-                if need_list:
+                if need_list or self._relist is not None:
                     await self._list()
                     need_list = False
-                await self._watch()
+                self._watching = asyncio.ensure_future(self._watch())
+                try:
+                    await self._watching
+                finally:
+                    self._watching = None
                 failures = 0
+                continue
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if self._relist is None or (task is not None and task.cancelling()):
+                    raise
+                log.warning("listing again", extra={**context, "why": self._relist})
                 continue
             except Gone as e:
                 need_list = True
@@ -232,6 +259,14 @@ class Informer:
 
     async def _list(self) -> None:
         """Deliver the current set page by page, then delete what it no longer holds."""
+        self.listing = True
+        self._relist = None
+        try:
+            await self._list_all()
+        finally:
+            self.listing = False
+
+    async def _list_all(self) -> None:
         if self.relisting is not None:
             self.relisting()
         pages = self.kube.list_pages(

@@ -39,6 +39,7 @@ from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy
+from hami.runtime.sight import Sight
 from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
@@ -75,6 +76,7 @@ class Runtime:
     metrics: Metrics
     tls: ReloadingServerContext
     freshness: Freshness
+    sight: Sight
     # Set when the process makes and rotates its own certificate (--cert-bootstrap-secret).
     certs: CertBootstrap | None = None
     closing: bool = False
@@ -98,6 +100,10 @@ class Runtime:
         if not self.synced():
             return "the scheduler's cache has not synced with the API server yet"
         return self.freshness.blind()
+
+    def hopeless(self) -> str | None:
+        """Why this process must be restarted (/healthz fails), or None."""
+        return self.sight.hopeless()
 
     async def not_serving(self) -> str | None:
         """Why filter and bind must not be answered now, or None. A replica that has just
@@ -251,6 +257,20 @@ async def build(settings: Settings) -> Runtime:
         limits(watch, RECONNECT_CAP, settings.watch_lag_limit_seconds),
         time.monotonic,
     )
+    own_pod = {"namespace": settings.pod_namespace, "name": settings.identity, "uid": ""}
+    sight = Sight(
+        freshness,
+        informers[1].relist,
+        lambda: all(i.synced.is_set() for i in informers),
+        give_up=settings.blind_give_up_seconds,
+        clock=time.monotonic,
+        relisted=metrics.forced_relists.inc,
+        gave_up=lambda why: (
+            events.record(own_pod, "Warning", EventReason.BLIND_RESTART, why)
+            if settings.pod_namespace
+            else None
+        ),
+    )
     runtime = Runtime(
         settings=settings,
         kube=kube,
@@ -275,6 +295,7 @@ async def build(settings: Settings) -> Runtime:
             if settings.node_integration == "standalone"
             else None,
             on_failure=lambda reason: metrics.bind_failures.labels(reason).inc(),
+            on_unknown=lambda ended: metrics.unknown_outcomes.labels(ended).inc(),
             success_events=settings.success_events,
         ),
         admission=AdmissionService(
@@ -294,6 +315,7 @@ async def build(settings: Settings) -> Runtime:
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),
         freshness=freshness,
+        sight=sight,
         certs=certs,
     )
     # A burst's pods go to nodes whose lock is free rather than queue on one (binpack).
@@ -303,6 +325,8 @@ async def build(settings: Settings) -> Runtime:
             ready=lambda: runtime.unready() is None,
             blind=lambda: runtime.synced() and freshness.blind() is not None,
             watch_lag=freshness.lag,
+            blind_for=sight.blind_for,
+            unknown_outcomes=runtime.binder.outcomes.following,
             leader=lambda: leadership.is_leader,
             requeues=lambda: requeuer.touches,
             unschedulable=requeuer.waiting,
@@ -329,6 +353,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
             ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
+            ("sight", rt.sight.run(stop)),
         )
     ]
     listening: list[Listener] = []
@@ -380,6 +405,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             log.warning("binds still running at shutdown", extra={"binds": left})
         for listener in listening:
             await listener.stop()
+        await rt.binder.outcomes.close()
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)

@@ -36,6 +36,8 @@ class Runtime(Protocol):
 
     def unready(self) -> str | None: ...
 
+    def hopeless(self) -> str | None: ...
+
     async def paced(self) -> None: ...
 
     async def not_serving(self) -> str | None: ...
@@ -57,6 +59,9 @@ def each(*calls: Callable[[T], object]) -> Callable[[T], None]:
 
 def _health(rt: Runtime) -> list[web.RouteDef]:
     async def healthz(_: web.Request) -> web.Response:
+        hopeless = rt.hopeless()
+        if hopeless is not None:
+            return web.Response(status=503, text=hopeless)
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
@@ -68,7 +73,7 @@ def _health(rt: Runtime) -> list[web.RouteDef]:
     return [
         web.get("/healthz", healthz),
         web.get("/readyz", readyz),
-        pair_route(rt.settings.pair_healthz_url),
+        pair_route(rt.settings.pair_healthz_url, rt.hopeless),
     ]
 
 

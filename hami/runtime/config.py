@@ -93,6 +93,7 @@ class Settings:
     admission_policy_binding: str = "hami-scheduling-state"
     allow_without_admission_policy: bool = False
     watch_lag_limit_seconds: float = 10.0
+    blind_give_up_seconds: float = 120.0
     requeue_rate: float = 100.0
     preemption: bool = False
     preemption_hold_seconds: float = 60.0
@@ -106,6 +107,7 @@ class Settings:
     leader_elect_resource_name: str = "hami-scheduler"
     leader_elect_resource_namespace: str = "kube-system"
     identity: str = ""
+    pod_namespace: str = ""
     shutdown_grace_seconds: float = 25.0
     node_integration: str = "hami-device-plugin"
     driver_profile: str = "none"
@@ -137,6 +139,8 @@ def _flag(name: str) -> str:
 def _shown_default(name: str, value: object) -> str:
     if name == "identity":
         return "$POD_NAME, else the hostname"
+    if name == "pod_namespace":
+        return "$POD_NAMESPACE"
     if isinstance(value, bool):
         return str(value).lower()
     return "none" if value == "" else str(value)
@@ -219,7 +223,10 @@ def load_settings(args: argparse.Namespace, env: dict[str, str] | None = None) -
             values[f.name] = _coerce(f.name, kind, file_values[f.name], "config file")
     settings = Settings(**values)
     if not settings.identity:
-        settings = Settings(**{**values, "identity": env.get("POD_NAME") or socket.gethostname()})
+        values["identity"] = env.get("POD_NAME") or socket.gethostname()
+    if not settings.pod_namespace:
+        values["pod_namespace"] = env.get("POD_NAMESPACE", "")
+    settings = Settings(**values)
     validate(settings)
     return settings
 
@@ -257,6 +264,8 @@ def validate(s: Settings) -> None:
         raise ConfigError(f"--pair-healthz-url: {e}") from None
     if s.events_per_second < 0:
         raise ConfigError("--events-per-second must not be negative")
+    if s.blind_give_up_seconds < 0:
+        raise ConfigError("--blind-give-up-seconds must not be negative (0: never)")
     if s.requeue_rate < 0:
         raise ConfigError("--requeue-rate must not be negative")
     if s.preemption_hold_seconds <= 0:
@@ -329,9 +338,7 @@ def device_config(s: Settings) -> DeviceConfig:
                 "vnpus.hamiVnpuCore in the file instead"
             )
     try:
-        config = read_device_config(
-            s.device_config_file, resource_defaults(s), enabled_families(s)
-        )
+        config = read_device_config(s.device_config_file, resource_defaults(s), enabled_families(s))
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
     if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):

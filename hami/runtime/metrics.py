@@ -19,6 +19,7 @@ from hami.kube.limiter import WriteLimiter
 from hami.runtime.cardblocks import gzip_member
 from hami.runtime.exposition import ClusterExposition, Snapshot
 from hami.service.binderrors import BindFailure
+from hami.service.outcomes import Ended
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Every reason a bind failure is counted under (hami.service.binderrors, hami.service.binding)
@@ -46,6 +47,8 @@ class Probes:
     certificate_expiry: Callable[[], float]  # the serving certificate's notAfter, Unix seconds
     blind: Callable[[], bool]  # synced, but out of touch: filter and bind refuse
     watch_lag: Callable[[], float]  # seconds a landed Binding has waited for the pods watch
+    blind_for: Callable[[], float]  # seconds blind without a break (0 when not blind)
+    unknown_outcomes: Callable[[], int]  # binds whose pods are being read back
 
 
 class _ProbeCollector(Collector):
@@ -69,6 +72,18 @@ class _ProbeCollector(Collector):
                 "Seconds the longest-waiting pod this replica bound has waited for the pods "
                 "watch to show it",
                 p.watch_lag(),
+            ),
+            GaugeMetricFamily(
+                "hami_cache_blind_seconds",
+                "Seconds this replica has been blind without a break (0 when it sees); past "
+                "--blind-give-up-seconds /healthz fails and the replica restarts",
+                p.blind_for(),
+            ),
+            GaugeMetricFamily(
+                "hami_bind_outcomes_unknown",
+                "Binds whose Binding may have landed, their pods being read back now (their "
+                "cards stay counted meanwhile)",
+                p.unknown_outcomes(),
             ),
             GaugeMetricFamily(
                 "hami_leader", "1 on the replica that answers /filter and /bind", p.leader()
@@ -174,6 +189,20 @@ class Metrics:
         )
         for reason in BIND_FAILURE_REASONS:
             self.bind_failures.labels(reason)
+        self.unknown_outcomes = Counter(
+            "hami_bind_unknown_outcomes_total",
+            f"Binds whose outcome was unknown, by how it ended: {', '.join(Ended)}",
+            ["ended"],
+            registry=r,
+        )
+        for ended in Ended:
+            self.unknown_outcomes.labels(ended)
+        self.forced_relists = Counter(
+            "hami_cache_forced_relists_total",
+            "Pod lists started because the pods watch lagged past --watch-lag-limit-seconds "
+            "without the API server asking for one",
+            registry=r,
+        )
         self.api_writes = Counter(
             "hami_api_writes_total",
             "Writes this process sent to the API server, by verb, resource and outcome (the "

@@ -10,6 +10,7 @@ kube-scheduler takes it at its next retry.
 """
 
 import ssl
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -30,13 +31,20 @@ def check_url(url: str) -> None:
         )
 
 
-def pair_route(url: str, timeout: float = 2.0) -> web.RouteDef:
+def pair_route(
+    url: str, hopeless: Callable[[], str | None] = lambda: None, timeout: float = 2.0
+) -> web.RouteDef:
+    """`hopeless` says why this process gives up (hami.runtime.sight): then the kube-scheduler
+    beside it is restarted too, and gives the Lease up at once."""
     # kube-scheduler serves its self-signed certificate on loopback: nothing to verify.
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
     insecure.verify_mode = ssl.CERT_NONE
 
     async def pair(_: web.Request) -> web.Response:
+        why = hopeless()
+        if why is not None:
+            return web.Response(status=503, text=why)
         if not url:
             return web.Response(text="ok")
         try:

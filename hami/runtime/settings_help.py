@@ -81,6 +81,12 @@ HELP = {
         "filter and bind refuse, and /readyz fails, while a pod this process bound has waited "
         "longer than this for the pods watch to show it (the watch is stalled or far behind)"
     ),
+    "blind_give_up_seconds": (
+        "a process blind (a watch silent or lagging past its bound) this long without a break "
+        "fails /healthz and /healthz/pair, so the kubelet restarts it and the kube-scheduler "
+        "beside it, and the other replica takes the Lease; it says why in one log line and an "
+        "Event (0: never; long enough for a watch to reconnect and the pods to be listed again)"
+    ),
     "events_per_second": (
         "Kubernetes Events posted a second at most (FilteringFailed, BindingFailed, ...); "
         "the rest are dropped and counted in hami_events_dropped (0: post none)"
@@ -104,6 +110,7 @@ HELP = {
     ),
     "leader_elect": "follow the kube-scheduler Lease; only its holder serves filter and bind",
     "identity": "this replica's name in the Lease",
+    "pod_namespace": "this replica's namespace ($POD_NAMESPACE): where its own Events go",
     "logging_format": "text (klog's, as Kubernetes components log) or json",
     "log_level": "debug, info, warning or error",
     "v": (

@@ -3,6 +3,7 @@ failure metric (hami_bind_failures_total)."""
 
 from enum import StrEnum
 
+from hami.engine.versions import later
 from hami.kube.errors import KubeError, Unavailable
 from hami.kube.leader import NotLeading
 from hami.service.bindrules import Found, PodState
@@ -46,17 +47,24 @@ def bound_elsewhere(namespace: str, name: str, node: str, where: str) -> BindErr
 
 
 def from_state(
-    state: PodState, namespace: str, name: str, node: str, error: KubeError
+    state: PodState, namespace: str, name: str, node: str, error: KubeError, sent_for: str = ""
 ) -> BindError:
+    """What a Binding that failed with `error` comes to, the pod read back as `state`; the
+    Binding was sent for resourceVersion `sent_for` ("": without that precondition)."""
     if state.found is Found.BOUND_ELSEWHERE:
         return bound_elsewhere(namespace, name, node, state.node)
     if state.found in (Found.GONE, Found.DELETING):
         return BindError(
             f"pod {namespace}/{name} was deleted while it was being bound", BindFailure.POD_GONE
         )
-    if isinstance(error, Unavailable) and error.status != 429:
+    if (
+        isinstance(error, Unavailable)
+        and error.status != 429
+        and not later(state.resource_version, sent_for)
+    ):
         # Unanswered, or failed inside the API server: the Binding may still commit after the
-        # pod was read, so the node lock stays for the device plugin (or the lock rules).
+        # pod was read (unless the pod has changed since, which its precondition forbids), so
+        # the node lock stays for the device plugin, or for the pod's read-back to give back.
         return BindError(
             f"bind {namespace}/{name} to {node}: the Binding went unanswered ({error}); "
             "kube-scheduler will retry",

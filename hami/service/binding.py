@@ -17,19 +17,17 @@ before deciding what happened.
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.codec import encode_pod_devices
 from hami.engine.model import PodDevices
 from hami.kube.api import KubeAPI
-from hami.kube.errors import Conflict, KubeError, NotFound, Unavailable
+from hami.kube.errors import KubeError
 from hami.kube.events import EventReason, EventRecorder
-from hami.kube.leader import Leadership, NotLeading, Term
+from hami.kube.leader import Leadership, NotLeading
 from hami.service.advertised import node_shortfall
 from hami.service.annotations import allocation_annotations, allocation_labels
 from hami.service.binderrors import (
@@ -38,56 +36,20 @@ from hami.service.binderrors import (
     as_bind_error,
     bound_elsewhere,
     describe,
-    from_state,
 )
+from hami.service.bindpost import Job, Plan, post_binding, read
 from hami.service.bindrules import Budget, Found, read_back
 from hami.service.deadline import Deadline
 from hami.service.nodelock.locker import NodeLocker
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import LockSpec, family_locks
+from hami.service.outcomes import Ended, Outcomes, Unknown
 
 log = logging.getLogger(__name__)
 
 # Called after the node lock and before the Binding, e.g. to fill the per-pod object that
 # carries limits (fail closed: an error aborts the bind).
 BeforeBinding = Callable[[str, str, str, PodDevices], Awaitable[None]]
-# How many times an unanswered or throttled Binding is sent again while the pod is unbound.
-BINDING_ATTEMPTS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    devices: PodDevices
-    n_init: int
-    containers: tuple[Mapping[str, Any], ...] = ()  # for other families' binds (BindContext)
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    """One bind: the pod, the node kube-scheduler asked for, the term and time it runs in, and
-    where its answer goes (it may be given before the job has finished cleaning up)."""
-
-    namespace: str
-    name: str
-    uid: str
-    node: str
-    term: Term
-    deadline: Deadline
-    answer: "asyncio.Future[None]"
-    # The locks this bind tried (None: HAMi's), with the value it took (None: not taken).
-    locks: dict[LockSpec | None, str | None] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def context(self) -> dict[str, str]:
-        return {"namespace": self.namespace, "pod": self.name, "node": self.node}
-
-    def fail(self, error: BindError) -> None:
-        if not self.answer.done():
-            self.answer.set_exception(error)
-            self.answer.exception()  # whoever asked may have gone: nothing is left unretrieved
 
 
 class Binder:
@@ -105,6 +67,7 @@ class Binder:
         lock_wait: float = 20.0,
         before_binding: BeforeBinding | None = None,
         on_failure: Callable[[str], None] | None = None,
+        on_unknown: Callable[[Ended], None] | None = None,
         success_events: bool = False,
     ) -> None:
         self.kube = kube
@@ -126,6 +89,10 @@ class Binder:
             expiry=lock_expiry,
             write_timeout=budget.write,
             binding=self.binding,
+        )
+        # Binds whose Binding may have landed, their pods read back until it is known.
+        self.outcomes = Outcomes(
+            kube, cache, self.locker, read_timeout=budget.write, observe=on_unknown
         )
         # The one bind under way per pod (namespace, name), and its node.
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -154,6 +121,8 @@ class Binder:
                     "under way; kube-scheduler will retry",
                     BindFailure.DEADLINE,
                 ) from None
+        # kube-scheduler's retry of a bind whose outcome is unknown reads the pod itself.
+        self.outcomes.supersede(namespace, name, node)
         term = self.leadership.current()
         if term is None:
             raise BindError(
@@ -161,7 +130,7 @@ class Binder:
                 BindFailure.NOT_LEADER,
             )
         answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        job = _Job(namespace, name, uid, node, term, deadline, answer)
+        job = Job(namespace, name, uid, node, term, deadline, answer)
         task = asyncio.ensure_future(self._run(job))
         self._flights[key] = task
         self._targets[key] = node
@@ -184,19 +153,19 @@ class Binder:
             _, pending = await asyncio.wait(pending, timeout=within)
         return len(pending)
 
-    async def _run(self, job: _Job) -> None:
+    async def _run(self, job: Job) -> None:
         try:
             await self._bind(job)
         except Exception as e:
             log.exception("bind failed unexpectedly", extra=job.context)
-            # Where it failed is unknown: its cards count until the watch shows the pod.
-            self.cache.bind_landed(job.uid)
+            # Where it failed is not known: a Binding it sent may have landed.
+            self._ended_unknown(job)
             job.fail(BindError(f"bind {job} to {job.node} failed: {describe(e)}"))
         finally:
             # Cancelled (shutdown): the caller is answered all the same.
             job.fail(BindError(f"bind {job} to {job.node} cut short"))
 
-    async def _bind(self, job: _Job) -> None:
+    async def _bind(self, job: Job) -> None:
         ref = {"namespace": job.namespace, "name": job.name, "uid": job.uid}
         try:
             plan = await self._plan(job)
@@ -208,8 +177,7 @@ class Binder:
         except BindError as e:
             job.fail(e)
             if e.reason is BindFailure.UNKNOWN_OUTCOME:
-                # The pod may be bound here: its cards count until the watch or a relist says.
-                self.cache.bind_landed(job.uid)
+                self._ended_unknown(job)
             else:
                 self.cache.bind_failed(job.uid)
             log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
@@ -245,7 +213,19 @@ class Binder:
             log.warning("node advertises too few GPUs", extra={**job.context, "why": short})
             self.events.record(ref, "Warning", EventReason.NODE_ADVERTISES_TOO_FEW_GPUS, short)
 
-    async def _plan(self, job: _Job) -> _Plan | None:
+    def _ended_unknown(self, job: Job) -> None:
+        """A bind ended without knowing whether a Binding it sent landed: the cards stay
+        counted while the pod is read back (hami.service.outcomes). One that sent none has
+        simply failed."""
+        if not job.sent:
+            self.cache.bind_failed(job.uid)
+            return
+        rv, at = job.sent[-1]
+        self.cache.bind_unknown(job.uid, rv)
+        unknown = Unknown(job.namespace, job.name, job.uid, job.node, rv, at, dict(job.locks))
+        self.outcomes.follow(unknown)
+
+    async def _plan(self, job: Job) -> Plan | None:
         """What to bind, or None when the pod is already bound to the node (a retried bind)."""
         where = self._recent.get(job.uid) if job.uid else None
         held = self.cache.allocation(job.uid) if job.uid else None
@@ -259,8 +239,8 @@ class Binder:
         if res is not None and res.node == job.node:
             self._check_still_fits(job, res.devices)
             self.cache.bind_started(job.uid)
-            return _Plan(res.devices, res.n_init, res.containers)
-        pod = await self._read(job)
+            return Plan(res.devices, res.n_init, res.containers, res.resource_version)
+        pod = await read(self.kube, job)
         state = read_back(pod, job.uid, job.node)
         if state.found is Found.BOUND_HERE:
             return None
@@ -273,7 +253,7 @@ class Binder:
             # Claimed by the webhook (say `nvidia.com/gpu: 0` beside a gpumem), passed by filter:
             # HAMi binds it with no lock and no allocation, so does this; the device plugin is
             # never asked for it.
-            return _Plan((), 0)
+            return Plan((), 0, resource_version=state.resource_version)
         chose = f"node {res.node}" if res is not None else "no node"
         raise BindError(
             f"pod {job} has no placement on node {job.node} (filter chose {chose}); "
@@ -281,7 +261,7 @@ class Binder:
             BindFailure.NO_PLACEMENT,
         )
 
-    def _check_still_fits(self, job: _Job, devices: PodDevices) -> None:
+    def _check_still_fits(self, job: Job, devices: PodDevices) -> None:
         """Refuse a plan that an allocation arrived since filter now overlaps (a previous
         leader's last bind landing after the hand-over): it would over-commit the card."""
         over = self.cache.overcommitted(job.node, devices)
@@ -294,7 +274,7 @@ class Binder:
                 BindFailure.CARD_TAKEN,
             )
 
-    async def _bind_plan(self, job: _Job, plan: _Plan) -> bool:
+    async def _bind_plan(self, job: Job, plan: Plan) -> bool:
         """Lock, then Binding; whether the Binding was answered (False: its answer was lost,
         and the pod read back is bound here)."""
         # The node lock only tells HAMi's device plugin which pod to allocate; a node registered
@@ -330,11 +310,11 @@ class Binder:
                 else as_bind_error(e, job.namespace, job.name, job.node)
             )
             # A lock write of ours may have landed. It is left to the device plugin when the pod
-            # may be bound here after all (the outcome is unknown).
+            # may be bound here after all (the outcome is unknown), until its read-back says.
             failure.release_lock = bool(locks) and failure.reason != BindFailure.UNKNOWN_OUTCOME
             raise failure from e
 
-    async def _post_binding(self, job: _Job, plan: _Plan, phase: str) -> bool:
+    async def _post_binding(self, job: Job, plan: Plan, phase: str) -> bool:
         # A pod that asks for no card (plan.devices empty) gets the Binding alone, as in HAMi.
         now = self.now()
         unix = int(now.timestamp())
@@ -353,49 +333,6 @@ class Binder:
             else {}
         )
         labels = allocation_labels(job.node) if plan.devices else {}
-        for attempt in range(1, BINDING_ATTEMPTS + 1):
-            job.term.check()
-            left = job.deadline.left(self.budget.verify)
-            if left <= 0:
-                raise TimeoutError
-            try:
-                await self.kube.bind_pod(
-                    job.namespace,
-                    job.name,
-                    job.uid,
-                    job.node,
-                    annotations,
-                    labels,
-                    min(left, self.budget.write),
-                    fence=job.term.check,
-                )
-                return True
-            except NotFound:
-                raise BindError(f"pod {job} not found", BindFailure.POD_GONE) from None
-            except (Conflict, Unavailable) as e:
-                error: KubeError = e
-            state = read_back(await self._read(job), job.uid, job.node)
-            if state.found is Found.BOUND_HERE:
-                return False
-            if state.found is not Found.UNBOUND or attempt == BINDING_ATTEMPTS:
-                raise from_state(state, job.namespace, job.name, job.node, error)
-            pause = min(0.1 * 2**attempt, job.deadline.left(self.budget.verify))
-            if isinstance(error, Unavailable) and error.retry_after:
-                pause = max(pause, min(error.retry_after, job.deadline.left(self.budget.verify)))
-            log.info(
-                "Binding not done, sending it again", extra={**job.context, "error": str(error)}
-            )
-            await asyncio.sleep(max(0.0, pause))
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    async def _read(self, job: _Job) -> dict[str, object] | None:
-        """The pod as the API server holds it now; BindError when it cannot be read in time."""
-        try:
-            async with job.deadline.step():
-                return await self.kube.get_pod(job.namespace, job.name)
-        except (KubeError, TimeoutError) as e:
-            raise BindError(
-                f"bind {job}: cannot tell whether the pod was bound: reading it back "
-                f"failed ({describe(e)}); kube-scheduler will retry",
-                BindFailure.UNKNOWN_OUTCOME,
-            ) from e
+        return await post_binding(
+            self.kube, job, self.budget, annotations, labels, plan.resource_version
+        )

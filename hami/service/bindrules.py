@@ -28,6 +28,7 @@ class Found(Enum):
 class PodState:
     found: Found
     node: str = ""  # spec.nodeName when bound
+    resource_version: str = ""  # the pod's, as read
 
 
 def read_back(pod: Mapping[str, Any] | None, uid: str, node: str) -> PodState:
@@ -38,13 +39,14 @@ def read_back(pod: Mapping[str, Any] | None, uid: str, node: str) -> PodState:
     if uid and metadata.get("uid") != uid:
         return PodState(Found.GONE)
     bound_to = str((pod.get("spec") or {}).get("nodeName") or "")
+    rv = str(metadata.get("resourceVersion") or "")
     if bound_to == node:
-        return PodState(Found.BOUND_HERE, bound_to)
+        return PodState(Found.BOUND_HERE, bound_to, rv)
     if bound_to:
-        return PodState(Found.BOUND_ELSEWHERE, bound_to)
+        return PodState(Found.BOUND_ELSEWHERE, bound_to, rv)
     if metadata.get("deletionTimestamp"):
-        return PodState(Found.DELETING)
-    return PodState(Found.UNBOUND)
+        return PodState(Found.DELETING, resource_version=rv)
+    return PodState(Found.UNBOUND, resource_version=rv)
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,12 +184,18 @@ class FakeKube:
         labels: Mapping[str, str],
         request_timeout: float | None = None,
         fence: Fence | None = None,
+        resource_version: str = "",
     ) -> None:
         def apply() -> None:
             pod = self._stored("pods", namespace, name)
             meta = pod["metadata"]
             if uid and meta.get("uid") != uid:
                 raise conflict(f"Precondition failed: UID in precondition: {uid}")
+            if resource_version and meta.get("resourceVersion") != resource_version:
+                raise conflict(
+                    "Operation cannot be fulfilled on pods: the object has been modified; "
+                    "please apply your changes to the latest version and try again"
+                )
             if meta.get("deletionTimestamp"):
                 raise conflict(f"pod {name} is being deleted, cannot be assigned to a host")
             bound_to = (pod.get("spec") or {}).get("nodeName")
@@ -202,7 +208,13 @@ class FakeKube:
                 meta["labels"] = {**(meta.get("labels") or {}), **labels}
             self._put("pods", pod, "MODIFIED")
 
-        body = {"node": node, "uid": uid, "annotations": dict(annotations), "labels": dict(labels)}
+        body = {
+            "node": node,
+            "uid": uid,
+            "annotations": dict(annotations),
+            "labels": dict(labels),
+            "resourceVersion": resource_version,
+        }
         await self._serve("bind_pod", namespace, name, body, apply, request_timeout, fence)
 
     async def evict_pod(self, namespace: str, name: str, uid: str) -> None:

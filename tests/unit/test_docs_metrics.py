@@ -34,6 +34,8 @@ def scrape(legacy: bool) -> str:
             lambda: 0.0,
             lambda: False,
             lambda: 0.0,
+            lambda: 0.0,
+            lambda: 0,
         )
     )
     for histogram in (m.filter_seconds, m.bind_seconds, m.admission_seconds):

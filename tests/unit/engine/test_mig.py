@@ -94,7 +94,9 @@ def test_init_containers_are_placed_as_hami_places_them_and_keep_their_slices() 
     written, _ = c.place(pod("a", {}, gpu(4000), init=(gpu(4000),)))
     allocations = decode_allocations(written[nvidianames.MIG_ALLOCATIONS])
     assert [(a.container, a.instance.placement.start) for a in allocations] == [(0, 6), (2, 6)]
-    assert written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;;{GPU},NVIDIA,4864,15:;"
+    assert (
+        written[nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;;{GPU},NVIDIA,4864,15:;"
+    )
 
 
 def test_a_whole_card_is_the_largest_profile() -> None:
@@ -132,7 +134,9 @@ def test_the_quota_counts_the_profile() -> None:
         ]
     )
     assert c.place(pod("a", gpu(15000)))[1] == "a100: 1/1 ResourceQuotaNotFit"
-    assert c.place(pod("b", gpu(9000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
+    assert (
+        c.place(pod("b", gpu(9000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,9856,29:;"
+    )
 
 
 def bound(name: str, devices: str, mig: str | None = None) -> dict[str, Any]:
@@ -185,7 +189,9 @@ def test_a_mig_allocation_on_a_card_not_in_mig_mode_is_not_trusted() -> None:
     assert c.place(pod("a", gpu(4000)))[1] == "a100: 1/1 CardNotHealth"
     # The card switched to MIG mode: the same pod now adds up.
     c.cache.upsert_node(node())
-    assert c.place(pod("a", gpu(4000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
+    assert (
+        c.place(pod("a", gpu(4000)))[0][nvidianames.DEVICES_ALLOCATED] == f"{GPU},NVIDIA,4864,15:;"
+    )
 
 
 def test_preempting_a_mig_pod_frees_its_slices() -> None:
@@ -300,7 +306,9 @@ def test_topology_aware_chooses_among_instances_then_places_them_in_order() -> N
     # HAMi collects every instance every card could give, picks the best-linked pair, and
     # places the chosen ones again card by card: one on each card, each the first 1g.5gb slot.
     a, b = card("GPU-a", 0), card("GPU-b", 1)
-    info = decode_node_devices(node("a100", a, b)["metadata"]["annotations"][nvidianames.NODE_REGISTER])
+    info = decode_node_devices(
+        node("a100", a, b)["metadata"]["annotations"][nvidianames.NODE_REGISTER]
+    )
     links = {"GPU-a": {"GPU-b": 100}, "GPU-b": {"GPU-a": 100}}
     state = build_node("a100", info, links=links)
     request = pod_request(pod("p", gpu(4000, nums=2))["spec"], ResourceDefaults())

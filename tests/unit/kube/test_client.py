@@ -183,6 +183,14 @@ async def run_until(informer: Informer, done: Callable[[], bool]) -> None:
     await asyncio.wait_for(task, 2)
 
 
+async def until(done: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if done():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("not done within 10 s")
+
+
 async def test_a_410_mid_watch_relists_and_drops_what_vanished(serve: Serve) -> None:
     """Also: each complete list is announced before and after (the cache settles the Bindings
     it wrote against it), and an accepted watch that stays silent is contact all the same."""
@@ -558,3 +566,25 @@ async def test_a_write_is_fenced_when_its_slot_comes_not_when_it_queued(
         assert kube.writes.in_flight == 0
     finally:
         await kube.close()
+
+
+async def test_a_relist_asked_for_cuts_a_live_watch_short_and_lists_again(serve: Serve) -> None:
+    """A watch that looks alive but misses what it must show (hami.runtime.sight) is not
+    waited on for a 410 that may never come."""
+    server = Paged([([pod("a", "10")], "10"), ([pod("b", "20")], "20")], per_page=10)
+    kube = await serve({"/api/v1/pods": server})
+    sink = Recorder()
+    informer = Informer(kube, "pods", sink)
+    stop = asyncio.Event()
+    task = asyncio.create_task(informer.run(stop))
+    try:
+        await until(lambda: bool(server.watched_from()))
+        assert informer.relist("the test asks") is True
+        assert informer.relist("again") is False  # one is already asked for
+        await until(lambda: len(server.watched_from()) == 2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 2)
+    assert server.watched_from() == ["10", "20"]
+    assert len([q for q in server.lists() if not q.get("continue")]) == 2
+    assert sink.names == {"b"}

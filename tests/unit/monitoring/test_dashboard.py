@@ -102,6 +102,8 @@ def exposed_labels() -> dict[str, set[str]]:
             lambda: 0.0,
             lambda: False,
             lambda: 0.0,
+            lambda: 0.0,
+            lambda: 0,
         )
     )
     for histogram in (m.filter_seconds, m.bind_seconds, m.admission_seconds):

@@ -126,6 +126,8 @@ def test_process_probes_are_read_at_scrape_time() -> None:
             certificate_expiry=lambda: 1.8e9,
             blind=lambda: bool(state["leader"]),
             watch_lag=lambda: 2.5,
+            blind_for=lambda: 0.0,
+            unknown_outcomes=lambda: 0,
         )
     )
     text = scrape(m)
