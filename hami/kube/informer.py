@@ -230,6 +230,7 @@ class Informer:
             self._progressed = False
             try:
                 if need_list or self._relist is not None:
+                    need_list = True  # until a list completes: a failed one is tried again
                     await self._list()
                     need_list = False
                 self._watching = asyncio.ensure_future(self._watch())

@@ -480,6 +480,28 @@ class ControlPlane:
             nofile,
         )
 
+    @contextlib.contextmanager
+    def scheduler_paused(self) -> Iterator[None]:
+        """kube-scheduler frozen (SIGSTOP) until the block ends, as one that cannot reach the
+        API server for a while: it neither retries a pod nor records a failure meanwhile."""
+        (scheduler,) = [p for p in self._processes if p.name == "kube-scheduler" and p.alive()]
+        _signal_group(scheduler.popen.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            _signal_group(scheduler.popen.pid, signal.SIGCONT)
+
+    def crash_apiserver(self, down: float) -> None:
+        """kube-apiserver killed (SIGKILL, as a crash) and started again on the same port
+        after `down` seconds; returns once it is ready. Its clients (our process,
+        kube-scheduler, the simulators) reconnect by themselves; etcd keeps everything."""
+        (apiserver,) = [p for p in self._processes if p.name == "kube-apiserver" and p.alive()]
+        _signal_group(apiserver.popen.pid, signal.SIGKILL)
+        apiserver.popen.wait(STOP_GRACE)
+        self._processes.remove(apiserver)
+        time.sleep(down)
+        self._start_apiserver()
+
     @property
     def app_log(self) -> Path:
         """Log of the latest ``hami serve`` process."""

@@ -155,3 +155,21 @@ def locks_left(kube: Kube, nodes: list[str] | None = None) -> dict[str, str]:
         if (nodes is None or name in nodes) and lock:
             left[name] = lock
     return left
+
+
+def consistent(kube: Kube, control_plane: ControlPlane, served_url: str | None = None) -> None:
+    """No card over capacity and no bound pod without its own node's cards, from a fresh LIST;
+    the serving replica's /metrics (`served_url`, else the plane's own process) equal a cache
+    rebuilt from that LIST."""
+    assert overcommitted(kube) == []
+    assert misplaced(kube) == []
+    url = served_url or control_plane.metrics_url
+    counted = card_usage(get(url, timeout=10).decode())
+    listed = rebuilt(kube)
+    assert (
+        differences(
+            {k: v for k, v in counted.items() if not v.empty},
+            {k: v for k, v in listed.items() if not v.empty},
+        )
+        == []
+    )

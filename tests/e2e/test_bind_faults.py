@@ -58,26 +58,6 @@ def release_lock(kube: Kube, node: NodeSpec) -> None:
     kube("annotate", *AS_PLUGIN, "node", node.name, f"{NODE_LOCK}-")
 
 
-def consistent(kube: Kube, control_plane: ControlPlane, served_url: str | None = None) -> None:
-    """No card over capacity and no bound pod without its own node's cards, from a fresh LIST;
-    the serving replica's /metrics equal a cache rebuilt from that LIST."""
-    assert invariant.overcommitted(kube) == []
-    assert invariant.misplaced(kube) == []
-    served = (
-        invariant.card_usage(get(served_url, timeout=10).decode())
-        if served_url
-        else invariant.served(control_plane)
-    )
-    rebuilt = invariant.rebuilt(kube)
-    assert (
-        invariant.differences(
-            {k: v for k, v in served.items() if not v.empty},
-            {k: v for k, v in rebuilt.items() if not v.empty},
-        )
-        == []
-    )
-
-
 # --- one replica ------------------------------------------------------------------------------
 
 
@@ -104,7 +84,7 @@ def test_a_binding_whose_answer_is_lost_keeps_its_allocation(
     assert kube.pod_annotation(namespace, "lost", "hami.io/bind-phase") == "success"
     assert not [e for e in kube.pod_events(namespace, "lost") if e["reason"] == "BindingFailed"]
     assert NODE_LOCK not in (kube.get("node", node.name)["metadata"].get("annotations") or {})
-    consistent(kube, control_plane)
+    invariant.consistent(kube, control_plane)
 
 
 def test_a_replayed_filter_and_bind_of_a_bound_pod_change_nothing(
@@ -137,7 +117,7 @@ def test_a_replayed_filter_and_bind_of_a_bound_pod_change_nothing(
     assert NODE_LOCK not in (kube.get("node", second.name)["metadata"].get("annotations") or {})
     served = invariant.served(control_plane)
     assert all(served[c].empty for c in cards_of(second) if c in served), served
-    consistent(kube, control_plane)
+    invariant.consistent(kube, control_plane)
 
 
 def test_every_bind_answers_within_the_extender_timeout(
@@ -175,7 +155,7 @@ def test_every_bind_answers_within_the_extender_timeout(
     assert timeouts == [], "a bind outlived kube-scheduler's extender timeout"
     bound_to, cards = allocation(kube, namespace, "waits")
     assert bound_to == node.name and cards <= cards_of(node)
-    consistent(kube, control_plane)
+    invariant.consistent(kube, control_plane)
 
 
 # --- two replicas, as the chart runs them ------------------------------------------------------
@@ -247,7 +227,7 @@ def test_a_hand_over_while_the_old_leader_waits_for_a_node_lock(
     assert '"pod bound"' in _lines_about(new.app.log.read_text(), "moved")
     old_lines = _lines_about(old.app.log.read_text(), "moved")
     assert "stopped leading" in old_lines and '"pod bound"' not in old_lines
-    consistent(kube, control_plane, new.metrics_url)
+    invariant.consistent(kube, control_plane, new.metrics_url)
     assert lease_holder(control_plane, namespace).startswith(new.name + "_")
 
 
@@ -282,7 +262,7 @@ def test_a_scheduler_pod_deleted_during_a_burst_leaves_every_pod_consistent(
         timeout=30,
         what="every node lock to be released",
     )
-    consistent(kube, control_plane, new.metrics_url)
+    invariant.consistent(kube, control_plane, new.metrics_url)
     assert lease_holder(control_plane, namespace).startswith(new.name + "_")
 
 

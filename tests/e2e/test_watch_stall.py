@@ -24,7 +24,6 @@ from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, eventually, wait_for
 from .nodespec import t4_node
 from .test_bind import POD
-from .test_bind_faults import consistent
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +98,7 @@ def test_a_refused_pod_watch_never_puts_two_whole_card_pods_on_one_card(
     assert len(bound(kube, namespace)) == 8
     assert invariant.overcommitted(kube) == []
     kube.wait_ready(namespace, bound(kube, namespace), timeout=120)
-    consistent(kube, control_plane)
+    invariant.consistent(kube, control_plane)
 
 
 def _etcd(control_plane: ControlPlane, path: str, body: dict[str, object]) -> dict[str, object]:
@@ -158,7 +157,7 @@ def test_watch_cuts_with_compaction_under_churn_never_over_commit(
         wait_for(lambda: readyz(control_plane)[0] == 200, 60, what="/readyz after the cut")
         assert invariant.overcommitted(kube) == [], f"round {round_}"
         # Pods refused earlier may be placed meanwhile: the views agree once binds settle.
-        eventually(lambda: consistent(kube, control_plane), 60)
+        eventually(lambda: invariant.consistent(kube, control_plane), 60)
 
 
 def reactions(control_plane: ControlPlane) -> int:
