@@ -158,6 +158,16 @@ class Reservations:
             self._landed[uid] = now
         return moved
 
+    def awaits(self, uid: str, node: str, resource_version: str) -> bool:
+        """Whether the pod's reservation is UNKNOWN, of that very Binding (kube-scheduler's
+        retry may have made a new decision for the pod since)."""
+        res = self._by_uid.get(uid)
+        return (
+            res is not None
+            and res.stage is Stage.UNKNOWN
+            and (res.node, res.resource_version) == (node, resource_version)
+        )
+
     def outlived(self, uid: str, resource_version: str) -> bool:
         """Whether the pod, seen unbound at `resource_version`, has an UNKNOWN reservation whose
         Binding was sent for an earlier version: that Binding can no longer land."""

@@ -389,13 +389,9 @@ class ClusterCache:
         self._reservations.move(uid, Stage.UNKNOWN, self._clock(), float("inf"), resource_version)
 
     def unknown_ended(self, uid: str, node: str, resource_version: str, landed: bool) -> None:
-        """The pod read back after a Binding of unknown outcome: bound to `node` (`landed`),
-        or that Binding cannot land. Only that Binding's reservation is touched: kube-
-        scheduler's retry may have made a new decision for the pod meanwhile."""
-        res = self._reservations.get(uid)
-        if res is None or res.stage is not Stage.UNKNOWN:
-            return
-        if (res.node, res.resource_version) != (node, resource_version):
+        """The pod read back after its Binding to `node`, sent for `resource_version`, had an
+        unknown outcome: it landed, or cannot any more. A newer decision is left alone."""
+        if not self._reservations.awaits(uid, node, resource_version):
             return
         if landed:
             self.bind_landed(uid)
