@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config, watch
 
 CREATES_IN_FLIGHT = 32
@@ -115,7 +116,7 @@ class Tracker:
                     await self.core.create_namespaced_pod(
                         namespace, body, _preload_content=False, _request_timeout=120
                     )
-                except (client.ApiException, TimeoutError, OSError) as e:
+                except (client.ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
                     self.create_errors += 1
                     del self.created[namespace][name]
                     warn(f"creating {namespace}/{name}", e)

@@ -4,6 +4,7 @@
                                                           # GPU pods, a backlog of 2,000, the ceiling
     python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
     python -m tests.bench.throughput --nodes 5000 --bursts 1000 --backlog 0 --ceiling 0
+    python -m tests.bench.throughput --nodes 1000 --bursts 2000 --backlog 0 --ceiling 0 --load
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
 127.0.0.1), registers N fake GPU nodes with the node simulator (which plays kubelet and HAMi's
@@ -26,8 +27,12 @@ kube-apiserver's counters, and ours), creates refused because our webhook could 
 CPU per GPU pod by component and the bound it implies (cores / CPU per pod), our own CPU per
 pod, and a final check from a fresh LIST: every bound GPU pod's allocation names only cards of
 its own node, the node simulator refused no Allocate, no card is over capacity, no node lock
-is left. Bounded: every wait has a deadline, each run stops after --timeout seconds whatever
-happened, and pods are deleted between runs.
+is left. It also prints the time each run took, the binds whose outcome was unknown and how
+each ended, and whether a refusal was permanent (tests/bench/report.py). The nodes are waited
+for until every component sees them (tests/bench/nodes.py); `--load [N]` runs N busy processes
+beside the runs (tests/bench/load.py). Bounded: every wait has a deadline, each run stops after
+--timeout seconds whatever happened, and pods are deleted between runs, once the run's figures
+are printed and written (a failed delete is a warning).
 """
 
 from __future__ import annotations
