@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from tests.bench.report import readyz
 from tests.bench.scrape import _insecure, fetch
-from tests.e2e.cluster import ControlPlane, NodeSim
+from tests.e2e.cluster import ControlPlane, ControlPlaneError, NodeSim
 from tests.e2e.nodespec import t4_node
 
 REGISTER = "hami.io/node-nvidia-register"
@@ -26,7 +26,14 @@ def register(plane: ControlPlane, count: int, timeout: float) -> NodeSim:
     """`count` nodes of four T4s each (n0000, n0001, ...), registered and seen by all."""
     started = time.monotonic()
     deadline = started + timeout
-    sim = plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(count)], timeout=timeout)
+    try:
+        sim = plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(count)], timeout=timeout)
+    except ControlPlaneError as e:
+        # Its first line says what happened and where the node simulator's log is.
+        raise SystemExit(
+            f"{count} nodes not registered within {timeout:g}s (--register-timeout): "
+            + str(e).splitlines()[0]
+        ) from None
     names = {f"n{i:04d}" for i in range(count)}
     checks: list[tuple[str, Callable[[], int]]] = [
         (f"nodes with {REGISTER} in the API server", lambda: _annotated(plane, names)),

@@ -158,7 +158,7 @@ class Tracker:
         return [bound[n] - created[n] for n in bound if n in created]
 
 
-async def delete_pods(kubeconfig: str, namespace: str) -> None:
+async def delete_pods(kubeconfig: str, namespace: str, pause: float = 5.0) -> None:
     """Delete the namespace's pods; a refusal (a 504 from a loaded API server) is a warning:
     the run's figures are already out, and the next run uses a namespace of its own."""
     try:
@@ -176,6 +176,6 @@ async def delete_pods(kubeconfig: str, namespace: str) -> None:
                 return
             except Exception as e:  # a warning, whatever it was
                 warn(f"deleting the pods of {namespace} (attempt {attempt + 1} of 3)", e)
-                await asyncio.sleep(5)
+                await asyncio.sleep(pause)
     finally:
         await api.close()
