@@ -89,6 +89,7 @@ class Run:
     problems: list[str] = field(default_factory=list)
     liveness: Liveness | None = None
     load: str = ""  # the machine's load average at the run's end
+    run_seconds: float = 0.0  # the whole run: creates, binds, the final check
 
     @property
     def failed_binds_per_pod(self) -> float:
@@ -130,6 +131,7 @@ class Run:
             "rss_mib": self.rss_mib,
             "problems": self.problems,
             "load": self.load,
+            "run_seconds": self.run_seconds,
             **(self.liveness.figures() if self.liveness else {}),
         }
 
@@ -162,7 +164,7 @@ class Run:
             f"  API writes per pod, all clients: {writes}",
             f"  ... of which ours: {ours or 'none'}",
             f"  final check (fresh LIST): {'; '.join(self.problems) or 'consistent'}; "
-            f"our RSS {self.rss_mib:.0f} MiB; {self.load}",
+            f"our RSS {self.rss_mib:.0f} MiB; the run took {self.run_seconds:.1f}s; {self.load}",
         ]
         if self.liveness:
             lines.append(self.liveness.line())

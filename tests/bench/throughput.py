@@ -205,8 +205,8 @@ def run_all(
                 deadline=t0 + args.timeout,
             )
         )
+        run.run_seconds = time.monotonic() - t0
         print(run.report(cores), flush=True)
-        print(f"  time for the run: {time.monotonic() - t0:.1f}s", flush=True)
         runs.append(run)
         write_json(args.json, [r.figures(cores) for r in runs])
         asyncio.run(delete_pods(str(plane.kubeconfig), f"bench-{label}"))
