@@ -12,11 +12,13 @@ threads do not weigh on the next):
    one that fits nowhere, the handler's CPU p50/p99;
 3. `tests.bench.throughput` at --small-nodes and at N nodes: a burst of --burst GPU pods under
    spread, then binpack, through the real kube-scheduler: pods/s, failed binds per pod, our
-   CPU per pod;
+   CPU per pod, the binds whose outcome was unknown, pods left Pending with /readyz failing;
 
 then prints one table: each figure, its target and whether it was met, and by how much not.
 The figures of each step are also kept as JSON under --out. Every step is bounded by its own
-bench's limits and by --step-timeout.
+bench's limits and by --step-timeout; a step that fails is a warning, and the table leaves out
+the figures it did not write. `--load [N]` runs a CPU hog of N busy processes (twice the cores
+if N is left out) beside every step (tests/bench/load.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from tests.bench import load
 
 MIB = 1024 * 1024
 
@@ -107,6 +111,23 @@ def throughput_rows(
                 Row(f"{name} failed binds per pod", run["failed_binds_per_pod"], "", 0.1),
                 Row(f"{name} our CPU per pod", _ours(run), "ms", cpu_target),
             ]
+            if "permanent_refusal" in run:  # figures of a bench from before it reported these
+                rows += [
+                    Row(
+                        f"{name} unknown bind outcomes",
+                        run["unknown_outcomes"],
+                        "",
+                        note=""
+                        if run["unknown_outcome_metric_present"]
+                        else "hami_bind_unknown_outcomes_total absent",
+                    ),
+                    Row(
+                        f"{name} pods left Pending, /readyz failing",
+                        run["pending_at_end"] if run["permanent_refusal"] else 0,
+                        "",
+                        0,
+                    ),
+                ]
     if small and large:
         reference = min(_ours(r) for r in small)
         worst = max(_ours(r) for r in large)
@@ -137,15 +158,24 @@ def table(rows: Sequence[Row]) -> str:
 
 
 def _step(argv: Sequence[str], timeout: float) -> None:
-    """One bench in its own process; its output goes through to ours as it comes."""
+    """One bench in its own process; its output goes through to ours as it comes. A step that
+    fails is reported and the others still run: the table leaves out what it lacks."""
     print(f"\n$ {' '.join(argv)}", flush=True)
     t0 = time.monotonic()
-    subprocess.run([sys.executable, *argv], check=True, timeout=timeout)
-    print(f"  ({time.monotonic() - t0:.0f} s; load {os.getloadavg()[0]:.1f})", flush=True)
+    try:
+        subprocess.run([sys.executable, *argv], check=True, timeout=timeout)
+    except subprocess.SubprocessError as e:
+        print(f"warning: the step failed: {e}", file=sys.stderr, flush=True)
+    print(f"  ({time.monotonic() - t0:.0f} s; {load.load_average()})", flush=True)
 
 
 def _load(path: Path) -> Any:
-    return orjson.loads(path.read_bytes())
+    """A step's figures; None where the step wrote none (it failed before its first run)."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as e:
+        print(f"warning: no figures in {path}: {e}", file=sys.stderr, flush=True)
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,87 +193,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=30.0, help="seconds scraped before steady")
     p.add_argument("--step-timeout", type=float, default=1800.0, help="seconds per step at most")
     p.add_argument("--out", help="folder for each step's JSON (default: a temporary one)")
+    load.add_arguments(p)
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="hami-envelope-"))
     out.mkdir(parents=True, exist_ok=True)
     print(
         f"envelope bench: {args.nodes} nodes, {args.pods} pods; figures under {out}; "
-        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        f"{os.cpu_count()} cores, {load.load_average()}",
         flush=True,
     )
-    step = args.step_timeout
-    _step(
-        [
-            "-m",
-            "tests.bench.memory",
-            "--nodes",
-            str(args.nodes),
-            "--pods",
-            f"0,{args.pods}",
-            "--settle",
-            str(args.settle),
-            "--ready-timeout",
-            "600",
-            "--json",
-            str(out / "memory.json"),
-        ],
-        step,
-    )
-    for kind, memory in (("fits", 100), ("nowhere", 20_000)):
-        _step(
-            [
-                "-m",
-                "hami",
-                "bench",
-                "--http",
-                "--nodes",
-                str(args.nodes),
-                "--pods",
-                str(args.filter_pods),
-                "--runs",
-                str(args.filter_runs),
-                "--memory",
-                str(memory),
-                "--json",
-                str(out / f"filter-{kind}.json"),
-            ],
-            step,
-        )
-    for size in (args.small_nodes, args.nodes):
-        _step(
-            [
-                "-m",
-                "tests.bench.throughput",
-                "--nodes",
-                str(size),
-                "--bursts",
-                str(args.burst),
-                "--backlog",
-                "0",
-                "--ceiling",
-                "0",
-                "--node-policies",
-                "spread,binpack",
-                "--json",
-                str(out / f"throughput-{size}.json"),
-            ],
-            step,
-        )
-    rows = [
-        *memory_rows(_load(out / "memory.json")),
-        *filter_rows(
-            args.nodes, _load(out / "filter-fits.json"), _load(out / "filter-nowhere.json")
+    steps = [
+        (
+            ["-m", "tests.bench.memory", "--nodes", str(args.nodes), "--pods", f"0,{args.pods}",
+             "--settle", str(args.settle), "--ready-timeout", "600"],
+            out / "memory.json",
         ),
+        *(
+            (
+                ["-m", "hami", "bench", "--http", "--nodes", str(args.nodes), "--pods",
+                 str(args.filter_pods), "--runs", str(args.filter_runs), "--memory", str(memory)],
+                out / f"filter-{kind}.json",
+            )
+            for kind, memory in (("fits", 100), ("nowhere", 20_000))
+        ),
+        *(
+            (
+                ["-m", "tests.bench.throughput", "--nodes", str(size), "--bursts",
+                 str(args.burst), "--backlog", "0", "--ceiling", "0", "--node-policies",
+                 "spread,binpack"],
+                out / f"throughput-{size}.json",
+            )
+            for size in dict.fromkeys((args.small_nodes, args.nodes))
+        ),
+    ]  # fmt: skip
+    with load.Hog(args.load, args.load_seconds):
+        for step, figures in steps:
+            figures.unlink(missing_ok=True)  # a step that fails leaves no figures of an earlier run
+            _step([*step, "--json", str(figures)], args.step_timeout)
+    memory = _load(out / "memory.json")
+    fits, nowhere = _load(out / "filter-fits.json"), _load(out / "filter-nowhere.json")
+    rows = [
+        *(memory_rows(memory) if memory else []),
+        *(filter_rows(args.nodes, fits, nowhere) if fits and nowhere else []),
         *throughput_rows(
             args.small_nodes,
-            _load(out / f"throughput-{args.small_nodes}.json"),
+            _load(out / f"throughput-{args.small_nodes}.json") or [],
             args.nodes,
-            _load(out / f"throughput-{args.nodes}.json"),
+            _load(out / f"throughput-{args.nodes}.json") or [],
         ),
     ]
     print(
-        f"\nthe envelope, {args.nodes} nodes, {args.pods} pods (load now "
-        f"{os.getloadavg()[0]:.1f}):\n{table(rows)}",
+        f"\nthe envelope, {args.nodes} nodes, {args.pods} pods ({load.load_average()}):\n"
+        f"{table(rows)}",
         flush=True,
     )
     return 0

@@ -17,6 +17,9 @@ from tests.e2e.cluster import ControlPlane
 
 Buckets = dict[float, float]  # histogram upper bound -> cumulative count
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
+# Binds whose outcome was unknown, by how each ended (the family's name without "_total", as the
+# parser names a counter's family).
+UNKNOWN_OUTCOMES = "hami_bind_unknown_outcomes"
 
 OURS: dict[str, tuple[str, dict[str, str]]] = {
     "filter": ("hami_filter_duration_seconds", {}),
@@ -46,6 +49,8 @@ class Sample:
     our_writes: Counter[str] = field(default_factory=Counter)  # "verb resource" -> count
     all_writes: Counter[str] = field(default_factory=Counter)  # every client, from kube-apiserver
     webhook_errors: float = 0.0  # creates refused because calling our webhook failed
+    # hami_bind_unknown_outcomes_total by how each ended; None where we do not export it
+    unknown_outcomes: Counter[str] | None = None
     histograms: dict[str, Buckets] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # component -> CPU seconds
 
@@ -56,6 +61,11 @@ class Sample:
             our_writes=self.our_writes - before.our_writes,
             all_writes=self.all_writes - before.all_writes,
             webhook_errors=self.webhook_errors - before.webhook_errors,
+            unknown_outcomes=(
+                None
+                if self.unknown_outcomes is None
+                else self.unknown_outcomes - (before.unknown_outcomes or Counter())
+            ),
             histograms=self.histograms,
             cpu={k: v - before.cpu.get(k, 0.0) for k, v in self.cpu.items()},
         )
@@ -116,15 +126,8 @@ def sample(
     the end of a run) or after it (its start): the bench's own scrapes are not a run's cost."""
     cpu = cpu_seconds(plane) if cpu_first else {}
     ours = list(text_string_to_metric_families(fetch(ours_url)))
-    out = Sample(cpu=cpu or cpu_seconds(plane))
-    for family in ours:
-        for s in family.samples:
-            if s.name == "hami_filter_duration_seconds_count":
-                out.filters += s.value
-            elif s.name == "hami_bind_failures_total":
-                out.bind_failures[s.labels["reason"]] += int(s.value)
-            elif s.name == "hami_api_writes_total":
-                out.our_writes[f"{s.labels['verb']} {s.labels['resource']}"] += int(s.value)
+    out = counted(ours)
+    out.cpu = cpu or cpu_seconds(plane)
     scheduler = list(
         text_string_to_metric_families(
             fetch(f"https://127.0.0.1:{scheduler_port}/metrics", _insecure())
@@ -144,6 +147,25 @@ def sample(
                 and s.labels.get("error_type") == "calling_webhook_error"
             ):
                 out.webhook_errors += s.value
+    return out
+
+
+def counted(ours: list[Metric]) -> Sample:
+    """Our counters: filters, bind failures by reason, unknown bind outcomes by how they ended
+    (None where this build does not export them), our API writes."""
+    out = Sample()
+    for family in ours:
+        if family.name == UNKNOWN_OUTCOMES:
+            out.unknown_outcomes = Counter()
+        for s in family.samples:
+            if s.name == "hami_filter_duration_seconds_count":
+                out.filters += s.value
+            elif s.name == "hami_bind_failures_total":
+                out.bind_failures[s.labels["reason"]] += int(s.value)
+            elif s.name == f"{UNKNOWN_OUTCOMES}_total" and out.unknown_outcomes is not None:
+                out.unknown_outcomes[s.labels.get("ended", "")] += int(s.value)
+            elif s.name == "hami_api_writes_total":
+                out.our_writes[f"{s.labels['verb']} {s.labels['resource']}"] += int(s.value)
     return out
 
 

@@ -4,6 +4,7 @@
                                                           # GPU pods, a backlog of 2,000, the ceiling
     python -m tests.bench.throughput --nodes 100 --bursts 300 --backlog 0 --ceiling 300
     python -m tests.bench.throughput --nodes 5000 --bursts 1000 --backlog 0 --ceiling 0
+    python -m tests.bench.throughput --nodes 1000 --bursts 2000 --backlog 0 --ceiling 0 --load
 
 Starts the e2e control plane (etcd, kube-apiserver, `hami serve`, kube-scheduler, all on
 127.0.0.1), registers N fake GPU nodes with the node simulator (which plays kubelet and HAMi's
@@ -26,142 +27,31 @@ kube-apiserver's counters, and ours), creates refused because our webhook could 
 CPU per GPU pod by component and the bound it implies (cores / CPU per pod), our own CPU per
 pod, and a final check from a fresh LIST: every bound GPU pod's allocation names only cards of
 its own node, the node simulator refused no Allocate, no card is over capacity, no node lock
-is left. Bounded: every wait has a deadline, each run stops after --timeout seconds whatever
-happened, and pods are deleted between runs.
+is left. It also prints the time each run took, the binds whose outcome was unknown and how
+each ended, and whether a refusal was permanent (tests/bench/report.py). The nodes are waited
+for until every component sees them (tests/bench/nodes.py); `--load [N]` runs N busy processes
+beside the runs (tests/bench/load.py). Bounded: every wait has a deadline, each run stops after
+--timeout seconds whatever happened, and pods are deleted between runs, once the run's figures
+are printed and written (a failed delete is a warning).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
-import statistics
-import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio import client, config
 
-from tests.bench.scrape import Sample, quantile, rss_mib, sample
-from tests.e2e import invariant
+from tests.bench import load
+from tests.bench.nodes import register
+from tests.bench.pods import Tracker, delete_pods, pod_manifest
+from tests.bench.report import Run, final_check, liveness, read_sample, stop_quietly, write_json
+from tests.bench.scrape import quantile, rss_mib
 from tests.e2e.cluster import ControlPlane, ensure_binaries
-from tests.e2e.nodespec import t4_node
-
-CREATES_IN_FLIGHT = 32
-
-
-@dataclass
-class Run:
-    label: str
-    pods: int
-    gpu: bool
-    seconds: float
-    bound: int
-    latencies: list[float]
-    created_in: float
-    create_errors: int
-    delta: Sample
-    stages: dict[str, tuple[float, float]]  # p50, p99 seconds of each stage's histogram
-    rss_mib: float
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def failed_binds_per_pod(self) -> float:
-        return sum(self.delta.bind_failures.values()) / max(1, self.bound)
-
-    @property
-    def rate(self) -> float:
-        return self.bound / self.seconds if self.seconds else 0.0
-
-    def cpu_ms_per_pod(self) -> dict[str, float]:
-        return {k: 1000 * v / max(1, self.bound) for k, v in self.delta.cpu.items()}
-
-    def bound_rate(self, cores: int) -> float:
-        """Pods a second this machine could bind at this run's CPU cost per pod."""
-        per_pod = sum(self.cpu_ms_per_pod().values()) / 1000
-        return cores / per_pod if per_pod else float("inf")
-
-    def figures(self, cores: int) -> dict[str, Any]:
-        """What report() prints, as JSON-ready numbers."""
-        d = self.delta
-        per_pod = max(1, self.bound)
-        return {
-            "label": self.label,
-            "pods": self.pods,
-            "bound": self.bound,
-            "seconds": self.seconds,
-            "rate": self.rate,
-            "created_in": self.created_in,
-            "create_errors": self.create_errors,
-            "webhook_errors": d.webhook_errors,
-            "filters_per_pod": d.filters / max(1, self.pods),
-            "bind_failures": dict(d.bind_failures),
-            "failed_binds_per_pod": self.failed_binds_per_pod,
-            "writes_per_pod": {k: v / per_pod for k, v in d.all_writes.items()},
-            "our_writes_per_pod": {k: v / per_pod for k, v in d.our_writes.items()},
-            "cpu_ms_per_pod": self.cpu_ms_per_pod(),
-            "bound_rate": self.bound_rate(cores),
-            "stages_p50_p99_s": self.stages,
-            "rss_mib": self.rss_mib,
-            "problems": self.problems,
-        }
-
-    def report(self, cores: int) -> str:
-        lat = sorted(self.latencies) or [float("nan")]
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-        stages = ", ".join(
-            f"{k} {p50 * 1000:.0f}/{p99 * 1000:.0f}" for k, (p50, p99) in self.stages.items()
-        )
-        per_pod = self.cpu_ms_per_pod()
-        writes = "; ".join(
-            f"{k} {v / max(1, self.bound):.2f}" for k, v in sorted(self.delta.all_writes.items())
-        )
-        ours = "; ".join(
-            f"{k} {v / max(1, self.bound):.2f}" for k, v in sorted(self.delta.our_writes.items())
-        )
-        failures = ", ".join(f"{k} {v}" for k, v in sorted(self.delta.bind_failures.items()))
-        lines = [
-            f"{self.label:12} {self.bound:>5}/{self.pods} bound in {self.seconds:6.1f}s "
-            f"{self.rate:6.1f} pods/s  create->bound p50 {statistics.median(lat):.2f}s "
-            f"p99 {p99:.2f}s  filters/pod {self.delta.filters / max(1, self.pods):.2f}",
-            f"  created in {self.created_in:.1f}s, {self.create_errors} creates failed, "
-            f"{self.delta.webhook_errors:.0f} refused for a webhook call error; "
-            f"bind failures: {failures or 'none'} ({self.failed_binds_per_pod:.2f} per pod)",
-            f"  p50/p99 ms (histogram bounds): {stages}",
-            "  CPU ms per pod: "
-            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_pod.items(), key=lambda kv: -kv[1]))
-            + f"; total {sum(per_pod.values()):.1f} -> bound {self.bound_rate(cores):.1f} pods/s "
-            f"on {cores} cores",
-            f"  API writes per pod, all clients: {writes}",
-            f"  ... of which ours: {ours or 'none'}",
-            f"  final check (fresh LIST): {'; '.join(self.problems) or 'consistent'}; "
-            f"our RSS {self.rss_mib:.0f} MiB",
-        ]
-        return "\n".join(lines)
-
-
-def pod_manifest(name: str, gpu: bool, node_policy: str) -> dict[str, object]:
-    resources = (
-        {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}
-        if gpu
-        else {"requests": {"cpu": "10m", "memory": "16Mi"}}
-    )
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "annotations": {"hami.io/node-scheduler-policy": node_policy} if gpu else {},
-        },
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "busybox", "resources": resources}],
-        },
-    }
 
 
 def kube_scheduler_pid(plane: ControlPlane) -> int:
@@ -184,71 +74,26 @@ async def run_once(
     try:
         ns: Any = {"metadata": {"name": namespace}}
         await core.create_namespace(ns)
-        created: dict[str, float] = {}
-        bound: dict[str, float] = {}
-        running: set[str] = set()
-        done, started_all = asyncio.Event(), asyncio.Event()
-
-        async def follow() -> None:
-            w = watch.Watch()
-            async with w.stream(
-                core.list_namespaced_pod, namespace, _request_timeout=3600
-            ) as stream:
-                async for event in stream:
-                    pod = event["object"]
-                    if pod.spec.node_name and pod.metadata.name not in bound:
-                        bound[pod.metadata.name] = time.monotonic()
-                        if len(bound) == pods:
-                            done.set()
-                    if pod.status.phase == "Running":
-                        running.add(pod.metadata.name)
-                        if len(running) == pods:
-                            started_all.set()
-                            return
-
-        follower = asyncio.create_task(follow())
-        await asyncio.sleep(0.5)  # the watch is open before the first create
-        limit = asyncio.Semaphore(CREATES_IN_FLIGHT)
-        errors = 0
-
-        async def create(i: int) -> None:
-            nonlocal errors
-            name = f"p-{i:05d}"
-            async with limit:
-                created[name] = time.monotonic()
-                body: Any = pod_manifest(name, gpu, node_policy)
-                try:
-                    await core.create_namespaced_pod(namespace, body, _preload_content=False)
-                except client.ApiException as e:
-                    errors += 1
-                    print(f"{label}: create {name} failed: {e.status} {e.reason}", file=sys.stderr)
-
-        scheduler = kube_scheduler_pid(plane)
-        before = sample(plane, plane.metrics_url, plane.scheduler_port, cpu_first=False)
-        if backlog:
-            os.killpg(scheduler, signal.SIGSTOP)
-        started = time.monotonic()
-        try:
-            await asyncio.gather(*(create(i) for i in range(pods)))
-        finally:
-            created_in = time.monotonic() - started
+        tracker = Tracker(core, {namespace: pods})
+        names = [f"p-{i:05d}" for i in range(pods)]
+        async with tracker.following():
+            scheduler = kube_scheduler_pid(plane)
+            before = read_sample(plane, cpu_first=False)
             if backlog:
-                started = time.monotonic()  # the drain starts now
-                created = dict.fromkeys(created, started)
-                os.killpg(scheduler, signal.SIGCONT)
-        try:
-            await asyncio.wait_for(done.wait(), max(1.0, deadline - time.monotonic()))
-            # The writes a pod costs include the device plugin's and the kubelet's after the
-            # Binding: counted once every pod runs.
-            await asyncio.wait_for(started_all.wait(), max(1.0, deadline - time.monotonic()))
-        except TimeoutError:
-            print(
-                f"{label}: {len(bound)}/{pods} bound, {len(running)} running before the deadline",
-                file=sys.stderr,
-            )
-        follower.cancel()
+                os.killpg(scheduler, signal.SIGSTOP)
+            started = time.monotonic()
+            try:
+                await tracker.create(namespace, names, lambda n: pod_manifest(n, gpu, node_policy))
+            finally:
+                created_in = time.monotonic() - started
+                if backlog:
+                    started = time.monotonic()  # the drain starts now
+                    tracker.restart_clock(namespace, started)
+                    os.killpg(scheduler, signal.SIGCONT)
+            await tracker.wait(deadline, label)
+        bound = tracker.bound[namespace]
         last = max(bound.values(), default=started)
-        after = sample(plane, plane.metrics_url, plane.scheduler_port)
+        after = read_sample(plane)
         app = plane.app
         run = Run(
             label=label,
@@ -256,9 +101,9 @@ async def run_once(
             gpu=gpu,
             seconds=last - started,
             bound=len(bound),
-            latencies=[bound[n] - created[n] for n in bound],
+            latencies=tracker.latencies(namespace),
             created_in=created_in,
-            create_errors=errors,
+            create_errors=tracker.create_errors,
             delta=after.minus(before),
             stages={
                 k: (quantile(v, before.histograms[k], 0.5), quantile(v, before.histograms[k], 0.99))
@@ -266,24 +111,13 @@ async def run_once(
                 if v != before.histograms[k]
             },
             rss_mib=rss_mib(app.popen.pid) if app is not None else float("nan"),
+            load=load.load_average(),
         )
-        run.problems = final_check(plane, namespace, pods, len(bound))
-        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        run.liveness = liveness(plane, run.delta, pods - len(bound))
+        run.problems = final_check(plane, [namespace], pods - len(bound))
         return run
     finally:
         await api.close()
-
-
-def final_check(plane: ControlPlane, namespace: str, pods: int, bound: int) -> list[str]:
-    """What a fresh LIST says after the run, once the device plugin's lock releases settled."""
-    problems = [] if bound == pods else [f"{pods - bound} pods not bound"]
-    problems += invariant.misplaced(plane.kube, namespace)[:10]
-    problems += invariant.overcommitted(plane.kube)[:10]
-    settle = time.monotonic() + 30
-    while (locks := invariant.locks_left(plane.kube)) and time.monotonic() < settle:
-        time.sleep(1)
-    problems += [f"node lock left on {node}: {value}" for node, value in locks.items()]
-    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,7 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler-qps", type=float, default=1000)
     p.add_argument("--scheduler-burst", type=int, default=2000)
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
-    p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--json", help="also write the figures to this file (after each run)")
+    p.add_argument(
+        "--register-timeout",
+        type=float,
+        default=900,
+        help="seconds for the nodes to be registered and seen by every component, at most",
+    )
+    load.add_arguments(p)
     args = p.parse_args(argv)
     bursts = [int(n) for n in args.bursts.split(",") if n.strip()]
     policies = [n.strip() for n in args.node_policies.split(",") if n.strip()]
@@ -316,50 +157,60 @@ def main(argv: list[str] | None = None) -> int:
         app_args=args.app_arg,
         scheduler_client=(args.scheduler_qps, args.scheduler_burst),
     )
-    with plane:
-        t0 = time.monotonic()
-        plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(args.nodes)])
-        print(
-            f"{args.nodes} nodes registered in {time.monotonic() - t0:.1f}s; kube-scheduler "
-            f"client qps {args.scheduler_qps:g} burst {args.scheduler_burst}; "
-            f"run folder {plane.run_dir}",
-            flush=True,
-        )
-        first = policies[0]
-        plan = [
-            (f"gpu-{n}-{policy}", n, True, False, policy) for policy in policies for n in bursts
-        ]
-        plan += (
-            [(f"backlog-{args.backlog}-{first}", args.backlog, True, True, first)]
-            if args.backlog
-            else []
-        )
-        # The ceiling drains a backlog too: created as fast as the API server takes them, plain
-        # pods would be bound as fast as they are created, which measures the creates.
-        plan += (
-            [(f"ceiling-{args.ceiling}", args.ceiling, False, True, first)] if args.ceiling else []
-        )
-        runs = []
-        for label, pods, gpu, backlog, policy in plan:
-            run = asyncio.run(
-                run_once(
-                    plane,
-                    label,
-                    pods,
-                    gpu=gpu,
-                    backlog=backlog,
-                    node_policy=policy,
-                    deadline=time.monotonic() + args.timeout,
-                )
+    with load.Hog(args.load, args.load_seconds):
+        plane.__enter__()
+        try:
+            register(plane, args.nodes, args.register_timeout)
+            print(
+                f"kube-scheduler client qps {args.scheduler_qps:g} burst "
+                f"{args.scheduler_burst}; {load.load_average()}; run folder {plane.run_dir}",
+                flush=True,
             )
-            print(run.report(cores), flush=True)
-            runs.append(run)
-        print(verdict(runs, cores), flush=True)
-        if args.json:
-            figures = [r.figures(cores) for r in runs]
-            with open(args.json, "w") as out:
-                json.dump(figures, out, indent=2, default=str)
+            runs = run_all(plane, args, bursts, policies, cores)
+            print(verdict(runs, cores), flush=True)
+        finally:
+            stop_quietly(plane)
     return 0
+
+
+def run_all(
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    bursts: list[int],
+    policies: list[str],
+    cores: int,
+) -> list[Run]:
+    """Each run in turn; its figures are printed and written before its pods are deleted."""
+    first = policies[0]
+    plan = [(f"gpu-{n}-{policy}", n, True, False, policy) for policy in policies for n in bursts]
+    plan += (
+        [(f"backlog-{args.backlog}-{first}", args.backlog, True, True, first)]
+        if args.backlog
+        else []
+    )
+    # The ceiling drains a backlog too: created as fast as the API server takes them, plain
+    # pods would be bound as fast as they are created, which measures the creates.
+    plan += [(f"ceiling-{args.ceiling}", args.ceiling, False, True, first)] if args.ceiling else []
+    runs: list[Run] = []
+    for label, pods, gpu, backlog, policy in plan:
+        t0 = time.monotonic()
+        run = asyncio.run(
+            run_once(
+                plane,
+                label,
+                pods,
+                gpu=gpu,
+                backlog=backlog,
+                node_policy=policy,
+                deadline=t0 + args.timeout,
+            )
+        )
+        run.run_seconds = time.monotonic() - t0
+        print(run.report(cores), flush=True)
+        runs.append(run)
+        write_json(args.json, [r.figures(cores) for r in runs])
+        asyncio.run(delete_pods(str(plane.kubeconfig), f"bench-{label}"))
+    return runs
 
 
 def verdict(runs: list[Run], cores: int) -> str:

@@ -509,8 +509,9 @@ class ControlPlane:
 
     # --- node simulators ---------------------------------------------------------------------
 
-    def start_nodesim(self, nodes: Sequence[NodeSpec]) -> NodeSim:
-        """Register ``nodes`` and play their kubelet and device plugin until stopped."""
+    def start_nodesim(self, nodes: Sequence[NodeSpec], timeout: float = 30) -> NodeSim:
+        """Register ``nodes`` and play their kubelet and device plugin until stopped; fail if
+        they are not all registered within ``timeout`` seconds."""
         self._nodesims += 1
         spec = self.run_dir / f"nodesim.{self._nodesims}.json"
         spec.write_text(dump_specs(nodes))
@@ -524,13 +525,13 @@ class ControlPlane:
             str(spec),
         ]
         process = self.spawn(f"nodesim.{self._nodesims}", argv, cwd=REPO_ROOT, env=self.env)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout
         while READY_MARKER not in process.log.read_text(errors="replace"):
             if not process.alive():
                 raise process.fail("before registering its nodes")
             if time.monotonic() > deadline:
                 process.stop()
-                raise process.fail("did not register its nodes within 30s")
+                raise process.fail(f"did not register its nodes within {timeout:g}s")
             time.sleep(0.1)
         return NodeSim(tuple(nodes), process)
 
