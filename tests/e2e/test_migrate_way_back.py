@@ -17,9 +17,11 @@ creationTimestamp); the release's values and history are unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from tests.unit.test_readme import command_lines
 
 from .cluster import ControlPlane
 from .hamichart import (
+    HAMI_CHART,
     hold_lease,
     install_as_lab14,
     manifest_objects,
@@ -65,11 +68,17 @@ class Names:
                 f"--release {self.ours} --namespace {self.ours_ns}"
             )
         assert self.install_values, "hami migrate check runs first"
+        # HAMi's release from the vendored chart, without hooks (no kubelet runs their Jobs).
+        line = re.sub(r"^helm (get values|upgrade) hami ", rf"helm \1 {self.hami} ", line)
+        line = line.replace("hami-charts/hami", str(HAMI_CHART)).replace(" --version 2.10.0", "")
+        if line.startswith("helm upgrade"):
+            line += " --no-hooks"
         for old, new in (
             ("./helm/hami", str(CHART)),
             ("<registry>", "registry.invalid"),
             ("--set migration.hamiNamespace=kube-system", self.install_values),
             ("deploy/hami-scheduler", f"deploy/{self.hami}-scheduler"),
+            ("ds hami-device-plugin", f"ds {self.hami}-device-plugin"),
             ("mutatingwebhookconfiguration hami-webhook", f"mutatingwebhookconfiguration {self.hami}-webhook"),
             ("-n kube-system", f"-n {self.hami_ns}"),
             ("hami-py", self.ours),
@@ -102,62 +111,123 @@ def without(obj: dict[str, Any], *fields: str) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
-def test_forward_and_back_as_written_leave_hamis_release_as_it_was(
-    control_plane: ControlPlane, kube: Kube, tmp_path: Path
-) -> None:
+@dataclasses.dataclass
+class Outcome:
+    before: dict[str, Any]
+    after: dict[str, Any]
+    values: tuple[str, str]  # the release's values, before and after
+    history: tuple[str, str]
+
+
+def run_beside_hami(
+    control_plane: ControlPlane, kube: Kube, folder: Path, page: Callable[[Names], list[str]]
+) -> tuple[Names, Outcome]:
+    """HAMi's chart as Lab 14 leaves it, then `page`'s commands; what HAMi's objects were."""
     hami, ours = hami_release_name(), release_name("hami-py")
-    hami_ns, ours_ns = f"{hami}-sys", f"{ours}-sys"
-    kube("create", "namespace", hami_ns)
-    env = helm_env(control_plane, tmp_path)
-    install_as_lab14(hami, hami_ns, env)
+    names = Names(hami, f"{hami}-sys", ours, f"{ours}-sys")
+    kube("create", "namespace", names.hami_ns)
+    env = helm_env(control_plane, folder)
+    install_as_lab14(hami, names.hami_ns, env)
+    get = ("-n", names.hami_ns, "-o", "json")
     try:
-        patch_out_monitor(kube, hami, hami_ns)
-        hold_lease(kube, hami_ns, HAMI_POD)
-        objects = manifest_objects(hami, hami_ns, env)
+        patch_out_monitor(kube, hami, names.hami_ns)
+        hold_lease(kube, names.hami_ns, HAMI_POD)
+        objects = manifest_objects(hami, names.hami_ns, env)
         assert ("DaemonSet", f"{hami}-device-plugin") in objects
-        before = snapshot(kube, objects, hami_ns)
-        values = helm("get", "values", hami, "-n", hami_ns, "-o", "json", env=env).stdout
-        history = helm("history", hami, "-n", hami_ns, "-o", "json", env=env).stdout
+        before = snapshot(kube, objects, names.hami_ns)
+        values = helm("get", "values", hami, *get, env=env).stdout
+        history = helm("history", hami, *get, env=env).stdout
         try:
-            follow_the_page(Names(hami, hami_ns, ours, ours_ns), control_plane, kube, env, tmp_path)
+            follow(page(names), names, control_plane, kube, env, folder)
         finally:
-            helm("uninstall", ours, "-n", ours_ns, "--ignore-not-found", env=env)
-        after = snapshot(kube, objects, hami_ns)
-        assert helm("get", "values", hami, "-n", hami_ns, "-o", "json", env=env).stdout == values
-        assert helm("history", hami, "-n", hami_ns, "-o", "json", env=env).stdout == history
+            helm("uninstall", ours, "-n", names.ours_ns, "--ignore-not-found", env=env)
+        outcome = Outcome(
+            before,
+            snapshot(kube, objects, names.hami_ns),
+            (values, helm("get", "values", hami, *get, env=env).stdout),
+            (history, helm("history", hami, *get, env=env).stdout),
+        )
     finally:
-        remove(kube, hami, hami_ns, env)
-    assert after.keys() == before.keys()
-    stopped = {
-        f"Deployment/{hami}-scheduler": ("generation",),  # scaled to 0 and back
-        # Deleted and made again from the saved copy.
-        f"MutatingWebhookConfiguration/{hami}-webhook": ("uid", "creationTimestamp", "generation"),
-    }
-    for key in before:
-        if key in stopped:
-            volatile = (*stopped[key], "resourceVersion", "managedFields")
-            assert without(after[key], *volatile) == without(before[key], *volatile), key
-        else:  # untouched: the same resourceVersion, so the same generation too
-            assert after[key] == before[key], key
-    ds = after[f"DaemonSet/{hami}-device-plugin"]
-    assert [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]] == ["device-plugin"]
+        remove(kube, hami, names.hami_ns, env)
     wait_for(
         lambda: dry_run(kube, GPU_POD, "default").returncode == 0,
         timeout=30,
         what="our uninstalled webhook to stop refusing GPU pods",
     )
+    return names, outcome
 
 
-def follow_the_page(
-    names: Names, control_plane: ControlPlane, kube: Kube, env: dict[str, str], folder: Path
+def test_forward_and_back_as_written_leave_hamis_release_as_it_was(
+    control_plane: ControlPlane, kube: Kube, tmp_path: Path
 ) -> None:
-    """Forward, then Back, each command as the page writes it but for `names`."""
+    names, seen = run_beside_hami(control_plane, kube, tmp_path, lambda _: FORWARD + BACK)
+    assert seen.values[1] == seen.values[0]
+    assert seen.history[1] == seen.history[0]  # no helm upgrade of HAMi's release
+    assert seen.after.keys() == seen.before.keys()
+    stopped = {
+        f"Deployment/{names.hami}-scheduler": ("generation",),  # scaled to 0 and back
+        # Deleted and made again from the saved copy.
+        f"MutatingWebhookConfiguration/{names.hami}-webhook": (
+            "uid",
+            "creationTimestamp",
+            "generation",
+        ),
+    }
+    for key, before in seen.before.items():
+        if key in stopped:
+            volatile = (*stopped[key], "resourceVersion", "managedFields")
+            assert without(seen.after[key], *volatile) == without(before, *volatile), key
+        else:  # untouched: the same resourceVersion, so the same generation too
+            assert seen.after[key] == before, key
+    ds = seen.after[f"DaemonSet/{names.hami}-device-plugin"]
+    assert [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]] == ["device-plugin"]
+
+
+def test_the_permanent_variant_and_its_way_back_restore_hamis_release(
+    control_plane: ControlPlane, kube: Kube, tmp_path: Path
+) -> None:
+    """Forward, the permanent variant, its way back, then Back step 2: HAMi's release has its
+    values again and every object is as it was bar what an upgrade rewrites (the DaemonSet was
+    rolled, as the page says, and its monitor patched out again)."""
+    back_step_2 = [line for line in BACK if "hami-py" in line]
+    names, seen = run_beside_hami(
+        control_plane, kube, tmp_path, lambda _: FORWARD + PERMANENT + PERMANENT_BACK + back_step_2
+    )
+    assert seen.values[1] == seen.values[0]
+    assert seen.after.keys() == seen.before.keys()
+    volatile = ("uid", "creationTimestamp", "generation", "resourceVersion", "managedFields")
+    rolled = "deprecated.daemonset.template.generation"
+    ds = f"DaemonSet/{names.hami}-device-plugin"
+    # Each upgrade puts the monitor back, each patch takes it out: four new templates.
+    generations = [
+        int(o[ds]["metadata"]["annotations"].pop(rolled)) for o in (seen.before, seen.after)
+    ]
+    assert generations[1] == generations[0] + 4
+    for key, before in seen.before.items():
+        assert without(seen.after[key], *volatile) == without(before, *volatile), key
+    containers = seen.after[ds]["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["device-plugin"]
+
+
+FORWARD = section("**Forward.**", "**Back.**")
+BACK = section("**Back.**", "**The permanent variant.**")
+PERMANENT = section("**The permanent variant.**", "The way back of this variant")
+PERMANENT_BACK = section("The way back of this variant", "Nodes whose handshake")
+
+
+def follow(
+    lines: list[str],
+    names: Names,
+    control_plane: ControlPlane,
+    kube: Kube,
+    env: dict[str, str],
+    folder: Path,
+) -> None:
+    """Each command as the page writes it but for `names`, in order."""
     tools = (control_plane.bin_dir, helm_binary().parent, Path(sys.executable).parent)
     shell = {**env, "PATH": ":".join(str(p) for p in tools) + ":/usr/bin:/bin"}
-    forward = section("**Forward.**", "**Back.**")
-    back = section("**Back.**", "**The permanent variant.**")
-    assert forward[0] == "hami migrate check"
-    for line in forward + back:
+    assert lines[0] == "hami migrate check"
+    for line in lines:
         local = names.localize(line)
         if local is None:
             continue
