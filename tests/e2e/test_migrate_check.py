@@ -168,3 +168,16 @@ def test_hami_with_another_scheduler_name_gets_those_values(
     assert rc != 0
     assert "serves schedulerName vgpu-sched, ours hami-scheduler" in err, err
     assert ours(control_plane, tmp_path, *values) == (0, "")
+
+
+def test_a_lease_named_as_our_scheduler_refuses_a_plain_install_only_while_held(
+    control_plane: ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    hold_lease(kube, namespace, HAMI_POD)
+    rc, err = ours(control_plane, tmp_path)
+    assert rc != 0
+    assert f"HAMi runs on this cluster (Lease {namespace}/hami-scheduler)" in err, err
+    # What kube-scheduler leaves as it stops (ReleaseOnCancel): no holder.
+    kube("-n", namespace, "patch", "lease", "hami-scheduler", "--type=merge",
+         "-p", '{"spec": {"holderIdentity": ""}}')  # fmt: skip
+    assert ours(control_plane, tmp_path) == (0, "")
