@@ -1,5 +1,5 @@
-"""The `hami` command: simulate (offline replay), serve (the scheduler process), explain and
-status (a live cluster, read-only), bench."""
+"""The `hami` command: simulate (offline replay), serve (the scheduler process), explain,
+status and migrate check (a live cluster, read-only), bench."""
 
 import argparse
 import sys
@@ -108,6 +108,12 @@ def _status(args: argparse.Namespace) -> int:
     return show_status(args)
 
 
+def _migrate_check(args: argparse.Namespace) -> int:
+    from hami.runtime.migrate import check
+
+    return check(args)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from hami.runtime.main import serve
 
@@ -214,6 +220,18 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument(*GFD_SPLIT[0], **GFD_SPLIT[1])
     device_arguments(st)
     st.set_defaults(func=_status)
+
+    mig = sub.add_parser("migrate", help="taking over from a running HAMi release")
+    mig_sub = mig.add_subparsers(dest="migrate_command", required=True, metavar="check")
+    mig_check = mig_sub.add_parser(
+        "check",
+        help="read HAMi's release as deployed; say whether the hand-over is safe and with "
+        "which values (rc 0 safe, 1 not safe, 2 error); changes nothing",
+    )
+    from hami.runtime.migrate import add_arguments
+
+    add_arguments(mig_check)
+    mig_check.set_defaults(func=_migrate_check)
 
     from hami.runtime.config import add_serve_arguments
 

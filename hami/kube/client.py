@@ -3,6 +3,8 @@
 import logging
 from collections.abc import Mapping
 
+from kubernetes_asyncio.client import AppsV1Api
+
 from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Fence, Obj, Write
 from hami.kube.certificates import CertificateCalls
 from hami.kube.errors import NotFound
@@ -240,3 +242,15 @@ class Kube(ListWatch, CertificateCalls):
             body,
             write=Write("update", "configmaps", Priority.BIND_STEP),
         )
+
+    async def get_deployment(self, namespace: str, name: str) -> Obj | None:
+        """`hami migrate check` reads HAMi's scheduler Deployment (its replicas)."""
+        try:
+            return await self._call(
+                f"get deployment {namespace}/{name}",
+                AppsV1Api(self.api).read_namespaced_deployment,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None

@@ -76,6 +76,9 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
         "--timeout=60s",
         timeout=90,
     )
+    # A test's Lease stand-in, left held, is what a running kube-scheduler leaves: the chart
+    # refuses a later plain install beside it (helm/hami/templates/hami-check.yaml).
+    kube("delete", "leases", "--all", "-n", name)
 
 
 @pytest.fixture

@@ -193,6 +193,9 @@ def release_namespaces(kube: Kube) -> Iterator[tuple[str, str]]:
     yield names
     for name in names:
         kube("delete", "pods", "--all", "-n", name, "--force", "--grace-period=0", check=False)
+    # A held Lease named as the chart's schedulerName refuses a later plain install of the
+    # chart (helm/hami/templates/hami-check.yaml).
+    kube("delete", "lease", "--all", "-n", names[0], check=False)
 
 
 def test_hami_to_hami_py_and_back_keeps_every_card_and_lock(

@@ -271,7 +271,7 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     configuration = find(render(), "MutatingWebhookConfiguration", "hami-py-webhook")
     assert "annotations" not in configuration["metadata"]
     (webhook,) = configuration["webhooks"]
-    assert webhook["name"] == "vgpu.hami.io"
+    assert webhook["name"] == "vgpu.hami-py.io"
     assert webhook["admissionReviewVersions"] == ["v1", "v1beta1"]
     assert webhook["clientConfig"] == {
         "service": {

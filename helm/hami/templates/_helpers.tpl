@@ -212,3 +212,9 @@ budget, baseSeconds plus secondsPer10kPods for each started 10,000 of expectedPo
 {{- $budget := add (int64 $st.baseSeconds) (mul (int64 $st.secondsPer10kPods) $tens) -}}
 {{- div (add $budget 1) 2 -}}
 {{- end }}
+
+{{/* HAMi's release's name prefix, by its chart's rule (its chart is named hami too). */}}
+{{- define "hami.hamiFullname" -}}
+{{- $r := .Values.migration.hamiRelease }}
+{{- ternary $r (printf "%s-hami" $r) (contains "hami" $r) | trunc 63 | trimSuffix "-" }}
+{{- end }}
