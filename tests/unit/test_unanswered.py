@@ -18,6 +18,7 @@ from hami.cli import main
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.runtime.preflight import require_admission_policy
+from tests.e2e.cluster import free_ports
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_ctrl_c_stops_serve_from_its_first_instant(tmp_path: Path, kubeconfig: s
     ends: it ends on the signal, not later on its own, the API server never having answered
     (it would then have exited 2 naming the server)."""
     write_dev_bundle(tmp_path, ["localhost"])
-    ports = [str(p) for p in _free_ports(3)]
+    ports = [str(p) for p in free_ports(3)]
     argv = [sys.executable, "-m", "hami", "serve", "--kubeconfig", kubeconfig]
     argv += ["--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file"]
     argv += [str(tmp_path / "tls.key"), "--port", ports[0], "--extender-port", ports[1]]
@@ -104,14 +105,3 @@ def test_ctrl_c_stops_serve_from_its_first_instant(tmp_path: Path, kubeconfig: s
     # 0: stopped during start-up; 130, or ended by SIGINT itself: before that, as any command.
     assert serve.returncode in (0, 130, -signal.SIGINT), err
     assert "Traceback" not in err and "hami serve:" not in err, err
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
