@@ -2,6 +2,8 @@
 status and migrate check (a live cluster, read-only), bench."""
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,6 +128,15 @@ KUBECONFIG: tuple[tuple[str, ...], dict[str, Any]] = (
     ("--kubeconfig",),
     {"default": "", "help": "kubeconfig file; in-cluster credentials when empty"},
 )
+REQUEST_TIMEOUT: tuple[tuple[str, ...], dict[str, Any]] = (
+    ("--request-timeout",),
+    {
+        "type": float,
+        "default": 10.0,
+        "help": "seconds each API call (a read, a page of a list) may take before the command "
+        "gives up naming the server",
+    },
+)
 GFD_SPLIT: tuple[tuple[str, ...], dict[str, Any]] = (
     ("--gfd-split-count",),
     {
@@ -188,6 +199,7 @@ def parser() -> argparse.ArgumentParser:
     )
     exp.add_argument("pod", help="NAMESPACE/NAME")
     exp.add_argument(*KUBECONFIG[0], **KUBECONFIG[1])
+    exp.add_argument(*REQUEST_TIMEOUT[0], **REQUEST_TIMEOUT[1])
     exp.add_argument(
         "--gpu-scheduler-policy", default="spread", help="the scheduler's default card policy"
     )
@@ -210,6 +222,7 @@ def parser() -> argparse.ArgumentParser:
         help="every node's cards (memory, cores, slots, pods) and the GPU pods still waiting",
     )
     st.add_argument(*KUBECONFIG[0], **KUBECONFIG[1])
+    st.add_argument(*REQUEST_TIMEOUT[0], **REQUEST_TIMEOUT[1])
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.add_argument(
         "-w", "--watch", action="store_true", help="read again and redraw in place until Ctrl-C"
@@ -241,6 +254,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _end_at_once(signum: int, _frame: object) -> None:
+    os._exit(128 + signum)  # as a shell reports a command ended by the signal
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return int(args.func(args))
+    # Ctrl-C ends a command from its first instant, also where the shell that started it left
+    # SIGINT ignored (a script's background job). `hami serve` has nothing to undo until its
+    # event loop takes the signal over (then it stops gracefully), and a KeyboardInterrupt
+    # raised in its seconds of imports can be swallowed on the way: it simply ends. Once the
+    # command is over, the caller's handling is back.
+    words = list(sys.argv[1:] if argv is None else argv)
+    given = signal.getsignal(signal.SIGINT)
+    try:
+        early = _end_at_once if words[:1] == ["serve"] else signal.default_int_handler
+        signal.signal(signal.SIGINT, early)
+        args = parser().parse_args(words)
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if given is not None:
+            signal.signal(signal.SIGINT, given)

@@ -72,6 +72,11 @@ class ApiCalls:
         self.writes = writes or WriteLimiter(64)
         self.on_write = on_write
 
+    @property
+    def server(self) -> str:
+        """The API server's address, as the kubeconfig (or the service account) gives it."""
+        return str(self.api.configuration.host)
+
     async def close(self) -> None:
         await self.api.close()
 
@@ -114,17 +119,18 @@ class ApiCalls:
         request_timeout: float | None,
         kwargs: dict[str, Any],
     ) -> Obj:
+        timeout = request_timeout or self.timeout
         try:
             resp: aiohttp.ClientResponse = await method(
-                *args,
-                _preload_content=False,
-                _request_timeout=request_timeout or self.timeout,
-                **kwargs,
+                *args, _preload_content=False, _request_timeout=timeout, **kwargs
             )
             async with resp:
                 body = await resp.read()
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise Unavailable(f"{what}: {type(e).__name__}: {e}") from e
+        except TimeoutError as e:
+            # Says nothing of itself: the message names the server that kept silent.
+            raise Unavailable(f"{what}: no answer from {self.server} within {timeout:g}s") from e
+        except aiohttp.ClientError as e:
+            raise Unavailable(f"{what}: {self.server}: {type(e).__name__}: {e}") from e
         if resp.status >= 300:
             raise from_response(resp.status, body, resp.headers, what)
         try:

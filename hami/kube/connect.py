@@ -24,8 +24,8 @@ async def connect(kubeconfig: str | None) -> ApiClient:
     cfg = Configuration()
     source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     in_cluster = not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-    if not in_cluster and os.pathsep not in source:
-        _check_kubeconfig(source)
+    if not in_cluster:
+        _check_kubeconfigs(source)
     try:
         if kubeconfig:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
@@ -48,16 +48,20 @@ async def connect(kubeconfig: str | None) -> ApiClient:
     return api
 
 
+def _check_kubeconfigs(source: str) -> None:
+    if os.pathsep not in source:
+        _check_kubeconfig(source)
+        return
+    # A list to merge: the library reads each file there is, whole.
+    for part in source.split(os.pathsep):
+        if part and os.path.exists(os.path.expanduser(part)):
+            _readable(part)
+
+
 def _check_kubeconfig(path: str) -> None:
     """Say plainly what is wrong with a kubeconfig file; the library's own errors for a missing
     file or one that is not a mapping are about keys it did not find."""
-    where = os.path.expanduser(path)
-    try:
-        text = read_text(where)
-    except UnreadableFileError as e:
-        raise BadKubeconfig(
-            f"kubeconfig {e} (give a readable kubeconfig with --kubeconfig)"
-        ) from None
+    text = _readable(path)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -67,6 +71,15 @@ def _check_kubeconfig(path: str) -> None:
             f"kubeconfig {path} is not a kubeconfig: expected a mapping with clusters, users and "
             "contexts"
         )
+
+
+def _readable(path: str) -> str:
+    try:
+        return read_text(os.path.expanduser(path))
+    except UnreadableFileError as e:
+        raise BadKubeconfig(
+            f"kubeconfig {e} (give a readable kubeconfig with --kubeconfig)"
+        ) from None
 
 
 def _check_tls_material(cfg: Configuration, source: str) -> None:

@@ -155,10 +155,10 @@ async def build(settings: Settings) -> Runtime:
         await require_admission_policy(
             kube, settings.admission_policy_binding, settings.allow_without_admission_policy
         )
-    except OSError:
+        certs, cert_file, key_file = await certificates(settings, kube)
+    except (OSError, asyncio.CancelledError):  # cancelled: a signal during start-up
         await kube.close()
         raise
-    certs, cert_file, key_file = await certificates(settings, kube)
     events = EventRecorder(kube, instance=settings.identity, rate=settings.events_per_second)
     leadership: Leadership = (
         LeaseLeadership(

@@ -31,7 +31,6 @@ async def certificates(settings: Settings, kube: Kube) -> tuple[CertBootstrap | 
     try:
         await certs.start()
     except BootstrapError as e:
-        await kube.close()
         # main() reports an OSError as "cannot serve" and exits 2, which is what this is.
         raise OSError(f"certificate bootstrap: {e}") from e
     return certs, str(certs.cert_file), str(certs.key_file)

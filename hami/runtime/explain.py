@@ -24,8 +24,11 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
         raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
     if args.gfd_split_count < 0:
         raise ValueError("--gfd-split-count must not be negative (0 switches it off)")
+    if not args.request_timeout > 0:
+        raise ValueError("--request-timeout must be more than 0 seconds")
     families = command_families(args, "explain")
-    kube = Kube(await connect(args.kubeconfig or None))
+    wait = args.request_timeout
+    kube = Kube(await connect(args.kubeconfig or None), timeout=wait, list_timeout=wait)
     try:
         pod = await kube.get_pod(namespace, name)
         if pod is None:

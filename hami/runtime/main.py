@@ -29,9 +29,21 @@ def serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        starting = asyncio.ensure_future(build(settings))
+
+        def on_signal() -> None:
+            # During start-up (waiting for the API server, the admission policy, the
+            # certificate Secret) nothing serves yet: give up at once. After, stop drains.
+            starting.cancel()
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        rt = await build(settings)
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            rt = await starting
+        except asyncio.CancelledError:
+            log.info("stopped during start-up")
+            return
         await run(rt, stop)
 
     try:

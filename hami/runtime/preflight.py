@@ -14,7 +14,7 @@ import asyncio
 import logging
 
 from hami.kube.client import Kube
-from hami.kube.errors import KubeError
+from hami.kube.errors import KubeError, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +22,12 @@ WAIT = 20.0  # seconds a missing binding is waited for at start
 
 
 async def _read(kube: Kube, binding: str) -> tuple[bool, str]:
-    """Whether the binding exists, and why not."""
+    """Whether the binding exists, and why not. Raises Unavailable when the API server did not
+    answer: that says nothing of the policy."""
     try:
         found = await kube.get_admission_policy_binding(binding)
+    except Unavailable:
+        raise
     except KubeError as e:
         # 404 for the kind itself (before Kubernetes 1.30), 403 without the chart's RBAC.
         return False, f"it cannot be read: {e}"
@@ -48,10 +51,17 @@ async def require_admission_policy(
     creates it after the Deployment (it orders kinds it does not know last)."""
     deadline = asyncio.get_running_loop().time() + wait
     while True:
-        found, why = await _read(kube, binding)
+        unanswered: Unavailable | None = None
+        try:
+            found, why = await _read(kube, binding)
+        except Unavailable as e:
+            found, why, unanswered = False, f"it cannot be read: {e}", e
         if found or allow_without or asyncio.get_running_loop().time() >= deadline:
             break
-        log.info("waiting for the admission policy binding", extra={"binding": binding})
+        log.info(
+            "waiting for the API server" if unanswered else "waiting for the admission policy",
+            extra={"binding": binding, "why": why},
+        )
         await asyncio.sleep(every)
     if found:
         return
@@ -61,6 +71,11 @@ async def require_admission_policy(
             extra={"binding": binding, "why": why, "risk": _risk(binding)},
         )
         return
+    if unanswered is not None:
+        raise OSError(
+            f"cannot tell whether the admission policy is in force: {unanswered} (is the API "
+            "server up, and the kubeconfig's server the right one?)"
+        )
     raise OSError(
         f"{_risk(binding)} ({why}). Install the chart's admission policy (Kubernetes 1.30 or "
         "later, admissionPolicy.enabled=true), or accept the risk with "

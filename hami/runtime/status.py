@@ -67,7 +67,8 @@ async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, families: Fa
 
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
     families = command_families(args, "status")
-    kube = Kube(await connect(args.kubeconfig or None))
+    wait = args.request_timeout
+    kube = Kube(await connect(args.kubeconfig or None), timeout=wait, list_timeout=wait)
     try:
         if args.watch:
             await _watch(kube, args, out, families)
@@ -84,6 +85,9 @@ def show_status(args: argparse.Namespace) -> int:
         return 2
     if args.gfd_split_count < 0:
         print("hami status: --gfd-split-count must not be negative (0: off)", file=sys.stderr)
+        return 2
+    if not args.request_timeout > 0:
+        print("hami status: --request-timeout must be more than 0 seconds", file=sys.stderr)
         return 2
     try:
         asyncio.run(_run(args, sys.stdout))

@@ -176,7 +176,7 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
         docs, label = raw, "inline pods"
     else:
         raise ScenarioError(f"{where}: apply takes a file path or a list of Pod manifests")
-    pods = []
+    pods: list[dict[str, Any]] = []
     for doc in docs:
         listed = isinstance(doc, dict) and doc.get("kind") == "List"
         items = doc.get("items") if listed else [doc]
@@ -187,6 +187,11 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
             meta = item.get("metadata")
             if not isinstance(meta, dict) or not meta.get("name"):
                 raise ScenarioError(f"{where}: a pod has no metadata.name")
+            if any(p["metadata"]["name"] == meta["name"] for p in pods):
+                # The replay knows a pod by its name alone: the second would be dropped.
+                raise ScenarioError(
+                    f"{where}: pod {meta['name']!r} is applied twice; each pod needs its own name"
+                )
             pods.append(item)
     return tuple(pods), label
 
@@ -229,6 +234,11 @@ def load(path: Path, families: Families = FAMILIES) -> Scenario:
         steps.append(Step(i, "; ".join(parts), pods, tuple(delete), _expected(s, swhere)))
     built = tuple(_node(n, f"{where}: node {i + 1}", families) for i, n in enumerate(nodes))
     _unique_cards(nodes, where)
+    if not steps:
+        raise ScenarioError(
+            f"{where}: needs at least one step under 'steps' ('apply: <file or pods>' or "
+            "'delete: [names]'): without one there is nothing to replay"
+        )
     return Scenario(path, defaults, built, tuple(steps))
 
 

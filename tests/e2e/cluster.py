@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
 from hami.engine.families.registry import FAMILIES
+from tests import tier
 
 from . import faultproxy, loopback
 from .kube import Kube, wait_for
@@ -102,38 +103,56 @@ def ensure_binaries() -> Path:
     build fails, e2e tests are skipped with the reason, unless ``E2E_REQUIRED=1`` (CI), where
     they fail.
     """
+    tier.refuse_outside_e2e("needs the Kubernetes binaries")
     prebuilt = os.environ.get("HAMI_E2E_BIN_DIR")
     if prebuilt:
         return _check_binaries(Path(prebuilt), "HAMI_E2E_BIN_DIR")
     if shutil.which("go") is None:
         unavailable("no Go toolchain on PATH: the e2e tests build kube-apiserver & co. with Go")
+    return _check_binaries(build(BUILD_SCRIPT, BUILD_TIMEOUT), str(BUILD_SCRIPT))
+
+
+def build(script: Path, timeout: float) -> Path:
+    """Run build.sh (or a stand-in), return the folder it prints last.
+
+    It runs in a session of its own, and past `timeout` (or on an interrupt) the whole group
+    is ended, `go build` and its compilers with it: they hold build.sh's lock (its flock on fd 9),
+    and killing bash alone left them building as orphans, every later caller waiting on them.
+    """
     LOG_ROOT.mkdir(parents=True, exist_ok=True)
     build_log = LOG_ROOT / "k8sbins-build.log"
-    with build_log.open("w") as log:
+    with (
+        build_log.open("w") as log,
+        subprocess.Popen(
+            ["bash", str(script)], stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        ) as popen,
+    ):
         try:
-            result = subprocess.run(
-                ["bash", str(BUILD_SCRIPT)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                timeout=BUILD_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            unavailable(f"building the Kubernetes binaries took over {BUILD_TIMEOUT:g}s")
-    if result.returncode != 0:
+            out, _ = popen.communicate(timeout=timeout)
+        except BaseException as e:
+            Process("the Kubernetes binaries' build", popen, build_log).stop()
+            if isinstance(e, subprocess.TimeoutExpired):
+                unavailable(f"building the Kubernetes binaries took over {timeout:g}s")
+            raise
+    if popen.returncode != 0:
         unavailable(
-            f"building the Kubernetes binaries failed (exit {result.returncode}); "
+            f"building the Kubernetes binaries failed (exit {popen.returncode}); "
             f"{build_log}:\n{_tail(build_log)}"
         )
-    return _check_binaries(Path(result.stdout.strip().splitlines()[-1]), str(BUILD_SCRIPT))
+    return Path(out.decode().strip().splitlines()[-1])
+
+
+def built_tool(name: str, override: str) -> Path:
+    """One of the built binaries (helm, promtool) for tests that need no control plane: the
+    path in the environment variable `override`, else the one build.sh builds (with Go on PATH
+    or $HAMI_E2E_BIN_DIR), else `name` on PATH; without any, the test is skipped. Only for tests
+    marked e2e, wherever the tool comes from: the fast tier runs none of them."""
+    tier.refuse_outside_e2e(f"runs {name}")
+    return _tool(name, override)
 
 
 @functools.cache
-def built_tool(name: str, override: str) -> Path:
-    """One of the built binaries (helm, promtool) for tests outside the e2e tier: the path in
-    the environment variable `override`, else the one build.sh builds (with Go on PATH or
-    $HAMI_E2E_BIN_DIR), else `name` on PATH; without any, the test is skipped."""
+def _tool(name: str, override: str) -> Path:
     explicit = os.environ.get(override)
     if explicit:
         return Path(explicit)

@@ -12,7 +12,7 @@ from .kube import wait_for
 from .nodetier.cluster import NodeCluster
 from .nodetier.plane import GATEWAY
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet
 
 WORKLOAD = "nvidia/cuda:12.4.1-base-ubuntu22.04"  # busybox, tagged as the lab's image
 

@@ -54,7 +54,7 @@ from .status import check_status, hami_status
 from .test_inject import LAB12_UUID, apply_lab12, without_driver_plumbing
 from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet
 
 LAB = "lab14"
 LAB12_NS = "lab12"

@@ -8,7 +8,7 @@ import pytest
 
 from .nodetier.cluster import NodeCluster
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet
 
 
 def test_the_built_image_runs_hami_serve(node_tier: NodeCluster) -> None:

@@ -30,7 +30,7 @@ from .test_inject import LAB12_UUID
 from .test_lab14 import NODE, UUIDS
 from .transcript import Shell, Transcript, load
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet
 
 ACCELERATOR = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
 

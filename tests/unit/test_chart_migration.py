@@ -15,6 +15,8 @@ from tests.unit.test_helm_render import (
     template_args,
 )
 
+pytestmark = pytest.mark.e2e  # renders with helm, which the e2e tier builds
+
 BESIDE = "migration.hamiNamespace=kube-system"
 
 

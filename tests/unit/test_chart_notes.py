@@ -11,6 +11,8 @@ import yaml
 
 from tests.unit.test_helm_render import CHART, KUBE_VERSION, helm
 
+pytestmark = pytest.mark.e2e  # renders with helm, which the e2e tier builds
+
 
 def notes(tmp_path: Path, namespace: str, *sets: str) -> str:
     chart = tmp_path / "hami"

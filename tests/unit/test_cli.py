@@ -37,6 +37,13 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "bad-expect.yaml").write_text(
         f"{node}steps: [{{apply: [], expect: {{denied: p}}}}]\n"
     )
+    (tmp_path / "applies-endless.yaml").write_text(f"{node}steps: [{{apply: /dev/zero}}]\n")
+    (tmp_path / "no-steps.yaml").write_text(node)
+    (tmp_path / "empty-steps.yaml").write_text(f"{node}steps: []\n")
+    pod = "{kind: Pod, metadata: {name: %s}, spec: {containers: [{name: c, image: i}]}}"
+    (tmp_path / "twice-applied.yaml").write_text(
+        f"{node}steps: [{{apply: [{pod % 'p'}, {pod % 'q'}, {pod % 'p'}]}}]\n"
+    )
     kubeconfig(tmp_path / "bad-key", tmp_path / "tls.crt", b"not a key\n")
     kubeconfig(tmp_path / "bad-ca", tmp_path / "tls.crt", (tmp_path / "tls.key").read_bytes(), b"x")
     card = "{id: GPU-%s, devmem: %s, type: %s}"
@@ -83,6 +90,8 @@ def _keep_root_logging() -> Iterator[None]:
     root.handlers[:], root.level = handlers, level
 
 
+# A file that never ends: each role's message, not a MemoryError after reading on and on.
+ENDLESS = "/dev/zero: more than 16 MiB, far more than any file the command reads"
 SERVE = ["serve", "--tls-cert-file", "{d}/tls.crt", "--tls-key-file", "{d}/tls.key", "--kubeconfig"]
 NOT_UTF8 = "{d}/latin1: not UTF-8 text (byte 0xe9 at offset 45): save it as UTF-8"
 BAD_PAIR = "current user's client-certificate-data and client-key-data"
@@ -149,6 +158,24 @@ BAD_PAIR = "current user's client-certificate-data and client-key-data"
             ["simulate", "{d}/twice.yaml"],
             "card id 'GPU-a' is given twice, node 1 (n1), device 0 and node 1 (n1), device 1",
         ),
+        (["simulate", "/dev/zero"], f"hami simulate: {ENDLESS}"),
+        (["simulate", "{d}/applies-endless.yaml"], f"step 1: {ENDLESS}"),
+        (
+            ["simulate", "--device-config-file", "/dev/zero", "{d}/no-steps.yaml"],
+            f"hami simulate: device config {ENDLESS}",
+        ),
+        (["status", "--kubeconfig", "/dev/zero"], f"hami status: kubeconfig {ENDLESS}"),
+        (["explain", "ns/p", "--kubeconfig", "/dev/zero"], f"hami explain: kubeconfig {ENDLESS}"),
+        ([*SERVE, "/dev/zero"], f"hami serve: kubeconfig {ENDLESS}"),
+        (["serve", "--config", "/dev/zero"], f"hami serve: config file {ENDLESS}"),
+        (["simulate", "{d}/no-steps.yaml"], "needs at least one step under 'steps'"),
+        (["simulate", "{d}/empty-steps.yaml"], "needs at least one step under 'steps'"),
+        (
+            ["simulate", "{d}/twice-applied.yaml"],
+            "step 1: pod 'p' is applied twice; each pod needs its own name",
+        ),
+        (["status", "--request-timeout", "0"], "--request-timeout must be more than 0 seconds"),
+        (["explain", "a/b", "--request-timeout", "-1"], "--request-timeout must be more than 0"),
         (["bench", "--nodes", "0"], "hami bench: --nodes must be at least 1"),
         (["bench", "--runs", "many"], "invalid int value: 'many' (see hami bench --help)"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
