@@ -23,6 +23,7 @@ from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, eventually, wait_for
 from .nodespec import t4_node
+from .prometheus import get
 from .test_bind import POD
 
 pytestmark = pytest.mark.e2e
@@ -46,15 +47,20 @@ def cut_off(faulty: FaultyApi, pattern: str, path: str, status: int = 503) -> No
     wait_for(lambda: faults_on(faulty, path) > before, 30, what=f"our watch of {path} cut")
 
 
-def readyz(control_plane: ControlPlane) -> tuple[int, str]:
+def probe(control_plane: ControlPlane, path: str) -> tuple[int, str]:
+    """Our process's answer to a probe (/readyz, /healthz, /healthz/pair)."""
     context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
     try:
         with urllib.request.urlopen(
-            f"{control_plane.app_url}/readyz", context=context, timeout=10
+            f"{control_plane.app_url}{path}", context=context, timeout=10
         ) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+def readyz(control_plane: ControlPlane) -> tuple[int, str]:
+    return probe(control_plane, "/readyz")
 
 
 def lists_of(control_plane: ControlPlane, resource: str) -> int:
@@ -217,3 +223,54 @@ def test_a_node_made_again_while_the_watch_was_cut_is_counted_after_the_relist(
     assert node.cards[0].uuid in invariant.served(control_plane)
     kube.apply(WHOLE_CARD.format(name="on-remade"), namespace)
     wait_for(lambda: bound(kube, namespace) == ["on-remade"], 60, what="the pod placed")
+
+
+def test_a_replica_blind_past_its_bound_gives_up_and_says_why(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    faulty: FaultyApi,
+    app_args: Callable[..., None],
+) -> None:
+    """Blind for longer than --blind-give-up-seconds (3 here, 120 by default), the process
+    fails its liveness probes, so the kubelet would restart it and the kube-scheduler beside it
+    (whose Lease the other replica then takes), and says why once, in its log and an Event."""
+    app_args(
+        "--kubeconfig",
+        str(faulty.kubeconfig),
+        "--blind-give-up-seconds",
+        "3",
+        "--pod-namespace",
+        namespace,
+        "--identity",
+        "hami-blind",
+    )
+    nodesim(t4_node("give-up"))
+    # Our pods watch (and every relist) refused while Bindings pass: the pod we bind is never
+    # shown, the watch lags past its limit, and the relist asked for cannot help.
+    cut_off(faulty, PODS, "/api/v1/pods")
+    kube.apply(WHOLE_CARD.format(name="unseen"), namespace)
+
+    def given_up() -> str:
+        status, text = probe(control_plane, "/healthz")
+        return text if status == 503 else ""
+
+    why = wait_for(given_up, 120, what="/healthz failing once blind past the bound")
+    assert "--blind-give-up-seconds" in why and "pods watch" in why, why
+    assert probe(control_plane, "/healthz/pair")[0] == 503  # kube-scheduler's liveness too
+    event = wait_for(
+        lambda: [
+            e for e in kube.pod_events(namespace, "hami-blind") if e["reason"] == "BlindRestart"
+        ],
+        60,
+        what="the BlindRestart Event",
+    )
+    assert event[0]["type"] == "Warning" and "blind for" in event[0]["message"]
+    log = control_plane.app_log.read_text(errors="replace")
+    assert log.count("giving up: restarting to see again") == 1
+    assert "hami_cache_forced_relists_total" in get(control_plane.metrics_url, timeout=10).decode()
+
+    faulty.set()  # in touch again: the relist settles the bind, and health comes back
+    wait_for(lambda: probe(control_plane, "/healthz") == (200, "ok"), 120, what="/healthz ok")
+    assert readyz(control_plane) == (200, "ok")
