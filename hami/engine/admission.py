@@ -15,9 +15,10 @@ from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
-from hami.engine.hostpaths import HostFolders, host_folders
+from hami.engine.hostpaths import host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.jsonpatch import copy_json
+from hami.engine.mountescapes import Rules
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError
@@ -134,8 +135,13 @@ def _pinned(pod: Mapping[str, Any], cfg: AdmissionConfig, translate: bool) -> di
     return stored
 
 
-def _folders(cfg: AdmissionConfig) -> HostFolders:
-    return host_folders(cfg.injection.driver.host_lib, cfg.injection.hook_path)
+def _rules(cfg: AdmissionConfig) -> Rules:
+    return Rules(
+        folders=host_folders(cfg.injection.driver.host_lib, cfg.injection.hook_path),
+        names=cfg.resources.names,
+        core_policy=cfg.gpu_core_policy,
+        hook_path=cfg.injection.hook_path,
+    )
 
 
 def _leave(
@@ -147,7 +153,7 @@ def _leave(
 ) -> Admission:
     """The one way out for a GPU pod, whatever made it one: the escape checks on what its
     author wrote, read against what is stored (`stored`, pins included)."""
-    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod, cfg.families)
+    problems = pod_escapes(pod, stored, _rules(cfg), injected) + family_escapes(pod, cfg.families)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored, message)
@@ -223,7 +229,7 @@ def admit(
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
         problems = (
-            pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod, cfg.families)
+            pod_escapes(pod, pod, _rules(cfg), injected) + family_escapes(pod, cfg.families)
             if gpu_in
             else []
         )
@@ -281,8 +287,33 @@ def admit_ephemeral(
         return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
     stored = copy_json(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
-    problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
+    problems = ephemeral_escapes(pod, old, stored, _rules(cfg))
     problems += family_escapes(pod, cfg.families, skip=running)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored)
+
+
+def admit_update(
+    pod: Mapping[str, Any], old: Mapping[str, Any], cfg: AdmissionConfig, status: bool = False
+) -> Admission:
+    """Decide on an update of a pod (its spec, metadata or status): judged as at creation, so a
+    way out refused then is refused when an update adds it (a device annotation added to a
+    Pending GPU pod before its gate is lifted). kube-apiserver keeps almost all of the spec as
+    created; what it lets change (annotations, labels, images) is judged here. Only what the
+    update adds counts: a pod admitted before a check existed, or in a namespace exempt then,
+    may still be updated. Through `status` the spec stays as it was (kube-apiserver puts it
+    back), its metadata does not."""
+    if status:
+        pod = {**pod, "spec": old.get("spec")}
+    rules = _rules(cfg)
+
+    def judged(p: Mapping[str, Any]) -> list[str]:
+        escapes = (
+            pod_escapes(p, p, rules) if names_gpu(p.get("spec") or {}, cfg.resources.names) else []
+        )
+        return escapes + family_escapes(p, cfg.families)
+
+    before = set(judged(old))
+    added = [p for p in judged(pod) if p not in before]
+    return _deny(refusal(added)) if added else Admission(True, dict(pod))

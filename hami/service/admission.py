@@ -4,7 +4,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.engine.admission import Admission, AdmissionConfig, admit, admit_ephemeral
+from hami.engine.admission import (
+    Admission,
+    AdmissionConfig,
+    admit,
+    admit_ephemeral,
+    admit_update,
+)
 from hami.engine.asks import pod_request
 from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
@@ -13,6 +19,9 @@ from hami.engine.requests import RequestError
 
 # The subresource `kubectl debug` adds ephemeral containers through (an UPDATE of the pod).
 EPHEMERAL = "ephemeralcontainers"
+# Updates of the pod itself and of its status (which may carry metadata too): judged as at
+# creation, without a patch.
+UPDATED = (None, "", "status")
 # A namespace's GPU quota and what it holds now (the cache's), None where nothing limits it.
 Quotas = Callable[[str], NamespaceQuota | None]
 # The same for the other families' memory and core resources.
@@ -49,6 +58,10 @@ class AdmissionService:
             if not added.allowed:
                 return AdmissionOutcome(False, message=added.message, code=added.code)
             return AdmissionOutcome(True, diff(request["object"], added.pod), added.message)
+        if kind == "Pod" and operation == "UPDATE" and request.get("subResource") in UPDATED:
+            status = request.get("subResource") == "status"
+            updated = admit_update(request["object"], request["oldObject"], self.config, status)
+            return AdmissionOutcome(updated.allowed, message=updated.message, code=updated.code)
         if operation != "CREATE" or kind != "Pod":
             return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
         pod = request["object"]

@@ -297,6 +297,14 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
             "resources": ["pods/ephemeralcontainers"],
             "scope": "Namespaced",
         },
+        # Updates, judged as at creation (hami.engine.admission.admit_update)
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods", "pods/status"],
+            "scope": "Namespaced",
+        },
     ]
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["sideEffects"] == "None"
@@ -315,7 +323,11 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     }
     # A pod's own ignore label spares it the mutation, not the checks: the webhook must see it.
     assert "objectSelector" not in webhook
-    (condition,) = webhook["matchConditions"]
+    condition, updates = webhook["matchConditions"]
+    # Of the updates, those that add or change an annotation outside hami.io/ (the API server
+    # evaluates it in tests/e2e/test_updates.py).
+    assert updates["name"] == "updates-that-change-annotations"
+    assert "!k.startsWith('hami.io/')" in updates["expression"]
     expression = condition["expression"]
     # Both container lists, limits and requests, every GPU resource (the API server evaluates it
     # in tests/e2e/test_helm.py).
