@@ -109,6 +109,35 @@ REFUSED = {
         in_cuda(gpu_pod(), envFrom=[{"configMapRef": {"name": "engine"}}]),
         "nothing pins NVIDIA_VISIBLE_DEVICES in it",
     ),
+    "dac-read-search": (
+        in_cuda(gpu_pod(), securityContext={"capabilities": {"add": ["DAC_READ_SEARCH"]}}),
+        "adds DAC_READ_SEARCH (spec.containers[0].securityContext.capabilities.add): "
+        "open_by_handle_at",
+    ),
+    "imex-channel": (
+        in_cuda(gpu_pod(), env=[{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}]),
+        "the NVIDIA runtime would add the IMEX channels it names",
+    ),
+    "hami-core-limit": (
+        in_cuda(gpu_pod(), env=[{"name": "CUDA_DEVICE_MEMORY_LIMIT_0", "value": "80g"}]),
+        "sets CUDA_DEVICE_MEMORY_LIMIT_0 (spec.containers[0].env[0]), a limit HAMi-core holds",
+    ),
+    "own-preload-mount": (
+        in_cuda(
+            gpu_pod(volumes=[{"name": "preload", "configMap": {"name": "preload"}}]),
+            volumeMounts=[
+                {"name": "preload", "mountPath": "/etc/ld.so.preload", "subPath": "preload"}
+            ],
+        ),
+        "mounts volume preload at /etc/ld.so.preload (spec.containers[0].volumeMounts[0])",
+    ),
+    "dra-claim": (
+        in_cuda(
+            gpu_pod(resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]),
+            resources={**GPU, "claims": [{"name": "gpus"}]},
+        ),
+        "spec.resourceClaims[0] (gpus) asks DRA for the devices of ResourceClaimTemplate two-gpus",
+    ),
 }
 
 
@@ -277,6 +306,8 @@ SAMPLE = (
     "vllm-chart-configs-and-secrets",
     "gke-rdma-nccl-test",
     "gke-tcpx-unprivileged",
+    "aibrix-vineyard",
+    "nvidia-dra-gpu-test-count",
 )
 
 

@@ -100,13 +100,9 @@ def test_an_update_adding_a_device_annotation_to_a_pending_gpu_pod_is_refused(
     assert patch(kube, namespace, "gpu", note).returncode == 0
     assert patch(kube, namespace, "gpu", {"spec": {"schedulingGates": None}}).returncode == 0
     assert "schedulingGates" not in kube.pod(namespace, "gpu")["spec"]
-
-
-def test_a_pod_without_gpu_resources_is_not_ours_after_creation_either(
-    kube: Kube, namespace: str, admission_policy: bool, match_conditions: bool
-) -> None:
+    # A pod without GPU resources is not ours after creation either.
     kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(pending_pod("cpu", gpu=False)))
-    body = {"metadata": {"annotations": {"cdi.k8s.io/nic": "example.com/nic=0"}}}
-    result = patch(kube, namespace, "cpu", body)
+    nic = {"metadata": {"annotations": {"cdi.k8s.io/nic": "example.com/nic=0"}}}
+    result = patch(kube, namespace, "cpu", nic)
     assert result.returncode == 0, result.stderr
     assert stored_annotations(kube, namespace, "cpu")["cdi.k8s.io/nic"] == "example.com/nic=0"

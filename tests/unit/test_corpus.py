@@ -103,13 +103,46 @@ def test_the_corpus_records_where_each_spec_comes_from_and_why() -> None:
 
 
 def test_the_refusals_are_the_ones_recorded() -> None:
-    """5 of 42 with HAMi's device plugin, 4 with standalone injection; each for a way out."""
+    """6 of 44 with HAMi's device plugin, 5 with standalone injection; each for a way out."""
     refused = {m: [e["name"] for e in INDEX if expected(e, m) == "refused"] for m in MODES}
     assert sorted(refused["hami-device-plugin"]) == [
         "gke-rdma-nccl-test",
         "gke-tcpx-nccl-test",
         "gke-tcpx-unprivileged",
         "gke-tcpxo-unprivileged",
+        "nvidia-dra-gpu-test-count",
         "vllm-chart-configs-and-secrets",
     ]
     assert "vllm-chart-configs-and-secrets" not in refused["standalone"]
+
+
+UPDATED = [e for e in INDEX if "update" in e]
+
+
+@pytest.mark.parametrize("sub", ["", "status"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("entry", UPDATED, ids=[e["name"] for e in UPDATED])
+def test_an_update_of_a_stored_corpus_pod_gets_the_verdict_recorded_for_it(
+    entry: dict[str, Any], mode: str, sub: str
+) -> None:
+    """The pod as admission stored it, then updated with the annotations of the corpus pod
+    named in `from` (a PATCH of the pod, or of its status), is judged as at creation."""
+    update = entry["update"]
+    allowed, message, stored = review(corpus_pod(entry["name"]), MODES[mode])
+    assert allowed, message
+    added = copy.deepcopy(stored)
+    source = corpus_pod(update["from"])["metadata"]["annotations"]
+    added["metadata"].setdefault("annotations", {}).update(source)
+    request = {
+        "uid": "corpus",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE",
+        "subResource": sub,
+        "namespace": "team",
+        "object": added,
+        "oldObject": stored,
+    }
+    outcome = AdmissionService(MODES[mode]).review(request)
+    assert update["verdict"] == "refused" and not outcome.allowed, outcome
+    for says in update["says"]:
+        assert says in outcome.message, outcome.message
