@@ -109,7 +109,6 @@ def pod_escapes(
                     f"the pod its cards), or {EXEMPT} for a node-wide daemon that must see every "
                     "card"
                 )
-    problems.extend(claim_escapes(spec))
     volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
     for field in ("initContainers", "containers", "ephemeralContainers"):
         stored_list = stored_spec.get(field) or ()
@@ -121,32 +120,6 @@ def pod_escapes(
                 container_escapes(container, where, kept, injected_config, gpu, rules.core_policy)
             )
             problems.extend(mount_escapes(container, where, volumes, rules, gpu, injected_config))
-    return problems
-
-
-def claim_escapes(spec: Mapping[str, Any]) -> list[str]:
-    """The DRA claims of a GPU pod. Until the scheduler counts what a claim allocates, a GPU
-    DeviceClass's claim (NVIDIA's gpu.nvidia.com, HAMi's DRA driver's) would hand the pod whole
-    cards nobody counts, in any container that names it, a GPU-less one included (the
-    NVIDIA_VISIBLE_DEVICES pin does not stop a CDI device). A claim's class is written in the
-    ResourceClaim or its template, not in the pod, and admission reads nothing else: every claim
-    of a GPU pod is refused, naming it."""
-    problems = []
-    for i, claim in enumerate(spec.get("resourceClaims") or ()):
-        if not isinstance(claim, Mapping):
-            continue
-        source = (
-            f"ResourceClaimTemplate {claim['resourceClaimTemplateName']}"
-            if claim.get("resourceClaimTemplateName")
-            else f"ResourceClaim {claim.get('resourceClaimName')}"
-        )
-        problems.append(
-            f"spec.resourceClaims[{i}] ({claim.get('name')}) asks DRA for the devices of "
-            f"{source}, which this scheduler does not count yet: a GPU class's claim would "
-            "give the pod cards past its slice and the scheduler's count; ask for cards with "
-            "the GPU resources only, or run the claim in a pod that asks for no GPU resource "
-            f"(its devices are then the DRA driver's to count), or {EXEMPT}"
-        )
     return problems
 
 

@@ -12,10 +12,12 @@ from hami.engine.admission import (
     admit_update,
 )
 from hami.engine.asks import pod_request
+from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
 from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
 from hami.engine.requests import RequestError
+from hami.service.claims import ClaimReader, claims_to_read, read_claims
 
 # The subresource `kubectl debug` adds ephemeral containers through (an UPDATE of the pod).
 EPHEMERAL = "ephemeralcontainers"
@@ -42,13 +44,29 @@ class AdmissionService:
         config: AdmissionConfig,
         quotas: Quotas | None = None,
         family_quotas: FamilyQuotas | None = None,
+        claims: ClaimReader | None = None,
     ) -> None:
         self.config = config
         self.quotas = quotas
         self.family_quotas = family_quotas
+        self.claims = claims
 
-    def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
-        """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks.
+    async def read_claims(self, request: Mapping[str, Any]) -> ClaimSources:
+        """The DRA claims and templates a GPU pod of this review names, read from the API
+        server for review(); without a reader, each is "not read" (and refused)."""
+        refs = claims_to_read(request, self.config.resources.names)
+        if not refs:
+            return NO_CLAIMS
+        if self.claims is None:
+            return dict.fromkeys(refs, "this process reads no claims")
+        namespace = str(request.get("namespace") or "")
+        return await read_claims(self.claims, namespace, refs)
+
+    def review(
+        self, request: Mapping[str, Any], claims: ClaimSources = NO_CLAIMS
+    ) -> AdmissionOutcome:
+        """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks;
+        `claims` as read_claims() read them.
 
         Writes nothing: dry runs need no special case.
         """
@@ -67,7 +85,7 @@ class AdmissionService:
         pod = request["object"]
         # A pod created with generateName has no name yet; the request uid names its limits object.
         fallback = f"hami-vgpu-{request['uid'][:18]}"
-        verdict: Admission = admit(pod, self.config, fallback)
+        verdict: Admission = admit(pod, self.config, fallback, claims)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
         namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace"))

@@ -136,7 +136,8 @@ REFUSED = {
             gpu_pod(resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]),
             resources={**GPU, "claims": [{"name": "gpus"}]},
         ),
-        "spec.resourceClaims[0] (gpus) asks DRA for the devices of ResourceClaimTemplate two-gpus",
+        "spec.resourceClaims[0] (gpus) names ResourceClaimTemplate two-gpus, whose DeviceClass "
+        "could not be read (there is none in the namespace yet)",
     ),
 }
 
@@ -327,6 +328,8 @@ def test_a_sample_of_the_corpus_gets_its_verdict_on_the_real_api_server(
     )
     for name in SAMPLE:
         entry = INDEX[name]
+        for claim in entry.get("claims", ()):  # what the source file creates beside the pod
+            kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
         pod = yaml.safe_load((CORPUS / "pods" / f"{name}.yaml").read_text())
         result = dry_run(kube, pod, namespace)
         if entry["verdict"] == "refused":

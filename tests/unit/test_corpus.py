@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from hami.engine.admission import AdmissionConfig
+from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.engine.escapes import pod_escapes
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig
 from hami.engine.jsonpatch import apply
@@ -45,7 +46,14 @@ def sliced(pod: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def review(pod: dict[str, Any], cfg: AdmissionConfig) -> tuple[bool, str, dict[str, Any]]:
+def claims(entry: dict[str, Any]) -> ClaimSources:
+    """The DRA claims and templates the entry's source file creates beside the pod."""
+    return {(c["kind"], c["metadata"]["name"]): c for c in entry.get("claims", ())}
+
+
+def review(
+    pod: dict[str, Any], cfg: AdmissionConfig, read: ClaimSources = NO_CLAIMS
+) -> tuple[bool, str, dict[str, Any]]:
     request = {
         "uid": "corpus",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -53,7 +61,7 @@ def review(pod: dict[str, Any], cfg: AdmissionConfig) -> tuple[bool, str, dict[s
         "namespace": "team",
         "object": pod,
     }
-    outcome = AdmissionService(cfg).review(request)
+    outcome = AdmissionService(cfg).review(request, read)
     stored = apply(copy.deepcopy(pod), outcome.patch) if outcome.allowed else {}
     return outcome.allowed, outcome.message, stored
 
@@ -70,7 +78,7 @@ def test_each_corpus_pod_gets_the_verdict_recorded_for_it(
 ) -> None:
     pod = corpus_pod(entry["name"])
     pod = sliced(pod) if as_sliced else pod
-    allowed, message, stored = review(pod, MODES[mode])
+    allowed, message, stored = review(pod, MODES[mode], claims(entry))
     if expected(entry, mode) == "refused":
         assert not allowed, f"{entry['name']} admitted: {entry['why']}"
         for says in entry["says"]:

@@ -201,11 +201,13 @@ REFUSED = [
     ),
     (
         gpu_pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]),
-        "spec.resourceClaims[0] (gpu) asks DRA for the devices of ResourceClaimTemplate single-gpu",
+        # Unread here: hami.engine.claims (tests/unit/engine/test_claims.py) for the classes.
+        "spec.resourceClaims[0] (gpu) names ResourceClaimTemplate single-gpu, whose DeviceClass "
+        "could not be read",
     ),
     (
         gpu_pod(resourceClaims=[{"name": "shared", "resourceClaimName": "shared-gpu"}]),
-        "ResourceClaim shared-gpu, which this scheduler does not count yet",
+        "names ResourceClaim shared-gpu, whose DeviceClass could not be read",
     ),
 ]
 
