@@ -1,24 +1,31 @@
 """What would let a GPU pod out of its slice, or past the scheduler's count, checked at admission.
 
 A GPU pod gets its cards from the device plugin, for the count a scheduler placed, and HAMi-core
-holds each container to its slice. What a mutation can close, the webhook closes
+holds each container's processes to its slice as far as they let it (`hami.engine.coreenv`
+says how far). What a mutation can close, the webhook closes
 (`hami.engine.pins`); each of these it cannot, so a GPU pod carrying one is refused, whoever
 schedules it:
 
 * `spec.nodeName` at creation: no scheduler places the pod, so none counts its cards;
 * `spec.hostPID`: every process of the node, other pods' GPU processes among them;
-* a privileged container, or one given a capability that reaches the driver, the PCI devices
-  or the container's own mounts (`CAPABILITIES`);
-* a hostPath mount that reaches the device nodes, or writes the PCI devices, the driver's or
-  HAMi-core's libraries or the runtime's configuration (`hami.engine.hostpaths`);
+* a privileged container, or one given a capability that reaches the driver, the PCI devices,
+  the container's own mounts or the host files behind them (`CAPABILITIES`);
+* a mount that reaches the device nodes, or writes the PCI devices, the driver's or
+  HAMi-core's libraries or the runtime's configuration, one in the runtime's device-list
+  folder, and one of the pod's own where the node side mounts HAMi-core
+  (`hami.engine.mountescapes`);
 * `NVIDIA_VISIBLE_DEVICES` (or the MIG config and monitor variables) naming any card, or read
   from elsewhere (`valueFrom`): the NVIDIA runtime exposes what the container's environment
   says, over the device plugin's value;
 * an `envFrom` without a prefix where no pin covers the variables it could set;
 * `NVIDIA_DRIVER_CAPABILITIES` beyond compute, utility and compat32: graphics, video and
   display reach the card through driver paths HAMi-core does not limit;
-* a mount at the runtime's device-list folder, and annotations the runtime (CDI) or GKE's NRI
-  device injector turn into devices.
+* an IMEX channel or the NVSwitch nodes asked of the runtime, and in a GPU container the
+  HAMi-core variables the node side writes (`hami.engine.coreenv`);
+* annotations the runtime (CDI) or GKE's NRI device injector turn into devices.
+
+The DRA claims a GPU pod names are judged beside these (`hami.engine.claims`), and an update
+of a stored pod by the same checks (`hami.engine.admission.admit_update`).
 
 Every problem names the field, what it reaches and a fix. The checks are pure: they judge what
 the pod's author wrote, and read the pod as it will be stored (`stored`) only for the pins.
