@@ -326,12 +326,13 @@ def admit_update(
     if status:
         pod = {**pod, "spec": old.get("spec")}
     rules = _rules(cfg)
+    # Standalone injection's own entries and mounts, as the pod was stored with them.
+    stored_with = ((old.get("metadata") or {}).get("annotations") or {}).get(CONFIG_ANNOTATION)
+    injected = str(stored_with or "") if cfg.injection.mode == "standalone" else ""
 
     def judged(p: Mapping[str, Any]) -> list[str]:
-        escapes = (
-            pod_escapes(p, p, rules) if names_gpu(p.get("spec") or {}, cfg.resources.names) else []
-        )
-        return escapes + family_escapes(p, cfg.families)
+        gpu = names_gpu(p.get("spec") or {}, cfg.resources.names)
+        return (pod_escapes(p, p, rules, injected) if gpu else []) + family_escapes(p, cfg.families)
 
     before = set(judged(old))
     added = [p for p in judged(pod) if p not in before]

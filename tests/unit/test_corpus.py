@@ -152,5 +152,10 @@ def test_an_update_of_a_stored_corpus_pod_gets_the_verdict_recorded_for_it(
     }
     outcome = AdmissionService(MODES[mode]).review(request)
     assert update["verdict"] == "refused" and not outcome.allowed, outcome
+    assert outcome.message.startswith("GPU pod refused: "), "that one reason alone"
     for says in update["says"]:
         assert says in outcome.message, outcome.message
+    # The pod as stored, in either node integration, passes an update that adds no way out.
+    labelled = copy.deepcopy(stored)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert AdmissionService(MODES[mode]).review({**request, "object": labelled}).allowed
