@@ -1,23 +1,17 @@
 """A GPU pod's DRA claims, judged by the DeviceClasses they ask (issue 39): a claim or template
 of a GPU class, shared or not, is refused naming the claim and the fix; one whose class cannot
 be read is refused too; one of another class is admitted; a pod without GPU resources is not
-ours. The webhook reads them at admission, within a bound, through the route."""
+ours. The webhook reads them at admission, within a bound (the route: tests/unit/webhook)."""
 
 import asyncio
-import io
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 
-import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.claims import CLAIM, TEMPLATE, ClaimSources, device_classes
 from hami.kube.errors import Unavailable
-from hami.service.admission import AdmissionService
 from hami.service.claims import read_claims
 
 CFG = AdmissionConfig()
@@ -145,48 +139,3 @@ async def test_each_claim_is_read_once_within_a_bound_and_a_failure_says_why() -
         found[(CLAIM, "down")]
     )
     assert found[(CLAIM, "none")] == "there is none in the namespace yet"
-
-
-async def test_the_webhook_reads_the_claims_a_gpu_pod_names_and_refuses_a_gpu_class(
-    aiohttp_client: Any,
-) -> None:
-    read: list[str] = []
-
-    async def reader(namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
-        read.append(f"{namespace}/{kind}/{name}")
-        return template(name, "gpu.nvidia.com" if name == "two" else "rdma.example.com")
-
-    app = web.Application()
-    service = AdmissionService(CFG, claims=reader)
-    app.add_routes(hami.webhook.routes.routes(service, lambda *_: None))
-    client: TestClient[Any, Any] = await aiohttp_client(app)
-
-    async def answer(pod: dict[str, Any]) -> dict[str, Any]:
-        review = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "u",
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "operation": "CREATE",
-                "namespace": "team",
-                "object": pod,
-            },
-        }
-        resp = await client.post("/webhook", data=io.BytesIO(orjson.dumps(review)))
-        doc: dict[str, Any] = orjson.loads(await resp.read())
-        return dict(doc["response"])
-
-    refused = await answer(claiming({"name": "gpus", "resourceClaimTemplateName": "two"}))
-    assert (
-        refused["allowed"] is False and "DeviceClass gpu.nvidia.com" in refused["status"]["message"]
-    )
-    admitted = await answer(claiming({"name": "nic", "resourceClaimTemplateName": "rdma"}))
-    assert admitted["allowed"] is True
-    assert read == ["team/ResourceClaimTemplate/two", "team/ResourceClaimTemplate/rdma"]
-    # A pod without GPU resources, or without claims, costs no read.
-    await answer(claiming({"name": "gpus", "resourceClaimTemplateName": "two"}, gpu=False))
-    await answer(
-        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": GPU}]}}
-    )
-    assert len(read) == 2
