@@ -11,7 +11,8 @@ a ConfigMap, a Secret or the image says:
 * `NVIDIA_DRIVER_CAPABILITIES=compute,utility` in each GPU container: the driver paths that
   HAMi-core limits, whatever the image asks for (`all`, `graphics`, `video`).
 * `NVIDIA_IMEX_CHANNELS=void` in each GPU container: no IMEX channel, through which its card
-  would import another compute domain's GPU memory (`hami.engine.coreenv`).
+  would import another compute domain's GPU memory (`hami.engine.coreenv`); a GPU-less one
+  has no card to import with.
 * `NVIDIA_NVSWITCH=disabled` in each container that gets either pin above: the runtime adds the
   NVSwitch device nodes to any container it hands devices to, `none` included.
 
