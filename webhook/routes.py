@@ -83,8 +83,13 @@ async def claims_of(service: AdmissionService, body: bytes) -> ClaimSources:
         else:
             _, review = await asyncio.to_thread(decode, body)
     except MalformedReviewError:
+        return NO_CLAIMS  # review_body answers it
+    try:
+        return await service.read_claims(review)
+    except Exception:
+        # The review still gets its answer: each claim then counts as unread, and is refused.
+        log.exception("reading a pod's DRA claims failed")
         return NO_CLAIMS
-    return await service.read_claims(review)
 
 
 def routes(service: AdmissionService, observe: Observe) -> list[web.RouteDef]:

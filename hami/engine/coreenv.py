@@ -50,15 +50,16 @@ DISABLE_CONTROL = "CUDA_DISABLE_CONTROL"
 CORE_POLICY = "GPU_CORE_UTILIZATION_POLICY"
 # Go's strconv.ParseBool, which HAMi's device plugin reads CUDA_DISABLE_CONTROL with.
 TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
-# How much each core policy limits: HAMi-core reads force/FORCE, disable/DISABLE, else default.
-POLICY_LEVEL = {"force": 2, "default": 1, "disable": 0}
+# How much each core policy limits, as HAMi-core reads the value: force or FORCE, disable or
+# DISABLE, anything else the default.
+POLICY_LEVEL = {"force": 2, "FORCE": 2, "default": 1, "disable": 0, "DISABLE": 0}
 NODE_SIDE = "remove it (the node side sets it for the card the scheduler chose)"
 
 
 def toolkit_reach(variable: str, value: str) -> str:
     """What a toolkit variable other than the card list reaches with `value`, or "" where it
     reaches nothing."""
-    if variable == IMEX_CHANNELS and value.strip().lower() not in ("", "none", "void"):
+    if variable == IMEX_CHANNELS and value.strip() not in ("", "none", "void"):
         return (
             "the NVIDIA runtime would add the IMEX channels it names, through which a card "
             "imports the GPU memory another compute domain exported over multi-node NVLink; "
@@ -93,16 +94,15 @@ def core_variable(
     if variable == DISABLE_CONTROL and value in TRUE:
         return (
             f"container {container} sets {variable}={value} ({where}): HAMi's device plugin "
-            "then leaves "
-            "HAMi-core out of the container and the card has no memory or core limit; remove it"
+            "then leaves HAMi-core out of the container and the card has no memory or core "
+            "limit; remove it"
         )
     if variable == CORE_POLICY:
-        asked = POLICY_LEVEL.get(value.lower(), POLICY_LEVEL["default"])
+        asked = POLICY_LEVEL.get(value, POLICY_LEVEL["default"])
         if asked < POLICY_LEVEL.get(policy, POLICY_LEVEL["default"]):
             return (
                 f"container {container} sets {variable}={value} ({where}), which limits its "
-                "cores less "
-                f"than the scheduler's policy ({policy}); remove it"
+                f"cores less than the scheduler's policy ({policy}); remove it"
             )
     return ""
 

@@ -244,6 +244,7 @@ ADMITTED = [
     in_gpu_container(**env("CUDA_TASK_PRIORITY", "0")),
     in_gpu_container(**env("CUDA_DISABLE_CONTROL", "false")),
     in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "force")),
+    in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "Default")),
     in_gpu_container(**env("LD_PRELOAD", "/opt/tritonserver/lib/libtritonserver.so")),
     in_gpu_container(**env("CUDA_VISIBLE_DEVICES", "0")),
     with_sidecar(**env("CUDA_DEVICE_MEMORY_LIMIT_0", "1g")),  # no card, no HAMi-core
@@ -464,3 +465,15 @@ def test_updates_of_pods_without_a_gpu_and_spec_changes_through_status_are_not_j
     request["object"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert AdmissionService(CFG).review(request).allowed
     assert not AdmissionService(CFG).review({**request, "subResource": ""}).allowed
+
+
+def test_a_core_policy_limiting_less_than_the_schedulers_is_refused_as_hami_core_reads_it() -> None:
+    """HAMi-core reads force/FORCE and disable/DISABLE, anything else as the default."""
+    forced = AdmissionConfig(gpu_core_policy="force")
+    for value in ("default", "Force", "disable"):
+        verdict = admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", value)), forced)
+        assert "limits its cores less than the scheduler's policy (force)" in verdict.message
+    assert admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "FORCE")), forced).allowed
+    # The webhook's own entry, seen again on a second pass, is the policy itself.
+    once = admit(gpu_pod(), forced).pod
+    assert admit(once, forced).allowed
