@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.service.admission import AdmissionOutcome, AdmissionService
 from hami.webhook.review import MalformedReviewError, decode, encode, encode_error
 
@@ -26,6 +27,7 @@ Observe = Callable[[str, float], None]  # (result, seconds): feeds the latency h
 # Larger bodies are reviewed off the event loop. Real pods stay far below it; a review this
 # size takes about a millisecond inline.
 OFFLOAD_BYTES = 64 * 2**10
+CLAIMS_FIELD = b'"resourceClaims"'
 
 
 @dataclass(slots=True)
@@ -37,8 +39,9 @@ class Answer:
     patch_ops: int = 0
 
 
-def review_body(service: AdmissionService, body: bytes) -> Answer:
-    """The whole review of one request body: CPU only, safe to run on a worker thread."""
+def review_body(service: AdmissionService, body: bytes, claims: ClaimSources = NO_CLAIMS) -> Answer:
+    """The whole review of one request body, with the DRA claims read for it (claims_of): CPU
+    only, safe to run on a worker thread."""
     try:
         version, review = decode(body)
     except MalformedReviewError as e:
@@ -54,7 +57,7 @@ def review_body(service: AdmissionService, body: bytes) -> Answer:
         "dry_run": bool(review.get("dryRun")),
     }
     try:
-        outcome = service.review(review)
+        outcome = service.review(review, claims)
     except RecursionError:
         # orjson decodes 1024 levels; copying and diffing them recurses deeper than Python may.
         outcome = AdmissionOutcome(False, message="request.object is nested too deeply", code=400)
@@ -69,6 +72,26 @@ def review_body(service: AdmissionService, body: bytes) -> Answer:
     return Answer(encode(version, uid, outcome), result, outcome.message, ctx, len(outcome.patch))
 
 
+async def claims_of(service: AdmissionService, body: bytes) -> ClaimSources:
+    """The DRA claims the pod of a review names, read from the API server: only a body that
+    mentions them is decoded for it (review_body decodes it again, on its own terms)."""
+    if CLAIMS_FIELD not in body:
+        return NO_CLAIMS
+    try:
+        if len(body) <= OFFLOAD_BYTES:
+            _, review = decode(body)
+        else:
+            _, review = await asyncio.to_thread(decode, body)
+    except MalformedReviewError:
+        return NO_CLAIMS  # review_body answers it
+    try:
+        return await service.read_claims(review)
+    except Exception:
+        # The review still gets its answer: each claim then counts as unread, and is refused.
+        log.exception("reading a pod's DRA claims failed")
+        return NO_CLAIMS
+
+
 def routes(service: AdmissionService, observe: Observe) -> list[web.RouteDef]:
     # Large reviews queue behind each other instead of sharing the GIL with the loop in parallel.
     one_large = asyncio.Semaphore(1)
@@ -76,11 +99,12 @@ def routes(service: AdmissionService, observe: Observe) -> list[web.RouteDef]:
     async def handle(request: web.Request) -> web.Response:
         started = time.perf_counter()
         body = await request.read()
+        claims = await claims_of(service, body)
         if len(body) <= OFFLOAD_BYTES:
-            answer = review_body(service, body)
+            answer = review_body(service, body, claims)
         else:
             async with one_large:
-                answer = await asyncio.to_thread(review_body, service, body)
+                answer = await asyncio.to_thread(review_body, service, body, claims)
         if answer.result == "malformed":
             log.warning("malformed admission review", extra={"error": answer.message})
         elif answer.result == "allowed":

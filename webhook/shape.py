@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hami.engine.shape import ShapeError, check_pod, object_of, string
-from hami.service.admission import EPHEMERAL
+from hami.service.admission import EPHEMERAL, UPDATED
 
 __all__ = ["ShapeError", "check_request"]
 
@@ -18,6 +18,6 @@ def check_request(request: Mapping[str, Any]) -> None:
         return
     if request["operation"] == "CREATE":
         check_pod(request.get("object"), "request.object")
-    elif request["operation"] == "UPDATE" and request.get("subResource") == EPHEMERAL:
+    elif request["operation"] == "UPDATE" and request.get("subResource") in (EPHEMERAL, *UPDATED):
         check_pod(request.get("object"), "request.object")
         check_pod(request.get("oldObject"), "request.oldObject")

@@ -10,14 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami.engine import kai, names
+from hami.engine.claims import GPU_DEVICE_CLASSES, NO_CLAIMS, ClaimSources, claim_escapes
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
-from hami.engine.hostpaths import HostFolders, host_folders
+from hami.engine.hostpaths import host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.jsonpatch import copy_json
+from hami.engine.mountescapes import Rules
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError
@@ -47,6 +49,8 @@ class AdmissionConfig:
     adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
     # The other device families, as the process's device config names their resources.
     families: Families = FAMILIES
+    # DeviceClasses whose claims hand out GPUs (hami.engine.claims).
+    gpu_device_classes: tuple[str, ...] = GPU_DEVICE_CLASSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,20 +138,41 @@ def _pinned(pod: Mapping[str, Any], cfg: AdmissionConfig, translate: bool) -> di
     return stored
 
 
-def _folders(cfg: AdmissionConfig) -> HostFolders:
-    return host_folders(cfg.injection.driver.host_lib, cfg.injection.hook_path)
+def _rules(cfg: AdmissionConfig) -> Rules:
+    return Rules(
+        folders=host_folders(cfg.injection.driver.host_lib, cfg.injection.hook_path),
+        names=cfg.resources.names,
+        core_policy=cfg.gpu_core_policy,
+        hook_path=cfg.injection.hook_path,
+    )
+
+
+def _escapes(
+    pod: Mapping[str, Any],
+    stored: Mapping[str, Any],
+    cfg: AdmissionConfig,
+    injected: str,
+    claims: ClaimSources,
+) -> list[str]:
+    """Every way out of a GPU pod: what its author wrote, read against what is stored
+    (`stored`, pins included), and the DRA claims it names (`claims`, as read)."""
+    return (
+        pod_escapes(pod, stored, _rules(cfg), injected)
+        + claim_escapes(pod.get("spec") or {}, claims, cfg.gpu_device_classes)
+        + family_escapes(pod, cfg.families)
+    )
 
 
 def _leave(
     pod: Mapping[str, Any],
     stored: dict[str, Any],
     cfg: AdmissionConfig,
+    claims: ClaimSources,
     injected: str = "",
     message: str = "",
 ) -> Admission:
-    """The one way out for a GPU pod, whatever made it one: the escape checks on what its
-    author wrote, read against what is stored (`stored`, pins included)."""
-    problems = pod_escapes(pod, stored, _folders(cfg), injected) + family_escapes(pod, cfg.families)
+    """The one way out for a GPU pod, whatever made it one."""
+    problems = _escapes(pod, stored, cfg, injected, claims)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored, message)
@@ -158,10 +183,14 @@ IGNORED = "pod is labelled hami.io/webhook=ignore"
 
 
 def admit(
-    pod: Mapping[str, Any], cfg: AdmissionConfig, config_name: str = "hami-vgpu"
+    pod: Mapping[str, Any],
+    cfg: AdmissionConfig,
+    config_name: str = "hami-vgpu",
+    claims: ClaimSources = NO_CLAIMS,
 ) -> Admission:
     """Decide on a pod at creation. `config_name` names the per-pod limits object of a pod
-    created without a name (generateName): the caller derives it from the request.
+    created without a name (generateName): the caller derives it from the request. `claims`
+    holds the DRA claims and templates the pod names, as the caller read them.
 
     Every pod that leaves as a GPU pod (a GPU resource, a translated KAI share) goes through
     `_leave`, whoever schedules it, whatever its labels."""
@@ -201,7 +230,7 @@ def admit(
             return _deny(refusal(problems))
     if not ours:
         return (
-            _leave(pod, _pinned(pod, cfg, False), cfg, "", FOREIGN)
+            _leave(pod, _pinned(pod, cfg, False), cfg, claims, "", FOREIGN)
             if gpu_in
             else (Admission(True, dict(pod), FOREIGN))
         )
@@ -222,11 +251,7 @@ def admit(
         family = not ignored and claim_families(out, containers, cfg.resources, cfg.families)
     except (RequestError, QuantityError) as e:
         # Refused either way: name the way out first, as for any GPU pod.
-        problems = (
-            pod_escapes(pod, pod, _folders(cfg), injected) + family_escapes(pod, cfg.families)
-            if gpu_in
-            else []
-        )
+        problems = _escapes(pod, pod, cfg, injected, claims) if gpu_in else []
         return _deny(refusal(problems) if problems else str(e))
     if ignored:
         if not gpu_in:
@@ -237,7 +262,7 @@ def admit(
             except PolicyError as e:
                 return _deny(str(e))
         message = "" if request is None else IGNORED
-        return _leave(pod, _pinned(pod, cfg, adopt), cfg, "", message)
+        return _leave(pod, _pinned(pod, cfg, adopt), cfg, claims, "", message)
     if request is None:
         if family:
             try:
@@ -248,7 +273,7 @@ def admit(
         if not gpu_in:
             return Admission(True, out)
         pin(containers, gpu, cfg.overwrite_env)
-        return _leave(pod, out, cfg, injected)
+        return _leave(pod, out, cfg, claims, injected)
     try:
         pod_options(out["metadata"].get("annotations") or {}, cfg.policies)
     except PolicyError as e:
@@ -266,7 +291,7 @@ def admit(
         [n for _, n in wanted],
         _config_name(out, config_name),
     )
-    return _leave(pod, out, cfg, injected)
+    return _leave(pod, out, cfg, claims, injected)
 
 
 def admit_ephemeral(
@@ -281,8 +306,34 @@ def admit_ephemeral(
         return _deny(refusal(problems)) if problems else Admission(True, dict(pod))
     stored = copy_json(dict(pod))
     pin_ephemeral(stored, old, cfg.overwrite_env)
-    problems = ephemeral_escapes(pod, old, stored, _folders(cfg))
+    problems = ephemeral_escapes(pod, old, stored, _rules(cfg))
     problems += family_escapes(pod, cfg.families, skip=running)
     if problems:
         return _deny(refusal(problems))
     return Admission(True, stored)
+
+
+def admit_update(
+    pod: Mapping[str, Any], old: Mapping[str, Any], cfg: AdmissionConfig, status: bool = False
+) -> Admission:
+    """Decide on an update of a pod (its spec, metadata or status): judged as at creation, so a
+    way out refused then is refused when an update adds it (a device annotation added to a
+    Pending GPU pod before its gate is lifted). kube-apiserver keeps almost all of the spec as
+    created; what it lets change (annotations, labels, images) is judged here. Only what the
+    update adds counts: a pod admitted before a check existed, or in a namespace exempt then,
+    may still be updated. Through `status` the spec stays as it was (kube-apiserver puts it
+    back), its metadata does not."""
+    if status:
+        pod = {**pod, "spec": old.get("spec")}
+    rules = _rules(cfg)
+    # Standalone injection's own entries and mounts, as the pod was stored with them.
+    stored_with = ((old.get("metadata") or {}).get("annotations") or {}).get(CONFIG_ANNOTATION)
+    injected = str(stored_with or "") if cfg.injection.mode == "standalone" else ""
+
+    def judged(p: Mapping[str, Any]) -> list[str]:
+        gpu = names_gpu(p.get("spec") or {}, cfg.resources.names)
+        return (pod_escapes(p, p, rules, injected) if gpu else []) + family_escapes(p, cfg.families)
+
+    before = set(judged(old))
+    added = [p for p in judged(pod) if p not in before]
+    return _deny(refusal(added)) if added else Admission(True, dict(pod))

@@ -1,24 +1,31 @@
 """What would let a GPU pod out of its slice, or past the scheduler's count, checked at admission.
 
 A GPU pod gets its cards from the device plugin, for the count a scheduler placed, and HAMi-core
-holds each container to its slice. What a mutation can close, the webhook closes
+holds each container's processes to its slice as far as they let it (`hami.engine.coreenv`
+says how far). What a mutation can close, the webhook closes
 (`hami.engine.pins`); each of these it cannot, so a GPU pod carrying one is refused, whoever
 schedules it:
 
 * `spec.nodeName` at creation: no scheduler places the pod, so none counts its cards;
 * `spec.hostPID`: every process of the node, other pods' GPU processes among them;
-* a privileged container, or one given a capability that reaches the driver, the PCI devices
-  or the container's own mounts (`CAPABILITIES`);
-* a hostPath mount that reaches the device nodes, or writes the PCI devices, the driver's or
-  HAMi-core's libraries or the runtime's configuration (`hami.engine.hostpaths`);
+* a privileged container, or one given a capability that reaches the driver, the PCI devices,
+  the container's own mounts or the host files behind them (`CAPABILITIES`);
+* a mount that reaches the device nodes, or writes the PCI devices, the driver's or
+  HAMi-core's libraries or the runtime's configuration, one in the runtime's device-list
+  folder, and one of the pod's own where the node side mounts HAMi-core
+  (`hami.engine.mountescapes`);
 * `NVIDIA_VISIBLE_DEVICES` (or the MIG config and monitor variables) naming any card, or read
   from elsewhere (`valueFrom`): the NVIDIA runtime exposes what the container's environment
   says, over the device plugin's value;
 * an `envFrom` without a prefix where no pin covers the variables it could set;
 * `NVIDIA_DRIVER_CAPABILITIES` beyond compute, utility and compat32: graphics, video and
   display reach the card through driver paths HAMi-core does not limit;
-* a mount at the runtime's device-list folder, and annotations the runtime (CDI) or GKE's NRI
-  device injector turn into devices.
+* an IMEX channel or the NVSwitch nodes asked of the runtime, and in a GPU container the
+  HAMi-core variables the node side writes (`hami.engine.coreenv`);
+* annotations the runtime (CDI) or GKE's NRI device injector turn into devices.
+
+The DRA claims a GPU pod names are judged beside these (`hami.engine.claims`), and an update
+of a stored pod by the same checks (`hami.engine.admission.admit_update`).
 
 Every problem names the field, what it reaches and a fix. The checks are pure: they judge what
 the pod's author wrote, and read the pod as it will be stored (`stored`) only for the pins.
@@ -27,8 +34,10 @@ the pod's author wrote, and read the pod as it will be stored (`stored`) only fo
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hami.engine.hostpaths import HostFolders, mount_reach, mounted_path, normal, within
-from hami.engine.pins import DRIVER_CAPABILITIES, VISIBLE_DEVICES
+from hami.engine.coreenv import core_variable, toolkit_reach
+from hami.engine.mountescapes import DEFAULT_RULES, Rules, mount_escapes
+from hami.engine.pins import DRIVER_CAPABILITIES, IMEX_CHANNELS, NVSWITCH, VISIBLE_DEVICES
+from hami.engine.requests import asks_gpu
 
 # What each capability reaches, worded for a denial.
 CAPABILITIES = {
@@ -42,12 +51,16 @@ CAPABILITIES = {
         "card on the node (RDMA needs IPC_LOCK, not SYS_RAWIO)"
     ),
     "SYS_MODULE": "loading kernel modules, the GPU driver's among them: the whole node",
+    "DAC_READ_SEARCH": (
+        "open_by_handle_at, which opens any file of a host filesystem the container has a "
+        "mount from, outside the mounted folder, the driver's and HAMi-core's libraries and "
+        "other pods' files among them"
+    ),
 }
 DEVICE_VARIABLES = (VISIBLE_DEVICES, "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
 NO_DEVICES = frozenset({"", "none", "void"})
 SLICE_CAPABILITIES = frozenset({"compute", "utility", "compat32"})
-WATCHED_VARIABLES = (*DEVICE_VARIABLES, DRIVER_CAPABILITIES)
-DEVICE_LIST_DIR = "/var/run/nvidia-container-devices"
+WATCHED_VARIABLES = (*DEVICE_VARIABLES, DRIVER_CAPABILITIES, IMEX_CHANNELS, NVSWITCH)
 # Annotation domains turned into devices: CDI's (`cdi.k8s.io/`, the GPU Operator's
 # `nvidia.cdi.k8s.io/`, any other `*.cdi.k8s.io/` a runtime is set to read) and GKE's NRI
 # device injector (`devices.gke.io/container.<name>`).
@@ -55,9 +68,6 @@ DEVICE_DOMAINS = {
     "cdi.k8s.io": "the container runtime (CDI)",
     "devices.gke.io": "GKE's NRI device injector",
 }
-POD_UID_ENV = "HAMI_POD_UID"
-CACHE_ENV = {"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
-DEFAULT_FOLDERS = HostFolders()
 # Problems listed in one denial; a pod with more is refused with a count of the rest.
 SHOWN = 5
 EXEMPT = "have an administrator exempt its namespace (label hami.io/webhook=ignore)"
@@ -71,13 +81,14 @@ ENV_FROM_FIX = (
 def pod_escapes(
     pod: Mapping[str, Any],
     stored: Mapping[str, Any] | None = None,
-    folders: HostFolders = DEFAULT_FOLDERS,
+    rules: Rules = DEFAULT_RULES,
     injected_config: str = "",
 ) -> list[str]:
     """Every way out of the slice in a GPU pod at creation. `stored` is the pod as admission
     will store it, pins included (the pod itself when nothing is written). `injected_config`
-    names the per-pod ConfigMap our standalone injection reads NVIDIA_VISIBLE_DEVICES from (a
-    second admission pass sees our own first one): only that exact reference is let through."""
+    names the per-pod ConfigMap our standalone injection reads NVIDIA_VISIBLE_DEVICES and the
+    limits from (a second admission pass sees our own first one): only those exact entries, and
+    the mounts it adds, are let through."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     stored_spec = (stored if stored is not None else pod).get("spec") or {}
@@ -105,14 +116,17 @@ def pod_escapes(
                     f"the pod its cards), or {EXEMPT} for a node-wide daemon that must see every "
                     "card"
                 )
-    volumes = {v.get("name"): v for v in spec.get("volumes") or () if v.get("hostPath")}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
     for field in ("initContainers", "containers", "ephemeralContainers"):
         stored_list = stored_spec.get(field) or ()
         for i, container in enumerate(spec.get(field) or ()):
             where = f"spec.{field}[{i}]"
             kept = stored_list[i] if i < len(stored_list) else container
-            problems.extend(container_escapes(container, where, kept, injected_config))
-            problems.extend(mount_escapes(container, where, volumes, folders))
+            gpu = asks_gpu(kept, rules.names) or asks_gpu(container, rules.names)
+            problems.extend(
+                container_escapes(container, where, kept, injected_config, gpu, rules.core_policy)
+            )
+            problems.extend(mount_escapes(container, where, volumes, rules, gpu, injected_config))
     return problems
 
 
@@ -120,7 +134,7 @@ def ephemeral_escapes(
     pod: Mapping[str, Any],
     old: Mapping[str, Any],
     stored: Mapping[str, Any] | None = None,
-    folders: HostFolders = DEFAULT_FOLDERS,
+    rules: Rules = DEFAULT_RULES,
 ) -> list[str]:
     """Every way out of the slice in the ephemeral containers a pods/ephemeralcontainers update
     adds to a GPU pod; they may mount the pod's volumes, judged as the pod's own containers'."""
@@ -129,7 +143,7 @@ def ephemeral_escapes(
         "ephemeralContainers"
     ) or ()
     before = {c.get("name") for c in (old.get("spec") or {}).get("ephemeralContainers") or ()}
-    volumes = {v.get("name"): v for v in spec.get("volumes") or () if v.get("hostPath")}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or ()}
     problems = []
     for i, container in enumerate(spec.get("ephemeralContainers") or ()):
         if container.get("name") in before:
@@ -137,57 +151,8 @@ def ephemeral_escapes(
         where = f"spec.ephemeralContainers[{i}]"
         kept = stored_list[i] if i < len(stored_list) else container
         problems.extend(container_escapes(container, where, kept, ""))
-        problems.extend(mount_escapes(container, where, volumes, folders))
+        problems.extend(mount_escapes(container, where, volumes, rules))
     return problems
-
-
-def mount_escapes(
-    container: Mapping[str, Any],
-    where: str,
-    volumes: Mapping[Any, Mapping[str, Any]],
-    folders: HostFolders,
-) -> list[str]:
-    """The container's hostPath mounts that reach what no GPU pod may, as mounted."""
-    name = container.get("name")
-    problems = []
-    for j, mount in enumerate(container.get("volumeMounts") or ()):
-        path = normal(str(mount.get("mountPath") or ""))
-        device_list = normal(DEVICE_LIST_DIR)
-        if within(path, device_list) or within(device_list, path):
-            problems.append(
-                f"container {name} mounts {mount.get('mountPath')} ({where}.volumeMounts[{j}]), "
-                "where the NVIDIA "
-                "runtime reads which cards to expose; mount it elsewhere"
-            )
-        volume = volumes.get(mount.get("name"))
-        if volume is None or _own_cache(container, mount, volume, folders):
-            continue
-        host = mounted_path(volume, mount)
-        writable = mount.get("readOnly") is not True
-        reach = mount_reach(host, writable, folders)
-        if reach:
-            problems.append(
-                f"container {name} mounts volume {mount.get('name')} ({where}.volumeMounts[{j}]"
-                f"), hostPath {host}{', writable' if writable else ''}: {reach}"
-            )
-    return problems
-
-
-def _own_cache(
-    container: Mapping[str, Any],
-    mount: Mapping[str, Any],
-    volume: Mapping[str, Any],
-    folders: HostFolders,
-) -> bool:
-    """Standalone injection's usage-cache mount: the container's own folder under the hook's
-    `containers/`, named after the pod's uid (from the API server, never the author)."""
-    name = container.get("name")
-    return (
-        any(normal(volume["hostPath"]["path"]) == normal(f"{d}/containers") for d in folders.vgpu)
-        and mount.get("subPathExpr") == f"$({POD_UID_ENV})_{name}"
-        and not mount.get("subPath")
-        and [e for e in container.get("env") or () if e.get("name") == POD_UID_ENV] == [CACHE_ENV]
-    )
 
 
 def container_escapes(
@@ -195,7 +160,11 @@ def container_escapes(
     where: str,
     stored: Mapping[str, Any] | None = None,
     injected_config: str = "",
+    gpu: bool = False,
+    core_policy: str = "default",
 ) -> list[str]:
+    """A container's own ways out: its privileges, capabilities and environment. HAMi-core's
+    variables are judged in GPU containers (`gpu`), against the scheduler's `core_policy`."""
     name = container.get("name")
     security = container.get("securityContext") or {}
     problems = []
@@ -216,6 +185,8 @@ def container_escapes(
             )
     for j, env in enumerate(container.get("env") or ()):
         problem = _variable(env, f"{where}.env[{j}]", name, injected_config)
+        if not problem and gpu:
+            problem = core_variable(env, f"{where}.env[{j}]", name, core_policy, injected_config)
         if problem:
             problems.append(problem)
     pinned = {
@@ -239,12 +210,15 @@ def container_escapes(
 def _unpinned(env: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The watched variables an envFrom could still set: those no env entry names. The MIG
     variables are left out: the NVIDIA runtime refuses to start an unprivileged container that
-    sets them, and privileged ones are refused. Capabilities do not matter without a card."""
+    sets them, and privileged ones are refused. Without a card only the NVSwitch nodes matter
+    (the runtime adds them to a container asking for `none`)."""
     visible = env.get(VISIBLE_DEVICES)
     no_cards = visible is not None and str(visible.get("value") or "").lower() in NO_DEVICES
     if no_cards and visible is not None and visible.get("valueFrom") is None:
-        return []
-    return [v for v in (VISIBLE_DEVICES, DRIVER_CAPABILITIES) if v not in env]
+        return [v for v in (NVSWITCH,) if v not in env]
+    return [
+        v for v in (VISIBLE_DEVICES, DRIVER_CAPABILITIES, IMEX_CHANNELS, NVSWITCH) if v not in env
+    ]
 
 
 def _why_open(variables: Sequence[str]) -> str:
@@ -270,6 +244,9 @@ def _variable(env: Mapping[str, Any], where: str, name: object, injected_config:
             "remove it (the device plugin sets the cards)"
         )
     value = str(env.get("value") or "")
+    if variable in (IMEX_CHANNELS, NVSWITCH):
+        reach = toolkit_reach(variable, value)
+        return f"container {name} sets {variable}={value} ({where}): {reach}" if reach else ""
     if variable == DRIVER_CAPABILITIES:
         wide = sorted({c.strip() for c in value.split(",") if c.strip()} - SLICE_CAPABILITIES)
         if not wide:

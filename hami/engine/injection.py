@@ -29,6 +29,7 @@ PROFILES = ("gke", "generic", "none")
 VGPU_DIR = "/usr/local/vgpu"
 VGPU_LIB = f"{VGPU_DIR}/libvgpu.so"
 VGPU_CACHE_DIR = f"{VGPU_DIR}/cache"
+SHARED_CACHE_FILE = f"{VGPU_CACHE_DIR}/usage.cache"
 PRELOAD = "/etc/ld.so.preload"
 PRELOAD_KEY = "ld.so.preload"
 LOCK_DIR = "/tmp/vgpulock"
@@ -90,7 +91,9 @@ def _mounted(container: Mapping[str, Any], path: str) -> bool:
 def _mount(
     spec: dict[str, Any], container: dict[str, Any], volume: dict[str, Any], mount: dict[str, Any]
 ) -> None:
-    """Mount unless something is already mounted at that path (a hand-written mount wins)."""
+    """Mount unless the path is already mounted: by our own earlier pass (the webhook may be
+    called again), since a GPU container's own mount at these paths is refused
+    (hami.engine.mountescapes)."""
     if _mounted(container, mount["mountPath"]):
         return
     _add_volume(spec, volume)
@@ -158,43 +161,44 @@ def inject(
         pod["metadata"].setdefault("annotations", {})[CONFIG_ANNOTATION] = config_name
 
 
+def own_mounts(
+    hook_path: str, container: str, config: str
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The volumes and mounts standalone injection gives GPU container `container`: HAMi-core,
+    the /etc/ld.so.preload that loads it (a key of the pod's limits ConfigMap `config`), the
+    container's own usage folder and the node's lock folder."""
+    hook = hook_path.rstrip("/")
+    return [
+        (
+            {"name": "hami-vgpu-lib", "hostPath": {"path": f"{hook}/libvgpu.so", "type": "File"}},
+            {"mountPath": VGPU_LIB, "readOnly": True},
+        ),
+        (
+            {"name": "hami-vgpu-config", "configMap": {"name": config, "optional": False}},
+            {"mountPath": PRELOAD, "subPath": PRELOAD_KEY, "readOnly": True},
+        ),
+        (
+            {
+                "name": "hami-vgpu-cache",
+                "hostPath": {"path": f"{hook}/containers", "type": "DirectoryOrCreate"},
+            },
+            {"mountPath": VGPU_CACHE_DIR, "subPathExpr": f"$({POD_UID_ENV})_{container}"},
+        ),
+        (
+            {"name": "hami-vgpu-lock", "hostPath": {"path": LOCK_DIR, "type": "DirectoryOrCreate"}},
+            {"mountPath": LOCK_DIR},
+        ),
+    ]
+
+
 def _standalone(
     spec: dict[str, Any], container: dict[str, Any], nums: int, cfg: InjectionConfig, config: str
 ) -> None:
     cname = container["name"]
-    hook = cfg.hook_path.rstrip("/")
     _env(container, {"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
-    _mount(
-        spec,
-        container,
-        {"name": "hami-vgpu-lib", "hostPath": {"path": f"{hook}/libvgpu.so", "type": "File"}},
-        {"mountPath": VGPU_LIB, "readOnly": True},
-    )
-    _mount(
-        spec,
-        container,
-        {"name": "hami-vgpu-config", "configMap": {"name": config, "optional": False}},
-        {"mountPath": PRELOAD, "subPath": PRELOAD_KEY, "readOnly": True},
-    )
-    _mount(
-        spec,
-        container,
-        {
-            "name": "hami-vgpu-cache",
-            "hostPath": {"path": f"{hook}/containers", "type": "DirectoryOrCreate"},
-        },
-        {"mountPath": VGPU_CACHE_DIR, "subPathExpr": f"$({POD_UID_ENV})_{cname}"},
-    )
-    _mount(
-        spec,
-        container,
-        {"name": "hami-vgpu-lock", "hostPath": {"path": LOCK_DIR, "type": "DirectoryOrCreate"}},
-        {"mountPath": LOCK_DIR},
-    )
-    _env(
-        container,
-        {"name": "CUDA_DEVICE_MEMORY_SHARED_CACHE", "value": f"{VGPU_CACHE_DIR}/usage.cache"},
-    )
+    for volume, mount in own_mounts(cfg.hook_path, cname, config):
+        _mount(spec, container, volume, mount)
+    _env(container, {"name": "CUDA_DEVICE_MEMORY_SHARED_CACHE", "value": SHARED_CACHE_FILE})
     for i in range(nums):
         var = f"CUDA_DEVICE_MEMORY_LIMIT_{i}"
         _env(container, _config_env(var, config, config_key(cname, var)))

@@ -10,6 +10,11 @@ a ConfigMap, a Secret or the image says:
   admission cannot see, gets no card.
 * `NVIDIA_DRIVER_CAPABILITIES=compute,utility` in each GPU container: the driver paths that
   HAMi-core limits, whatever the image asks for (`all`, `graphics`, `video`).
+* `NVIDIA_IMEX_CHANNELS=void` in each GPU container: no IMEX channel, through which its card
+  would import another compute domain's GPU memory (`hami.engine.coreenv`); a GPU-less one
+  has no card to import with.
+* `NVIDIA_NVSWITCH=disabled` in each container that gets either pin above: the runtime adds the
+  NVSwitch device nodes to any container it hands devices to, `none` included.
 
 An entry the pod's author wrote is kept (the checks have judged it); the GPU containers'
 `NVIDIA_VISIBLE_DEVICES` stays the device plugin's, or standalone injection's reference.
@@ -20,8 +25,12 @@ from typing import Any
 
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 DRIVER_CAPABILITIES = "NVIDIA_DRIVER_CAPABILITIES"
+IMEX_CHANNELS = "NVIDIA_IMEX_CHANNELS"
+NVSWITCH = "NVIDIA_NVSWITCH"
 NO_CARDS = "none"
 SLICE_CAPABILITIES = "compute,utility"
+NO_CHANNELS = "void"  # "none" would ask the runtime for a channel with an empty name
+NO_SWITCHES = "disabled"  # anything but "enabled"
 
 
 def set_env(container: dict[str, Any], name: str, value: str) -> None:
@@ -38,8 +47,12 @@ def pin(containers: Sequence[dict[str, Any]], gpu: Sequence[bool], overwrite_env
     for container, has_gpu in zip(containers, gpu, strict=True):
         if has_gpu:
             set_env(container, DRIVER_CAPABILITIES, SLICE_CAPABILITIES)
+            set_env(container, IMEX_CHANNELS, NO_CHANNELS)
         elif overwrite_env:
             set_env(container, VISIBLE_DEVICES, NO_CARDS)
+        else:
+            continue
+        set_env(container, NVSWITCH, NO_SWITCHES)
 
 
 def pin_ephemeral(pod: dict[str, Any], old: Mapping[str, Any], overwrite_env: bool) -> None:

@@ -20,6 +20,7 @@ from kubernetes_asyncio.client import (
     CoordinationV1Api,
     CoreV1Api,
     PolicyV1Api,
+    ResourceV1Api,
 )
 
 from hami.kube.errors import KubeError, Unavailable, from_response
@@ -64,6 +65,7 @@ class ApiCalls:
         self.coordination = CoordinationV1Api(api)
         self.policy = PolicyV1Api(api)
         self.admission = AdmissionregistrationV1Api(api)
+        self.resource = ResourceV1Api(api)
         self.timeout = timeout
         # A page of a list is read from etcd and can be hundreds of objects: far slower than
         # a point read on a busy server.

@@ -43,6 +43,19 @@ class Kube(ListWatch, CertificateCalls):
         except NotFound:
             return None
 
+    async def get_claim_source(self, namespace: str, kind: str, name: str) -> Obj | None:
+        """A ResourceClaim or ResourceClaimTemplate (`kind`) of resource.k8s.io/v1; None when
+        there is none (or the API server serves no such version)."""
+        read = (
+            self.resource.read_namespaced_resource_claim_template
+            if kind == "ResourceClaimTemplate"
+            else self.resource.read_namespaced_resource_claim
+        )
+        try:
+            return await self._call(f"get {kind.lower()} {namespace}/{name}", read, name, namespace)
+        except NotFound:
+            return None
+
     async def get_lease(self, namespace: str, name: str) -> Obj | None:
         try:
             return await self._call(

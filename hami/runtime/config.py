@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from hami.certs.tls import ReloadingServerContext
+from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
@@ -117,6 +118,7 @@ class Settings:
     gfd_split_count: int = 0
     device_config_file: str = ""
     gpu_core_policy: str = "default"
+    dra_gpu_device_classes: str = ",".join(GPU_DEVICE_CLASSES)
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
     enable_ascend: bool = False
@@ -353,6 +355,11 @@ def device_config(s: Settings) -> DeviceConfig:
 def enabled_families(s: Settings) -> tuple[str, ...]:
     """The gated families --enable-ascend and --enable-iluvatar turn on, as HAMi's flags do."""
     return gated_families(ascend=s.enable_ascend, iluvatar=s.enable_iluvatar)
+
+
+def device_classes(s: Settings) -> tuple[str, ...]:
+    """--dra-gpu-device-classes as a list (hami.engine.claims)."""
+    return tuple(c.strip() for c in s.dra_gpu_device_classes.split(",") if c.strip())
 
 
 def gpu_core_policy(s: Settings, devices: DeviceConfig) -> str:

@@ -161,6 +161,11 @@ HELP = {
         "is set as GPU_CORE_UTILIZATION_POLICY in the containers given NVIDIA cards (with "
         "--device-config-file, the file's, which must not say otherwise)"
     ),
+    "dra_gpu_device_classes": (
+        "comma-separated DeviceClasses whose DRA claims hand out GPUs: a GPU pod naming a claim "
+        "or template of one is refused, since the scheduler does not count it; the defaults are "
+        "NVIDIA's DRA driver's and HAMi-DRA's"
+    ),
     "ascend_runtime_class_name": (
         "HAMi's chart's devices.ascend.runtimeClassName: the runtimeClassName set on pods "
         "given Ascend NPUs that name none, for every chip of the chart's vnpus (with "

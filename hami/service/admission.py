@@ -4,15 +4,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.engine.admission import Admission, AdmissionConfig, admit, admit_ephemeral
+from hami.engine.admission import (
+    Admission,
+    AdmissionConfig,
+    admit,
+    admit_ephemeral,
+    admit_update,
+)
 from hami.engine.asks import pod_request
+from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
 from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
 from hami.engine.requests import RequestError
+from hami.service.claims import ClaimReader, claims_to_read, read_claims
 
 # The subresource `kubectl debug` adds ephemeral containers through (an UPDATE of the pod).
 EPHEMERAL = "ephemeralcontainers"
+# Updates of the pod itself and of its status (which may carry metadata too): judged as at
+# creation, without a patch.
+UPDATED = (None, "", "status")
 # A namespace's GPU quota and what it holds now (the cache's), None where nothing limits it.
 Quotas = Callable[[str], NamespaceQuota | None]
 # The same for the other families' memory and core resources.
@@ -33,13 +44,29 @@ class AdmissionService:
         config: AdmissionConfig,
         quotas: Quotas | None = None,
         family_quotas: FamilyQuotas | None = None,
+        claims: ClaimReader | None = None,
     ) -> None:
         self.config = config
         self.quotas = quotas
         self.family_quotas = family_quotas
+        self.claims = claims
 
-    def review(self, request: Mapping[str, Any]) -> AdmissionOutcome:
-        """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks.
+    async def read_claims(self, request: Mapping[str, Any]) -> ClaimSources:
+        """The DRA claims and templates a GPU pod of this review names, read from the API
+        server for review(); without a reader, each is "not read" (and refused)."""
+        refs = claims_to_read(request, self.config.resources.names)
+        if not refs:
+            return NO_CLAIMS
+        if self.claims is None:
+            return dict.fromkeys(refs, "this process reads no claims")
+        namespace = str(request.get("namespace") or "")
+        return await read_claims(self.claims, namespace, refs)
+
+    def review(
+        self, request: Mapping[str, Any], claims: ClaimSources = NO_CLAIMS
+    ) -> AdmissionOutcome:
+        """Decide on a decoded AdmissionReview `request`, of the shape webhook.shape checks;
+        `claims` as read_claims() read them.
 
         Writes nothing: dry runs need no special case.
         """
@@ -49,12 +76,16 @@ class AdmissionService:
             if not added.allowed:
                 return AdmissionOutcome(False, message=added.message, code=added.code)
             return AdmissionOutcome(True, diff(request["object"], added.pod), added.message)
+        if kind == "Pod" and operation == "UPDATE" and request.get("subResource") in UPDATED:
+            status = request.get("subResource") == "status"
+            updated = admit_update(request["object"], request["oldObject"], self.config, status)
+            return AdmissionOutcome(updated.allowed, message=updated.message, code=updated.code)
         if operation != "CREATE" or kind != "Pod":
             return AdmissionOutcome(True, message=f"{operation} {kind}: not ours")
         pod = request["object"]
         # A pod created with generateName has no name yet; the request uid names its limits object.
         fallback = f"hami-vgpu-{request['uid'][:18]}"
-        verdict: Admission = admit(pod, self.config, fallback)
+        verdict: Admission = admit(pod, self.config, fallback, claims)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
         namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace"))

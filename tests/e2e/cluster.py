@@ -72,6 +72,7 @@ KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"
 ADMISSION_POLICY = "hami-scheduling-state"  # as release hami renders it
 WEBHOOK_NAME = "vgpu.hami.io"
+UPDATE_CONDITION = "updates-that-change-annotations"  # helm/hami/templates/webhook.yaml
 RENAMED_DCU = ("example.com/dcu", "example.com/dcu-mem", "example.com/dcu-cores")
 MANAGED_RESOURCES = (
     "nvidia.com/gpu",
@@ -863,7 +864,15 @@ class ControlPlane:
                             "resources": ["pods/ephemeralcontainers"],
                             "scope": "*",
                         },
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["pods", "pods/status"],
+                            "scope": "*",
+                        },
                     ],
+                    "matchConditions": self.harness_match_conditions(),
                     "namespaceSelector": {
                         "matchExpressions": [
                             _not_in("hami.io/webhook", "ignore"),
@@ -905,6 +914,34 @@ class ControlPlane:
             )
 
         wait_for(mutated, timeout=30, what="the webhook to set schedulerName on a dry-run GPU pod")
+
+    def harness_match_conditions(self) -> list[dict[str, Any]]:
+        """The chart's condition on updates alone (only those that add or change an annotation
+        reach the webhook), without its condition on GPU pods: every pod created reaches the
+        webhook, as on clusters and installers without the chart's matchConditions, while the
+        status updates of every test's pods never wait on it (a test may stop our process)."""
+        rendered = yaml.safe_load(self.render_chart("templates/webhook.yaml"))
+        conditions: list[dict[str, Any]] = rendered["webhooks"][0]["matchConditions"]
+        return [c for c in conditions if c["name"] == UPDATE_CONDITION]
+
+    def set_match_conditions(self, conditions: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the e2e webhook's matchConditions (none at all with an empty list)."""
+        patch = [
+            {"op": "add", "path": "/webhooks/0/matchConditions", "value": list(conditions)}
+            if conditions
+            else {"op": "remove", "path": "/webhooks/0/matchConditions"}
+        ]
+        current = self.kube.get("mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION)
+        if not conditions and "matchConditions" not in current["webhooks"][0]:
+            return
+        self.kubectl(
+            "patch",
+            "mutatingwebhookconfiguration",
+            WEBHOOK_CONFIGURATION,
+            "--type=json",
+            "-p",
+            json.dumps(patch),
+        )
 
     def scheduler_configuration(
         self, extender_url: str, scheduler_name: str = SCHEDULER_NAME

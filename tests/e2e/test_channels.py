@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .cluster import WEBHOOK_CONFIGURATION, ControlPlane
+from .cluster import ControlPlane
 from .kube import Kube, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -28,6 +28,8 @@ DENIED = 'admission webhook "vgpu.hami.io" denied the request: GPU pod refused'
 GPU = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
+# What a GPU-less container of a GPU pod leaves with (hami.engine.pins).
+SIDECAR_PINS = [VISIBLE_NONE, {"name": "NVIDIA_NVSWITCH", "value": "disabled"}]
 
 
 def gpu_pod(
@@ -107,6 +109,36 @@ REFUSED = {
         in_cuda(gpu_pod(), envFrom=[{"configMapRef": {"name": "engine"}}]),
         "nothing pins NVIDIA_VISIBLE_DEVICES in it",
     ),
+    "dac-read-search": (
+        in_cuda(gpu_pod(), securityContext={"capabilities": {"add": ["DAC_READ_SEARCH"]}}),
+        "adds DAC_READ_SEARCH (spec.containers[0].securityContext.capabilities.add): "
+        "open_by_handle_at",
+    ),
+    "imex-channel": (
+        in_cuda(gpu_pod(), env=[{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}]),
+        "the NVIDIA runtime would add the IMEX channels it names",
+    ),
+    "hami-core-limit": (
+        in_cuda(gpu_pod(), env=[{"name": "CUDA_DEVICE_MEMORY_LIMIT_0", "value": "80g"}]),
+        "sets CUDA_DEVICE_MEMORY_LIMIT_0 (spec.containers[0].env[0]), a limit HAMi-core holds",
+    ),
+    "own-preload-mount": (
+        in_cuda(
+            gpu_pod(volumes=[{"name": "preload", "configMap": {"name": "preload"}}]),
+            volumeMounts=[
+                {"name": "preload", "mountPath": "/etc/ld.so.preload", "subPath": "preload"}
+            ],
+        ),
+        "mounts volume preload at /etc/ld.so.preload (spec.containers[0].volumeMounts[0])",
+    ),
+    "dra-claim": (
+        in_cuda(
+            gpu_pod(resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]),
+            resources={**GPU, "claims": [{"name": "gpus"}]},
+        ),
+        "spec.resourceClaims[0] (gpus) names ResourceClaimTemplate two-gpus, whose DeviceClass "
+        "could not be read (there is none in the namespace yet)",
+    ),
 }
 
 
@@ -129,11 +161,11 @@ def test_what_reaches_no_card_is_admitted_and_every_gpu_pod_leaves_pinned(
     proxy = {"name": "proxy", "image": "busybox", "envFrom": [{"configMapRef": {"name": "engine"}}]}
     out = stored(kube, gpu_pod(proxy), namespace)
     cuda, sidecar = out["spec"]["containers"]
-    assert SLICE in cuda["env"] and sidecar["env"] == [VISIBLE_NONE]
+    assert SLICE in cuda["env"] and sidecar["env"] == SIDECAR_PINS
     # Another scheduler's GPU pod gets the same cards from the same device plugin: pinned too.
     foreign = stored(kube, gpu_pod(proxy, schedulerName="volcano"), namespace)
     assert foreign["spec"]["schedulerName"] == "volcano"
-    assert foreign["spec"]["containers"][1]["env"] == [VISIBLE_NONE]
+    assert foreign["spec"]["containers"][1]["env"] == SIDECAR_PINS
 
 
 def test_without_overwrite_env_a_sidecar_keeps_its_image_and_its_env_from_is_refused(
@@ -196,19 +228,12 @@ def kai_pod(scheduler: str, **container: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=["without-matchConditions", "with-chart-matchConditions"])
 def match_conditions(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iterator[bool]:
-    """The e2e webhook is registered without matchConditions (older clusters, other
-    installers); the chart's send only GPU pods and kai-scheduler's KAI shares."""
+    """The e2e webhook is registered without the chart's condition on GPU pods (older clusters,
+    other installers); the chart's send only GPU pods and kai-scheduler's KAI shares."""
     if request.param == "without-matchConditions":
         yield False
         return
     kube = control_plane.kube
-    patch = [
-        {
-            "op": "add",
-            "path": "/webhooks/0/matchConditions",
-            "value": chart_match_conditions(control_plane),
-        }
-    ]
 
     def translated() -> bool:
         out = json.loads(
@@ -226,27 +251,12 @@ def match_conditions(request: pytest.FixtureRequest, control_plane: ControlPlane
         )
         return bool(limits(out["spec"]["containers"][0]))
 
-    kube(
-        "patch",
-        "mutatingwebhookconfiguration",
-        WEBHOOK_CONFIGURATION,
-        "--type=json",
-        "-p",
-        json.dumps(patch),
-    )
+    control_plane.set_match_conditions(chart_match_conditions(control_plane))
     try:
         wait_for(lambda: not translated(), timeout=30, what="the matchConditions to apply")
         yield True
     finally:
-        remove = [{"op": "remove", "path": "/webhooks/0/matchConditions"}]
-        kube(
-            "patch",
-            "mutatingwebhookconfiguration",
-            WEBHOOK_CONFIGURATION,
-            "--type=json",
-            "-p",
-            json.dumps(remove),
-        )
+        control_plane.set_match_conditions(control_plane.harness_match_conditions())
         wait_for(translated, timeout=30, what="the matchConditions to be gone")
 
 
@@ -297,6 +307,8 @@ SAMPLE = (
     "vllm-chart-configs-and-secrets",
     "gke-rdma-nccl-test",
     "gke-tcpx-unprivileged",
+    "aibrix-vineyard",
+    "nvidia-dra-gpu-test-count",
 )
 
 
@@ -316,6 +328,8 @@ def test_a_sample_of_the_corpus_gets_its_verdict_on_the_real_api_server(
     )
     for name in SAMPLE:
         entry = INDEX[name]
+        for claim in entry.get("claims", ()):  # what the source file creates beside the pod
+            kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
         pod = yaml.safe_load((CORPUS / "pods" / f"{name}.yaml").read_text())
         result = dry_run(kube, pod, namespace)
         if entry["verdict"] == "refused":

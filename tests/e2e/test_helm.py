@@ -854,7 +854,7 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
     assert set(renamed) <= set(managed)
     assert len(managed) == len(set(managed))
     (webhook,) = find(docs, "MutatingWebhookConfiguration")["webhooks"]
-    (condition,) = webhook["matchConditions"]
+    condition = webhook["matchConditions"][0]
     for name in renamed:
         assert condition["expression"].count(f"'{name}'") == 4, name
     (device,) = [m["device-config.yaml"] for n, m in maps.items() if n.endswith("-device")]

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from hami.engine.admission import AdmissionConfig
+from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.engine.escapes import pod_escapes
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig
 from hami.engine.jsonpatch import apply
@@ -45,7 +46,14 @@ def sliced(pod: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def review(pod: dict[str, Any], cfg: AdmissionConfig) -> tuple[bool, str, dict[str, Any]]:
+def claims(entry: dict[str, Any]) -> ClaimSources:
+    """The DRA claims and templates the entry's source file creates beside the pod."""
+    return {(c["kind"], c["metadata"]["name"]): c for c in entry.get("claims", ())}
+
+
+def review(
+    pod: dict[str, Any], cfg: AdmissionConfig, read: ClaimSources = NO_CLAIMS
+) -> tuple[bool, str, dict[str, Any]]:
     request = {
         "uid": "corpus",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -53,7 +61,7 @@ def review(pod: dict[str, Any], cfg: AdmissionConfig) -> tuple[bool, str, dict[s
         "namespace": "team",
         "object": pod,
     }
-    outcome = AdmissionService(cfg).review(request)
+    outcome = AdmissionService(cfg).review(request, read)
     stored = apply(copy.deepcopy(pod), outcome.patch) if outcome.allowed else {}
     return outcome.allowed, outcome.message, stored
 
@@ -70,7 +78,7 @@ def test_each_corpus_pod_gets_the_verdict_recorded_for_it(
 ) -> None:
     pod = corpus_pod(entry["name"])
     pod = sliced(pod) if as_sliced else pod
-    allowed, message, stored = review(pod, MODES[mode])
+    allowed, message, stored = review(pod, MODES[mode], claims(entry))
     if expected(entry, mode) == "refused":
         assert not allowed, f"{entry['name']} admitted: {entry['why']}"
         for says in entry["says"]:
@@ -103,13 +111,51 @@ def test_the_corpus_records_where_each_spec_comes_from_and_why() -> None:
 
 
 def test_the_refusals_are_the_ones_recorded() -> None:
-    """5 of 42 with HAMi's device plugin, 4 with standalone injection; each for a way out."""
+    """6 of 44 with HAMi's device plugin, 5 with standalone injection; each for a way out."""
     refused = {m: [e["name"] for e in INDEX if expected(e, m) == "refused"] for m in MODES}
     assert sorted(refused["hami-device-plugin"]) == [
         "gke-rdma-nccl-test",
         "gke-tcpx-nccl-test",
         "gke-tcpx-unprivileged",
         "gke-tcpxo-unprivileged",
+        "nvidia-dra-gpu-test-count",
         "vllm-chart-configs-and-secrets",
     ]
     assert "vllm-chart-configs-and-secrets" not in refused["standalone"]
+
+
+UPDATED = [e for e in INDEX if "update" in e]
+
+
+@pytest.mark.parametrize("sub", ["", "status"])
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("entry", UPDATED, ids=[e["name"] for e in UPDATED])
+def test_an_update_of_a_stored_corpus_pod_gets_the_verdict_recorded_for_it(
+    entry: dict[str, Any], mode: str, sub: str
+) -> None:
+    """The pod as admission stored it, then updated with the annotations of the corpus pod
+    named in `from` (a PATCH of the pod, or of its status), is judged as at creation."""
+    update = entry["update"]
+    allowed, message, stored = review(corpus_pod(entry["name"]), MODES[mode])
+    assert allowed, message
+    added = copy.deepcopy(stored)
+    source = corpus_pod(update["from"])["metadata"]["annotations"]
+    added["metadata"].setdefault("annotations", {}).update(source)
+    request = {
+        "uid": "corpus",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE",
+        "subResource": sub,
+        "namespace": "team",
+        "object": added,
+        "oldObject": stored,
+    }
+    outcome = AdmissionService(MODES[mode]).review(request)
+    assert update["verdict"] == "refused" and not outcome.allowed, outcome
+    assert outcome.message.startswith("GPU pod refused: "), "that one reason alone"
+    for says in update["says"]:
+        assert says in outcome.message, outcome.message
+    # The pod as stored, in either node integration, passes an update that adds no way out.
+    labelled = copy.deepcopy(stored)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert AdmissionService(MODES[mode]).review({**request, "object": labelled}).allowed

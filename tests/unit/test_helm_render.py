@@ -297,6 +297,14 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
             "resources": ["pods/ephemeralcontainers"],
             "scope": "Namespaced",
         },
+        # Updates, judged as at creation (hami.engine.admission.admit_update)
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["UPDATE"],
+            "resources": ["pods", "pods/status"],
+            "scope": "Namespaced",
+        },
     ]
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["sideEffects"] == "None"
@@ -315,7 +323,11 @@ def test_helm_webhook_is_scoped_to_gpu_pods_outside_system_namespaces() -> None:
     }
     # A pod's own ignore label spares it the mutation, not the checks: the webhook must see it.
     assert "objectSelector" not in webhook
-    (condition,) = webhook["matchConditions"]
+    condition, updates = webhook["matchConditions"]
+    # Of the updates, those that add or change an annotation outside hami.io/ (the API server
+    # evaluates it in tests/e2e/test_updates.py).
+    assert updates["name"] == "updates-that-change-annotations"
+    assert "!k.startsWith('hami.io/')" in updates["expression"]
     expression = condition["expression"]
     # Both container lists, limits and requests, every GPU resource (the API server evaluates it
     # in tests/e2e/test_helm.py).
@@ -344,6 +356,16 @@ def test_helm_overwrite_env_reaches_hami_serve_and_the_device_config() -> None:
             find(docs, "ConfigMap", "hami-py-device-plugin-device")["data"]["device-config.yaml"]
         )
         assert config["nvidia"]["overwriteEnv"] is (flag == "true")
+
+
+def test_helm_dra_gpu_device_classes_reach_hami_serve_only_where_given() -> None:
+    """hami serve's own list (hami.engine.claims) unless the value names others."""
+    assert not any(a.startswith("--dra-gpu") for a in container(render(), EXTENDER)["args"])
+    docs = render('webhook.draGpuDeviceClasses=["gpu.nvidia.com","gpu.example.com"]')
+    assert (
+        "--dra-gpu-device-classes=gpu.nvidia.com,gpu.example.com"
+        in (container(docs, EXTENDER)["args"])
+    )
 
 
 def test_helm_webhook_settings_follow_values() -> None:
@@ -380,6 +402,8 @@ def test_helm_rbac_grants_exactly_what_the_process_uses() -> None:
             ("hami-py-scheduling-state",),
             ("get",),
         ),
+        ("resource.k8s.io", "resourceclaims", (), ("get",)),
+        ("resource.k8s.io", "resourceclaimtemplates", (), ("get",)),
         (
             "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
@@ -427,6 +451,8 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
             ("hami-py-scheduling-state",),
             ("get",),
         ),
+        ("resource.k8s.io", "resourceclaims", (), ("get",)),
+        ("resource.k8s.io", "resourceclaimtemplates", (), ("get",)),
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
@@ -434,7 +460,7 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
 
 def test_helm_preemption_adds_the_eviction_status_and_budget_rules() -> None:
     docs = render("scheduler.preemption.enabled=true", "scheduler.preemption.holdSeconds=90")
-    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[6:9] == [
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[8:11] == [
         ("", "pods/eviction", (), ("create",)),
         ("", "pods/status", (), ("patch",)),
         ("policy", "poddisruptionbudgets", (), ("list",)),

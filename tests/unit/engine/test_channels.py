@@ -25,6 +25,11 @@ NO_OVERWRITE = AdmissionConfig(overwrite_env=False)
 GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
+NO_SWITCHES = {"name": "NVIDIA_NVSWITCH", "value": "disabled"}
+NO_CHANNELS = {"name": "NVIDIA_IMEX_CHANNELS", "value": "void"}
+# What a GPU-less container of a GPU pod leaves with, and what a GPU container gets beside its own.
+SIDECAR_PINS = [VISIBLE_NONE, NO_SWITCHES]
+GPU_PINS = [SLICE, NO_CHANNELS, NO_SWITCHES]
 SETTINGS = {"configMapRef": {"name": "settings"}}
 
 
@@ -214,8 +219,8 @@ def test_every_gpu_pod_leaves_with_its_pins() -> None:
     assert SLICE in cuda["env"] and not any(
         e["name"] == "NVIDIA_VISIBLE_DEVICES" for e in cuda["env"]
     )
-    assert log["env"] == [VISIBLE_NONE]
-    assert out["spec"]["initContainers"][0]["env"] == init["env"], "the author's entry is kept"
+    assert log["env"] == SIDECAR_PINS
+    assert out["spec"]["initContainers"][0]["env"] == [*init["env"], NO_SWITCHES], "kept"
     # Without --overwrite-env the GPU-less containers keep what their image says.
     assert "env" not in admitted(gpu_pod(sidecar), NO_OVERWRITE)["spec"]["containers"][1]
 
@@ -225,7 +230,11 @@ def test_a_capability_list_the_author_wrote_is_kept() -> None:
     pod["spec"]["containers"][0]["env"] = [
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute"}
     ]
-    assert admitted(pod)["spec"]["containers"][0]["env"] == pod["spec"]["containers"][0]["env"]
+    assert admitted(pod)["spec"]["containers"][0]["env"] == [
+        *pod["spec"]["containers"][0]["env"],
+        NO_CHANNELS,
+        NO_SWITCHES,
+    ]
 
 
 def test_a_pod_without_gpu_resources_gets_no_pins() -> None:
@@ -235,7 +244,7 @@ def test_a_pod_without_gpu_resources_gets_no_pins() -> None:
 
 def test_env_from_without_a_prefix_is_admitted_where_a_pin_covers_it() -> None:
     pod = gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]})
-    assert admitted(pod)["spec"]["containers"][1]["env"] == [VISIBLE_NONE]
+    assert admitted(pod)["spec"]["containers"][1]["env"] == SIDECAR_PINS
     gpu_env_from = gpu_pod()
     gpu_env_from["spec"]["containers"][0]["envFrom"] = [SETTINGS, {"secretRef": {"name": "hf"}}]
     for cfg in (STANDALONE, GKE_STANDALONE):
@@ -286,7 +295,7 @@ def test_env_from_that_no_pin_covers_is_refused_with_a_fix_that_works(
 
 def test_a_foreign_gpu_pods_env_from_is_judged_against_its_own_entries() -> None:
     pod = gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]}, schedulerName="volcano")
-    assert admitted(pod)["spec"]["containers"][1]["env"] == [VISIBLE_NONE]
+    assert admitted(pod)["spec"]["containers"][1]["env"] == SIDECAR_PINS
     pod["spec"]["containers"][0]["envFrom"] = [SETTINGS]
     assert "container cuda takes every variable" in refused(pod)
 
@@ -297,9 +306,7 @@ def test_ephemeral_containers_are_pinned_and_the_service_patches_them() -> None:
     updated = copy.deepcopy(running)
     updated["spec"]["ephemeralContainers"] = [debug]
     verdict = admit_ephemeral(updated, running, CFG)
-    assert verdict.allowed and verdict.pod["spec"]["ephemeralContainers"][0]["env"] == [
-        VISIBLE_NONE
-    ]
+    assert verdict.allowed and verdict.pod["spec"]["ephemeralContainers"][0]["env"] == SIDECAR_PINS
     outcome = AdmissionService(CFG).review(
         {
             "uid": "u",
@@ -311,7 +318,7 @@ def test_ephemeral_containers_are_pinned_and_the_service_patches_them() -> None:
         }
     )
     assert outcome.allowed and outcome.patch == [
-        {"op": "add", "path": "/spec/ephemeralContainers/0/env", "value": [VISIBLE_NONE]}
+        {"op": "add", "path": "/spec/ephemeralContainers/0/env", "value": SIDECAR_PINS}
     ]
     assert not admit_ephemeral(updated, running, NO_OVERWRITE).allowed
 

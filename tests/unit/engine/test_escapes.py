@@ -54,6 +54,14 @@ def host_path(path: str) -> dict[str, Any]:
     return p
 
 
+def mounting(volume: dict[str, Any], path: str, container: int = 0, **mount: Any) -> dict[str, Any]:
+    """A GPU pod (with a sidecar, container 1) whose container mounts `volume` at `path`."""
+    p = with_sidecar()
+    p["spec"]["volumes"] = [{"name": "v", **volume}]
+    p["spec"]["containers"][container]["volumeMounts"] = [{"name": "v", "mountPath": path, **mount}]
+    return p
+
+
 def labelled(pod: dict[str, Any], **labels: str) -> dict[str, Any]:
     pod["metadata"]["labels"] = labels
     return pod
@@ -136,6 +144,71 @@ REFUSED = [
         gpu_pod(ephemeralContainers=[{"name": "debug", "image": "x", **PRIVILEGED}]),
         "spec.ephemeralContainers[0].securityContext.privileged",
     ),
+    # Issue 39: the channels still open.
+    (
+        in_gpu_container(securityContext={"capabilities": {"add": ["DAC_READ_SEARCH"]}}),
+        "adds DAC_READ_SEARCH (spec.containers[0].securityContext.capabilities.add): "
+        "open_by_handle_at",
+    ),
+    (
+        with_sidecar(securityContext={"capabilities": {"add": ["CAP_DAC_READ_SEARCH"]}}),
+        "open_by_handle_at, which opens any file of a host filesystem",
+    ),
+    (
+        in_gpu_container(**env("NVIDIA_IMEX_CHANNELS", "0")),
+        "NVIDIA_IMEX_CHANNELS=0 (spec.containers[0].env[0]): the NVIDIA runtime would add the "
+        "IMEX channels",
+    ),
+    (with_sidecar(**env("NVIDIA_IMEX_CHANNELS", "all")), "another compute domain exported"),
+    (
+        with_sidecar(**env("NVIDIA_NVSWITCH", "enabled")),
+        "NVIDIA_NVSWITCH=enabled (spec.containers[1].env[0]): the NVIDIA runtime would add the "
+        "NVSwitch device nodes",
+    ),
+    (
+        in_gpu_container(**env("CUDA_DEVICE_MEMORY_LIMIT_0", "80g")),
+        "sets CUDA_DEVICE_MEMORY_LIMIT_0 (spec.containers[0].env[0]), a limit HAMi-core holds",
+    ),
+    (in_gpu_container(**env("CUDA_DEVICE_SM_LIMIT", "100")), "sets CUDA_DEVICE_SM_LIMIT ("),
+    (in_gpu_container(**env("CUDA_DEVICE_SM_LIMIT_0", "100")), "sets CUDA_DEVICE_SM_LIMIT_0 ("),
+    (in_gpu_container(**env("CUDA_DEVICE_MEMORY_LIMIT", "80g")), "CUDA_DEVICE_MEMORY_LIMIT ("),
+    (
+        in_gpu_container(**env("CUDA_DEVICE_MEMORY_SHARED_CACHE", "/tmp/mine.cache")),
+        "a process with a file of its own is counted alone",
+    ),
+    (in_gpu_container(**env("CUDA_REDIRECT", "/usr/lib/libcuda.so.1")), "the real one bypasses"),
+    (
+        in_gpu_container(**env("CUDA_DISABLE_CONTROL", "true")),
+        "CUDA_DISABLE_CONTROL=true (spec.containers[0].env[0]): HAMi's device plugin then leaves "
+        "HAMi-core out",
+    ),
+    (
+        in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "disable")),
+        "limits its cores less than the scheduler's policy (default)",
+    ),
+    (
+        mounting({"configMap": {"name": "preload"}}, "/etc/ld.so.preload", subPath="preload"),
+        "mounts volume v at /etc/ld.so.preload (spec.containers[0].volumeMounts[0]), where "
+        "the node side mounts HAMi-core",
+    ),
+    (
+        mounting({"emptyDir": {}}, "/usr/local/vgpu/libvgpu.so", subPath="lib"),
+        "at /usr/local/vgpu/libvgpu.so",
+    ),
+    (
+        mounting({"emptyDir": {}}, "/usr/local/vgpu"),
+        "the card has no memory or core limit; mount it elsewhere",
+    ),
+    (
+        gpu_pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]),
+        # Unread here: hami.engine.claims (tests/unit/engine/test_claims.py) for the classes.
+        "spec.resourceClaims[0] (gpu) names ResourceClaimTemplate single-gpu, whose DeviceClass "
+        "could not be read",
+    ),
+    (
+        gpu_pod(resourceClaims=[{"name": "shared", "resourceClaimName": "shared-gpu"}]),
+        "names ResourceClaim shared-gpu, whose DeviceClass could not be read",
+    ),
 ]
 
 
@@ -162,6 +235,25 @@ ADMITTED = [
     host_path("/data/models"),
     host_path("/sys/class/net"),
     other_scheduler(gpu_pod()),
+    # Issue 39: what reaches no other card.
+    in_gpu_container(**env("NVIDIA_IMEX_CHANNELS", "void")),
+    in_gpu_container(**env("NVIDIA_NVSWITCH", "disabled")),
+    in_gpu_container(**env("NVIDIA_GDS", "enabled")),
+    in_gpu_container(**env("NVIDIA_MOFED", "enabled")),
+    in_gpu_container(**env("NVIDIA_GDRCOPY", "enabled")),
+    in_gpu_container(**env("CUDA_TASK_PRIORITY", "0")),
+    in_gpu_container(**env("CUDA_DISABLE_CONTROL", "false")),
+    in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "force")),
+    in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "Default")),
+    in_gpu_container(**env("LD_PRELOAD", "/opt/tritonserver/lib/libtritonserver.so")),
+    in_gpu_container(**env("CUDA_VISIBLE_DEVICES", "0")),
+    with_sidecar(**env("CUDA_DEVICE_MEMORY_LIMIT_0", "1g")),  # no card, no HAMi-core
+    in_gpu_container(securityContext={"capabilities": {"add": ["DAC_OVERRIDE"]}}),
+    # A folder mounted above the runtime's device-list folder (AIBrix's vineyard socket) is no
+    # device list; above /etc/ld.so.preload (/etc) it is mounted first and leaves it in place.
+    mounting({"hostPath": {"path": "/var/run/vineyard-kubernetes/x"}}, "/var/run"),
+    mounting({"configMap": {"name": "etc"}}, "/etc"),
+    mounting({"emptyDir": {}}, "/usr/local/vgpu", container=1),
 ]
 
 
@@ -189,10 +281,16 @@ def test_a_foreign_gpu_pod_that_stays_in_its_slice_is_admitted_with_only_the_pin
     verdict = admit(pod, CFG)
     assert verdict.allowed and verdict.message == "pod already has different scheduler assigned"
     expected = copy.deepcopy(pod)
+    no_switches = {"name": "NVIDIA_NVSWITCH", "value": "disabled"}
     expected["spec"]["containers"][0]["env"] = [
-        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+        {"name": "NVIDIA_IMEX_CHANNELS", "value": "void"},
+        no_switches,
     ]
-    expected["spec"]["containers"][1]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]
+    expected["spec"]["containers"][1]["env"] = [
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"},
+        no_switches,
+    ]
     assert verdict.pod == expected
 
 
@@ -272,6 +370,7 @@ def test_the_service_reviews_the_ephemeral_containers_subresource() -> None:
     }
     outcome = AdmissionService(CFG).review(request)
     assert not outcome.allowed and "container debug is privileged" in outcome.message
+    # Through status the spec stays as it was.
     assert AdmissionService(CFG).review({**request, "subResource": "status"}).allowed
 
 
@@ -309,3 +408,72 @@ def test_the_pci_devices_are_refused_writable_and_admitted_read_only(path: str) 
     if not reaches_devices(path):
         assert bool(mount_reach(path, True, HostFolders())) is pci, path
         assert mount_reach(path, False, HostFolders()) == "", path
+
+
+def updated(old: dict[str, Any], sub: str = "", **annotations: str) -> dict[str, Any]:
+    """The AdmissionReview request of an update of `old` adding `annotations`."""
+    new = copy.deepcopy(old)
+    new["metadata"].setdefault("annotations", {}).update(annotations)
+    return {
+        "uid": "u",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "UPDATE",
+        "subResource": sub,
+        "object": new,
+        "oldObject": old,
+    }
+
+
+@pytest.mark.parametrize("sub", ["", "status"])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("cdi.k8s.io/x", "nvidia.com/gpu=all"),
+        ("nvidia.cdi.k8s.io/container.cuda", "management.nvidia.com/gpu=all"),
+        ("devices.gke.io/container.cuda", "- path: /dev/nvidia0\n"),
+    ],
+)
+def test_an_update_that_adds_a_device_annotation_to_a_gpu_pod_is_refused(
+    sub: str, key: str, value: str
+) -> None:
+    """Judged as at creation: a Pending GPU pod patched with the annotation is refused, through
+    the pod and through its status, and so is a change of one the pod was created with (in a
+    namespace exempt then)."""
+    pending = admit(gpu_pod(schedulingGates=[{"name": "example.com/hold"}]), CFG).pod
+    outcome = AdmissionService(CFG).review(updated(pending, sub, **{key: value}))
+    assert not outcome.allowed and outcome.code == 403, outcome
+    assert f"GPU pod refused: annotation {key} asks" in outcome.message
+    carrying = updated(pending, sub, **{key: value})["object"]
+    changed = AdmissionService(CFG).review(updated(carrying, sub, **{key: "nvidia.com/gpu=0,1"}))
+    assert not changed.allowed and "(nvidia.com/gpu=0,1)" in changed.message
+    # What adds no way out passes, as does any update of a pod that already had one.
+    assert AdmissionService(CFG).review(updated(pending, sub, note="x")).allowed
+    assert AdmissionService(CFG).review(updated(carrying, sub, note="x")).allowed
+    ungated = copy.deepcopy(pending)
+    ungated["spec"].pop("schedulingGates")
+    assert AdmissionService(CFG).review({**updated(pending, sub), "object": ungated}).allowed
+
+
+def test_updates_of_pods_without_a_gpu_and_spec_changes_through_status_are_not_judged() -> None:
+    cpu = {"metadata": {"name": "c"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    assert (
+        AdmissionService(CFG).review(updated(cpu, **{"cdi.k8s.io/x": "nvidia.com/gpu=all"})).allowed
+    )
+    # kube-apiserver puts a status update's spec back: only its metadata is judged.
+    running = gpu_pod(nodeName="gpu-07")
+    request = updated(running, "status")
+    request["object"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert AdmissionService(CFG).review(request).allowed
+    assert not AdmissionService(CFG).review({**request, "subResource": ""}).allowed
+
+
+def test_a_core_policy_limiting_less_than_the_schedulers_is_refused_as_hami_core_reads_it() -> None:
+    """HAMi-core reads force/FORCE and disable/DISABLE, anything else as the default."""
+    forced = AdmissionConfig(gpu_core_policy="force")
+    for value in ("default", "Force", "disable"):
+        verdict = admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", value)), forced)
+        assert "limits its cores less than the scheduler's policy (force)" in verdict.message
+    assert admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "FORCE")), forced).allowed
+    # The webhook's own entry, seen again on a second pass, is the policy itself.
+    once = admit(gpu_pod(), forced).pod
+    assert admit(once, forced).allowed

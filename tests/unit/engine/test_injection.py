@@ -68,7 +68,10 @@ def test_gke_profile_mounts_driver_lib64_and_sets_library_path_on_gpu_containers
         "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64", "type": "Directory"},
     } in out["spec"]["volumes"]
     # The sidecar gets no driver, only the pin that keeps its image from naming cards.
-    assert "volumeMounts" not in sidecar and env(sidecar) == {"NVIDIA_VISIBLE_DEVICES": "none"}
+    assert "volumeMounts" not in sidecar and env(sidecar) == {
+        "NVIDIA_VISIBLE_DEVICES": "none",
+        "NVIDIA_NVSWITCH": "disabled",
+    }
     assert "volumeMounts" not in out["spec"]["initContainers"][0]
 
 
@@ -260,7 +263,11 @@ def test_ignore_label_leaves_pod_untouched_but_for_the_pins() -> None:
         {
             "op": "add",
             "path": "/spec/containers/0/env",
-            "value": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}],
+            "value": [
+                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                {"name": "NVIDIA_IMEX_CHANNELS", "value": "void"},
+                {"name": "NVIDIA_NVSWITCH", "value": "disabled"},
+            ],
         }
     ]
 

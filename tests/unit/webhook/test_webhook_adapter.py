@@ -530,3 +530,43 @@ async def test_null_is_read_as_absent(standalone: Client, path: tuple[str | int,
             for d, a in zip((null, absent), answers, strict=True)
         ]
         assert drop_nulls(stored[0]) == drop_nulls(stored[1])
+
+
+async def test_the_dra_claims_a_gpu_pod_names_are_read_before_it_is_judged(
+    aiohttp_client: AiohttpClient,
+) -> None:
+    """The route reads each claim or template a GPU pod names through the service's reader
+    (hami.service.claims) and refuses one of a GPU DeviceClass; a pod without GPU resources,
+    or without claims, costs no read."""
+    read: list[str] = []
+
+    async def reader(namespace: str, kind: str, name: str) -> Obj | None:
+        read.append(f"{namespace}/{kind}/{name}")
+        device_class = "gpu.nvidia.com" if name == "two" else "rdma.example.com"
+        return {
+            "spec": {
+                "spec": {"devices": {"requests": [{"exactly": {"deviceClassName": device_class}}]}}
+            }
+        }
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.add_routes(
+        hami.webhook.routes.routes(
+            AdmissionService(AdmissionConfig(), claims=reader), lambda *_: None
+        )
+    )
+    client = await aiohttp_client(app)
+
+    def claiming(pod: Obj, template: str) -> Obj:
+        pod["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": template}]
+        return pod
+
+    refused = (await post(client, body(review(claiming(gpu_pod(), "two")))))["response"]
+    assert refused["allowed"] is False
+    assert "which asks DeviceClass gpu.nvidia.com for GPUs" in refused["status"]["message"]
+    admitted = await post(client, body(review(claiming(gpu_pod(), "rdma"))))
+    assert admitted["response"]["allowed"] is True
+    assert read == ["team-a/ResourceClaimTemplate/two", "team-a/ResourceClaimTemplate/rdma"]
+    await post(client, body(review(claiming(plain_pod(), "two"))))
+    await post(client, body(review(gpu_pod())))
+    assert len(read) == 2
