@@ -197,6 +197,15 @@ class Family(Protocol):
         family on this node."""
         ...
 
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        """Why `card`, whose usage counts `share` (what one pod holds of it) beside the rest,
+        holds more than this family's fit lets a card hold; None while it holds no more.
+
+        /bind asks it of the cards /filter chose (hami.engine.recheck), so it is the rule the
+        family's fit places by: both ask hami.engine.checks.beyond of the card as the family
+        counts it, the fit with the device it would give counted."""
+        ...
+
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
         """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
         ...

@@ -31,9 +31,10 @@ from hami.engine.families.common import (
     decode_registration,
     encode_allocation,
     read_request,
+    room,
     walk,
 )
-from hami.engine.model import Card, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
 
 
 def capacity_of(node: NodeFacts, name: str) -> int | None:
@@ -131,6 +132,9 @@ class CommonFamily:
         self, cards: Sequence[Card], request: FamilyRequest, pod: FitPod, allocated: PodDevices
     ) -> FamilyFit:
         return walk(cards, request, pod, self.wire, self.rules)
+
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        return room(card, share, self.rules)
 
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
         return 0.0

@@ -27,9 +27,11 @@ from hami.engine.families.base import (
 from hami.engine.families.basic import capacity_of
 from hami.engine.families.common import (
     RequestRules,
+    WalkRules,
     claim_by_count,
     encode_allocation,
     read_request,
+    room,
     walk,
 )
 from hami.engine.families.metax.config import (
@@ -40,8 +42,9 @@ from hami.engine.families.metax.config import (
     MetaxConfig,
 )
 from hami.engine.families.metax.topology import annotation_value
-from hami.engine.model import Card, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
 
+WALK = WalkRules()
 CARD_MEMORY = 65536  # MiB HAMi gives each card it makes up
 # Cards one node may register: a capacity beyond it is refused, not turned into that many
 # cards (HAMi has no bound).
@@ -118,7 +121,10 @@ class MetaxGpu:
                 return r.CARD_NOT_FOUND_CUSTOM_FILTER_RULE
             return None
 
-        return walk(cards, request, pod, self._wire, check=same_card)
+        return walk(cards, request, pod, self._wire, WALK, same_card)
+
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        return room(card, share, WALK)
 
     def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
         # Without the node's annotations there is no topology to score.
