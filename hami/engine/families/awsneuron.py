@@ -40,6 +40,7 @@ from hami.engine.model import (
     PodDevices,
     Usage,
 )
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 TYPE = "AWSNeuron"
@@ -243,7 +244,7 @@ class AwsNeuron:
         got = _over(card.info, card.usage)
         return None if got is None else str(got)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

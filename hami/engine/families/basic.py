@@ -35,6 +35,7 @@ from hami.engine.families.common import (
     walk,
 )
 from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 
 
 def capacity_of(node: NodeFacts, name: str) -> int | None:
@@ -136,7 +137,7 @@ class CommonFamily:
     def room(self, card: Card, share: ContainerDevices) -> str | None:
         return room(card, share, self.rules)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

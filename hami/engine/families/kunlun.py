@@ -44,6 +44,7 @@ from hami.engine.families.common import (
     uuid_allowed,
 )
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
@@ -248,7 +249,7 @@ class KunlunFamily:
             return ContainerDevice(info.id, info.devmem, info.devcore, WHOLE)
         return ContainerDevice(info.id, request.memreq, request.coresreq, VXPU)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """HAMi's ScoreNode for whole XPUs: 3000 when the pod's XPUs strand fewer XPUs than
         the node's busy ones do, 2000 as many, 1000 one more, 0 two more. HAMi answers 0 on a
         node that has any other kind of device too; the engine sees only this family's. A pod

@@ -45,6 +45,7 @@ from hami.engine.families.common import (
     room,
 )
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, RequestError
 
@@ -264,7 +265,7 @@ class AscendFamily:
     def room(self, card: Card, share: ContainerDevices) -> str | None:
         return room(card, share, WALK)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """HAMi's ScoreNode: per container, the share of its NPUs in its largest network
         group, times 10; 0 for non-910 kinds or when a card has no NetworkID."""
         if not self.config.common_word.startswith(TOPOLOGY_PREFIX):

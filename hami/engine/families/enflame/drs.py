@@ -24,6 +24,7 @@ from hami.engine.families.base import (
 from hami.engine.families.common import lookup, quantity_value, uuid_allowed
 from hami.engine.families.enflame.profiles import BY_SLICES, BY_SPEC, DRS, atoi, choose, decode_drs
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import INT32_MAX, RequestError
 
@@ -139,7 +140,7 @@ class DrsFamily:
         got = _over(card.info, card.usage)
         return None if got is None else str(got)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

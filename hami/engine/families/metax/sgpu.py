@@ -44,6 +44,7 @@ from hami.engine.families.metax.config import (
 from hami.engine.families.metax.registration import qos_of, zone_of
 from hami.engine.families.metax.request import GIB_IN_MIB, read
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 
 ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
 # HAMi's own reasons for this type (the common walk says CardNotHealth).
@@ -52,6 +53,9 @@ CARD_QOS_MISMATCH = "CardQosPolicyMismatch"
 CARD_APP_CLASS_MISMATCH = "CardAppClassMismatch"
 # How HAMi weighs a policy-neutral family score against the base node score.
 NEUTRAL_WEIGHT = 10000
+# HAMi's policy layer's weight of a policy-neutral score, per node policy (a policy missing here
+# is a KeyError, never another's score).
+_WEIGHT = {NodePolicy.BINPACK: NEUTRAL_WEIGHT, NodePolicy.SPREAD: -NEUTRAL_WEIGHT}
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -205,8 +209,8 @@ class MetaxSgpu:
         got = _over(card.info, card.usage, counted_cores=any(d.usedcores for d in share))
         return None if got is None else str(got)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
-        return self.score_pod(cards, devices, FitPod(), NO_NODE, binpack)
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
+        return self.score_pod(cards, devices, FitPod(), NO_NODE, policy)
 
     def score_pod(
         self,
@@ -214,7 +218,7 @@ class MetaxSgpu:
         devices: PodDevices,
         pod: FitPod,
         node: NodeFacts,
-        binpack: bool,
+        policy: NodePolicy,
     ) -> float:
         """HAMi's ScoreNode, weighted as HAMi's policy layer weighs a policy-neutral score.
 
@@ -233,7 +237,7 @@ class MetaxSgpu:
             )
         else:
             return 0.0
-        return f32((NEUTRAL_WEIGHT if binpack else -NEUTRAL_WEIGHT) * f32(raw))
+        return f32(_WEIGHT[policy] * f32(raw))
 
     def _topology_on(
         self, chosen: Sequence[ContainerDevice], annotations: Mapping[str, str]

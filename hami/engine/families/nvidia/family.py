@@ -34,7 +34,7 @@ from hami.engine.families.nvidia.wire import wire
 from hami.engine.mig import mig_request
 from hami.engine.migalloc import allocations, encode_allocations
 from hami.engine.model import Card, ContainerDevices, ContainerRequest, DeviceInfo, PodDevices
-from hami.engine.policy import parse_gpu_policy, pod_options
+from hami.engine.policy import NodePolicy, parse_gpu_policy, pod_options
 from hami.engine.requests import ResourceDefaults, container_request
 from hami.engine.score import card_scores
 from hami.engine.walk import walk
@@ -101,7 +101,7 @@ class NvidiaFamily:
         """hami.engine.checks.no_room: the MIG placements, else the room rule of room_verdict."""
         return no_room(card, tuple(d.mig for d in share if d.mig is not None))
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

@@ -14,6 +14,7 @@ from hami.engine.codec import CodecError
 from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import RequestError
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
@@ -23,6 +24,8 @@ A910 = KINDS["Ascend910A"]
 P310 = KINDS["Ascend310P"]
 C910 = KINDS["Ascend910C"]
 SOFT = {"huawei.com/vnpu-mode": "hami-core"}
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def card(
@@ -239,12 +242,12 @@ def test_910c_takes_whole_modules_only() -> None:
 def test_score_node_rewards_one_network_group() -> None:
     cards = [card("a", net=0), card("b", net=0), card("c", net=1)]
     dev = [ContainerDevice(u, 64, 0, "Ascend910B3") for u in ("a", "b", "c")]
-    assert B3.score_node(cards, ((dev[0], dev[1]),), True) == 10.0
-    assert B3.score_node(cards, ((dev[0], dev[2]),), True) == 5.0
+    assert B3.score_node(cards, ((dev[0], dev[1]),), BINPACK) == 10.0
+    assert B3.score_node(cards, ((dev[0], dev[2]),), BINPACK) == 5.0
     # Go float32: two of three in one group is 6.6666670 (float32), not 6.666666666666667.
-    assert B3.score_node(cards, ((dev[0], dev[1], dev[2]),), True) == 6.6666669845581055
-    assert B3.score_node([card("a"), card("c")], ((dev[0], dev[2]),), True) == 0.0
-    assert P310.score_node(cards, ((dev[0], dev[1]),), True) == 0.0  # not a 910 kind
+    assert B3.score_node(cards, ((dev[0], dev[1], dev[2]),), BINPACK) == 6.6666669845581055
+    assert B3.score_node([card("a"), card("c")], ((dev[0], dev[2]),), BINPACK) == 0.0
+    assert P310.score_node(cards, ((dev[0], dev[1]),), BINPACK) == 0.0  # not a 910 kind
 
 
 def test_annotations_name_each_npus_template_or_share() -> None:
