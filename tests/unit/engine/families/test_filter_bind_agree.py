@@ -1,10 +1,10 @@
 """Whatever /filter chose, /bind's re-check accepts on the same cache, for every family: a
-node registered as each vendor's device plugin registers it (tests/families_samples.py; the
-DCU from tests/builders.py), pods of drawn shapes filtered onto it one after the other (each
-reservation counted), and after each placement ClusterCache.overcommitted, which /bind asks,
-names no card. The two ask each family's one room rule (Family.room); an Ascend soft-split
-pod (`huawei.com/vnpu-mode: hami-core`), whose fit counts a card as 100 cores whatever it
-registered, was refused by a re-check that counted the registered 20."""
+node registered as each vendor's device plugin registers it (tests.builders.sample_node),
+pods of drawn shapes filtered onto it one after the other (each reservation counted), and
+after each placement ClusterCache.overcommitted, which /bind asks, names no card. The two ask
+each family's one room rule (Family.room); an Ascend soft-split pod (`huawei.com/vnpu-mode:
+hami-core`), whose fit counts a card as 100 cores whatever it registered, was refused by a
+re-check that counted the registered 20."""
 
 from typing import Any
 
@@ -17,32 +17,14 @@ from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTA
 from hami.engine.families.base import Family
 from hami.engine.families.registry import FAMILIES
 from hami.service.placement import Placement
-from tests.builders import family_node, sample_card
-from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
+from tests.builders import sample_node
 
 KINDS = [f.wire.type for f in FAMILIES.others]
 ASCEND = [k for k in KINDS if k.startswith("Ascend")]
 
 
 def node(family: Family, soft: bool) -> dict[str, Any]:
-    kind = family.wire.type
-    if kind not in SAMPLE_NODE:  # the DCU has no sample of its plugin's: the builders' cards
-        return family_node("n", family, [sample_card(family, i) for i in range(2)])
-    annotations = dict(SAMPLE_NODE[kind])
-    if soft:
-        annotations[NODE_SOFT_ANNOTATION] = "true"
-    allocatable = dict(SAMPLE_ALLOCATABLE[kind])
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": "n",
-            "uid": "uid-n",
-            "annotations": annotations,
-            "labels": dict(SAMPLE_LABELS.get(kind, {})),
-        },
-        "status": {"allocatable": allocatable, "capacity": allocatable},
-    }
+    return sample_node("n", family, **({NODE_SOFT_ANNOTATION: "true"} if soft else {}))
 
 
 @st.composite
