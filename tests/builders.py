@@ -11,6 +11,7 @@ from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.base import Family
 from hami.engine.model import DeviceInfo
+from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 
 Obj = dict[str, Any]
 T4 = "NVIDIA-Tesla T4"
@@ -140,3 +141,25 @@ def family_pod(
     pod = gpu_pod(name, namespace, annotations=annotations)
     pod["spec"]["containers"][0]["resources"] = {"limits": family_limits(family, count, mem)}
     return pod
+
+
+def sample_node(name: str, family: Family, **annotations: str) -> Obj:
+    """A Node as the family's device plugin registers it in tests/families_samples.py (its
+    annotations, allocatable resources and labels; `annotations` added), or, for a family
+    without a sample there, two of its SAMPLE_CARDS stand-ins (family_node)."""
+    kind = family.wire.type
+    if kind not in SAMPLE_NODE:
+        cards = [sample_card(family, i, uuid=f"{name}-{kind}-{i}") for i in range(2)]
+        return family_node(name, family, cards, **annotations)
+    allocatable = dict(SAMPLE_ALLOCATABLE[kind])
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "annotations": {**SAMPLE_NODE[kind], **annotations},
+            "labels": dict(SAMPLE_LABELS.get(kind, {})),
+        },
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }

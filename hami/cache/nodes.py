@@ -15,7 +15,6 @@ from types import MappingProxyType
 from typing import Any
 
 from hami.cache.outside import OutsideBook
-from hami.engine.checks import no_room
 from hami.engine.families.registry import Families
 from hami.engine.familyholders import Pairs, card_holders
 from hami.engine.inventory import (
@@ -25,9 +24,9 @@ from hami.engine.inventory import (
     node_inventory,
     split_devices,
 )
-from hami.engine.mig import pod_instances
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
 from hami.engine.names import NODE_LOCK
+from hami.engine.recheck import overfull
 from hami.engine.state import build_node, mig_devices
 
 
@@ -225,11 +224,4 @@ class NodeStore:
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
         """hami.cache.store.ClusterCache.overcommitted."""
         state = self.state(node)
-        own = pod_instances(devices)
-        wanted = {d.uuid for c in devices for d in c}
-        out = []
-        for c in () if state is None else state.all_cards():
-            why = no_room(c, own.get(c.info.id, ())) if c.info.id in wanted else None
-            if why is not None:
-                out.append(f"{c.info.id} ({why})")
-        return out
+        return [] if state is None else overfull(state, devices, self._families)

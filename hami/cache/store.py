@@ -424,5 +424,5 @@ class ClusterCache:
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
         """`<uuid> (<why>)` for each of the node's cards that, with what is counted on it now
         (this pod's share among it), has no room for the pod's `devices` after all, by the
-        rule /filter places by (hami.engine.checks.no_room)."""
+        rule its family's fit placed them by (hami.engine.recheck.overfull)."""
         return self._nodes.overcommitted(node, devices)

@@ -6,6 +6,7 @@ the namespace quota after the slot checks, MIG placement after the room checks.
 """
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from hami.engine import reasons as r
 from hami.engine.mig import clash
@@ -52,11 +53,11 @@ def slot_verdict(card: Card, opts: PodOptions) -> str | None:
 
 
 def room_verdict(card: Card, req: ContainerRequest, cores: int) -> str | None:
-    """HAMi's checks after the quota: is there room on the card."""
+    """HAMi's checks after the quota: is there room on the card (the room rule, `beyond`, with
+    the share counted), then its rules on whole and exhausted cores."""
     info, u = card.info, card.usage
-    if info.devmem - u.usedmem < req.memory_on(info.share_base):
-        return r.CARD_INSUFFICIENT_MEMORY
-    return core_verdict(info, u, cores)
+    over = beyond(info, u.used + 1, u.usedmem + req.memory_on(info.share_base), u.usedcores + cores)
+    return over.reason if over is not None else core_rules(info, u, cores)
 
 
 def verdict(
@@ -74,6 +75,12 @@ def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
     """HAMi's checks after the memory check, in its order; None if the card passes them."""
     if info.devcore - u.usedcores < cores:
         return r.CARD_INSUFFICIENT_CORE
+    return core_rules(info, u, cores)
+
+
+def core_rules(info: DeviceInfo, u: Usage, cores: int) -> str | None:
+    """HAMi's checks after the room for the cores: 100 cores want the card alone, and a
+    container asking none cannot join a card whose cores are all taken."""
     if info.devcore == 100 and cores == 100 and u.used > 0:
         return r.EXCLUSIVE_CONFLICT
     if info.devcore != 0 and u.usedcores == info.devcore and cores == 0:
@@ -81,18 +88,56 @@ def core_verdict(info: DeviceInfo, u: Usage, cores: int) -> str | None:
     return None
 
 
+class Over(NamedTuple):
+    """What a card counts more of than a family's fit lets it hold: HAMi's reason for that
+    check, the amount counted and what the card holds."""
+
+    reason: str
+    counted: int
+    held: int
+
+    def __str__(self) -> str:
+        return f"{self.counted} {_UNITS[self.reason]} counted of {self.held}"
+
+
+_UNITS = {
+    r.CARD_INSUFFICIENT_MEMORY: "MiB",
+    r.CARD_INSUFFICIENT_CORE: "% of the cores",
+    r.CARD_TIME_SLICING_EXHAUSTED: "tasks",
+}
+
+
+def beyond(
+    held: DeviceInfo,
+    used: int,
+    usedmem: int,
+    usedcores: int,
+    *,
+    cores: bool = True,
+    tasks: bool = True,
+) -> Over | None:
+    """The first of memory, cores and tasks that a card counting this much holds more of than
+    `held` (the card as a family's fit counts it) has; None while it holds no more.
+
+    The one room rule: a fit asks it with the share it would give counted, and /bind asks it
+    again with what the cache counts (hami.engine.recheck, through Family.room), so that the
+    two cannot disagree. `cores` and `tasks` are False for a family whose fit counts neither."""
+    if usedmem > held.devmem:
+        return Over(r.CARD_INSUFFICIENT_MEMORY, usedmem, held.devmem)
+    if cores and usedcores > held.devcore:
+        return Over(r.CARD_INSUFFICIENT_CORE, usedcores, held.devcore)
+    if tasks and used > held.count:
+        return Over(r.CARD_TIME_SLICING_EXHAUSTED, used, held.count)
+    return None
+
+
 def no_room(card: Card, own: Sequence[MigInstance]) -> str | None:
-    """Why `card`, its counted use including one pod's share (`own`: that pod's MIG instances
-    on it), has no room for that share after all, or None: the rule /filter placed the share
-    by, asked again at /bind. A MIG card has room while the pod's instances overlap no other
-    (hami.engine.mig.clash); any other card while memory, cores and slots stay within it."""
+    """NVIDIA's room rule at /bind: why `card`, its counted use including one pod's share
+    (`own`: that pod's MIG instances on it), has no room for that share after all, or None. A
+    MIG card has room while the pod's instances overlap no other (hami.engine.mig.clash, the
+    rule its fit places instances by); any other card by `beyond`, as its fit's room_verdict."""
     if card.info.mig:
         return clash(card, own)
     info, u = card.info, card.usage
-    if u.usedmem > info.devmem:
-        return f"{u.usedmem} MiB counted of {info.devmem}"
-    if u.usedcores > info.devcore:
-        return f"{u.usedcores} % of the cores counted of {info.devcore}"
-    if u.used > info.count:
-        return f"{u.used} tasks counted of {info.count}"
-    return None
+    over = beyond(info, u.used, u.usedmem, u.usedcores)
+    return None if over is None else str(over)

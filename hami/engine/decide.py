@@ -1,8 +1,9 @@
 """Choosing a node and cards for a pod: the one decision every adapter shares."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import NamedTuple
 
 from hami.engine import reasons as r
 from hami.engine.capacity import summary_check
@@ -37,11 +38,22 @@ class Decision:
 
 
 _NAME = attrgetter("name")
-_BUSIEST_FIRST = {NodePolicy.BINPACK: True, NodePolicy.SPREAD: False}
-# A node's score for a pod asking none of the other families (NodeState.binpack_rank).
-_RANK = {
-    NodePolicy.BINPACK: attrgetter("binpack_rank"),
-    NodePolicy.SPREAD: attrgetter("spread_rank"),
+
+
+class NodeOrder(NamedTuple):
+    """How a node policy orders the nodes that fit: by which score (a node's score for a pod
+    asking none of the other families: NodeState.binpack_rank), and whether the highest first."""
+
+    rank: Callable[[NodeState], float]
+    busiest_first: bool
+
+
+# One scorer per node policy, as kube-scheduler's scoring strategies: a policy outside the
+# table is a KeyError (its name is refused at start, hami.engine.policy.parse_node_policy),
+# never another policy's order.
+ORDERS: Mapping[NodePolicy, NodeOrder] = {
+    NodePolicy.BINPACK: NodeOrder(attrgetter("binpack_rank"), True),
+    NodePolicy.SPREAD: NodeOrder(attrgetter("spread_rank"), False),
 }
 
 
@@ -55,8 +67,8 @@ def node_order(nodes: Iterable[NodeState], node_policy: NodePolicy) -> list[Node
     """
     by_name = sorted(nodes, key=attrgetter("name"))
     # NodePolicy(...): a policy outside the vocabulary is an error, never binpack by default.
-    policy = NodePolicy(node_policy)
-    return sorted(by_name, key=_RANK[policy], reverse=_BUSIEST_FIRST[policy])
+    order = ORDERS[NodePolicy(node_policy)]
+    return sorted(by_name, key=order.rank, reverse=order.busiest_first)
 
 
 def schedule(
@@ -95,7 +107,7 @@ def schedule(
             failed.update(zip(map(_NAME, known), texts, strict=True))
             return Decision(None, None, failed, tuple(logged))
     turned_down = None if summaries is None else summaries.check
-    rank = _RANK[NodePolicy(options.node_policy)]
+    rank = ORDERS[NodePolicy(options.node_policy)].rank
     for node in node_order(known, options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:
@@ -134,7 +146,7 @@ def _schedule_families(
             continue
         fits.append((node, merge_devices(fit.devices, other.devices), node.score + other.score))
     by_name = sorted(fits, key=lambda f: f[0].name)
-    busiest_first = _BUSIEST_FIRST[NodePolicy(options.node_policy)]
+    busiest_first = ORDERS[NodePolicy(options.node_policy)].busiest_first
     ranked = sorted(by_name, key=lambda f: f[2], reverse=busiest_first)
     if not ranked:
         return Decision(None, None, failed, tuple(scores))

@@ -34,7 +34,7 @@ from hami.engine.model import (
     PodRequest,
     Usage,
 )
-from hami.engine.policy import CardKey, NodePolicy, PodOptions
+from hami.engine.policy import PodOptions
 from hami.engine.score import Weights, card_score, make_card
 
 
@@ -63,7 +63,6 @@ def fit_families(
     pod = FitPod(
         annotations=dict(opts.family_annotations),
         mutex=opts.gpu_policy.mutex,
-        binpack=opts.gpu_policy.keys[:1] == (CardKey.BINPACK,),
         holders=_holders(node),
     )
     n_init = len(request.init)
@@ -89,17 +88,17 @@ def fit_families(
                 state.order = order
                 state.cards = _add(state.cards, got)
         out.append(tuple(d for got in picked for d in got))
-    binpack = opts.node_policy == NodePolicy.BINPACK
+    policy = opts.node_policy
     # Of the node's facts beyond its cards, the state keeps the annotations some family's score
     # reads (FamilyWire.node_reads); its labels and capacity, which only decode_node reads,
     # are not kept.
     facts = NodeFacts(node.name, annotations=node.annotations)
     score = sum(
-        node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, binpack)
+        node_score(by_type[kind], node.families.get(kind, ()), tuple(chosen), pod, facts, policy)
         for kind, chosen in taken.items()
     )
     return FamiliesFit(
-        tuple(out), "", score + untaken_score(by_type, node.families, pod, facts, binpack, taken)
+        tuple(out), "", score + untaken_score(by_type, node.families, pod, facts, policy, taken)
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.model import Card
+from hami.engine.policy import NodePolicy
 
 
 def unasked_scores(
@@ -17,19 +18,16 @@ def unasked_scores(
     cards: Mapping[str, Sequence[Card]],
     annotations: Mapping[str, str],
     families: Families = FAMILIES,
-) -> tuple[float, float]:
+) -> Mapping[NodePolicy, float]:
     """What the families registered on a node (`cards`, by type) add to its score for a pod
-    that takes none of their devices, under the binpack and the spread node policy.
+    that takes none of their devices, under each node policy.
 
     HAMi's allocateAppContainers gives the pod an entry, empty where it takes nothing, for
     every device type on the node, and its OverrideScore calls each one's ScoreNode, which
     reads the pod only through the devices taken: so the value is the node's alone."""
     facts = NodeFacts(name, annotations=annotations)
     by_type = families.other_by_type()
-    return (
-        untaken_score(by_type, cards, FitPod(), facts, True, {}),
-        untaken_score(by_type, cards, FitPod(), facts, False, {}),
-    )
+    return {p: untaken_score(by_type, cards, FitPod(), facts, p, {}) for p in NodePolicy}
 
 
 def untaken_score(
@@ -37,12 +35,12 @@ def untaken_score(
     cards: Mapping[str, Sequence[Card]],
     pod: FitPod,
     facts: NodeFacts,
-    binpack: bool,
+    policy: NodePolicy,
     taken: Mapping[str, object],
 ) -> float:
     """The ScoreNode of each family on the node the pod takes nothing of."""
     return sum(
-        node_score(by_type[kind], on, (), pod, facts, binpack)
+        node_score(by_type[kind], on, (), pod, facts, policy)
         for kind, on in cards.items()
         if kind not in taken and kind in by_type
     )

@@ -16,6 +16,7 @@ from hami.engine.model import (
     Usage,
     is_nvidia,
 )
+from hami.engine.policy import NodePolicy
 from hami.engine.score import make_card, node_score
 from hami.engine.shared import shared
 
@@ -59,13 +60,13 @@ def build_node(
     }
     # HAMi's node score sums every device of the node, whichever family.
     score = node_score((*cards, *(c for fc in others.values() for c in fc)))
-    binpack, spread = unasked_scores(name, others, annotations or {}, registry)
+    unasked = unasked_scores(name, others, annotations or {}, registry)
     return NodeState(
         name,
         cards,
         score,
-        score + binpack,
-        score + spread,
+        score + unasked[NodePolicy.BINPACK],
+        score + unasked[NodePolicy.SPREAD],
         cordoned,
         links or {},
         others,

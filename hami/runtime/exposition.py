@@ -353,12 +353,14 @@ class ClusterExposition:
         return found
 
     def _containers(self, pods: tuple[PodAllocation, ...]) -> Iterable[str]:
-        # One series per (pod, container, card): a container holding several MIG instances of
-        # one card gets their sum, as HAMi's exposition does (two samples with the same labels
-        # are not valid, and Prometheus would keep one of them).
+        # One series per (pod, container, card) of every family, from the allocation the cache
+        # counts (NVIDIA's and the other families' per container, as HAMi lists each device
+        # type's): a container holding several MIG instances of one card gets their sum, as
+        # HAMi's exposition does (two samples with the same labels are not valid, and
+        # Prometheus would keep one of them).
         rows: dict[str, ContainerDevice] = {}
         for pod in pods:
-            for index, container in enumerate(pod.devices):
+            for index, container in enumerate(pod.all_devices()):
                 for d in container:
                     text = self._container_label_text(pod, index, d.uuid)
                     seen = rows.get(text)

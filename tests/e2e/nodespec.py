@@ -70,6 +70,8 @@ class NodeSpec:
     family: str = ""
     # The count resource the family's plugin advertises, where a device config renames it.
     resource: str = ""
+    # Node annotations the plugin writes beside its registration (Ascend's hami-vnpu-core).
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.plugin not in PLUGINS:
@@ -211,10 +213,10 @@ def node_annotations(node: NodeSpec, now: str) -> dict[str, str]:
     (tests/families_samples.py) where there is one, else its registration of the node's
     cards and its handshake."""
     if node.family in SAMPLE_NODE:
-        return dict(SAMPLE_NODE[node.family])
+        return {**SAMPLE_NODE[node.family], **node.annotations}
     wire = plugin_wire(node)
     handshake = {wire.handshake: f"Reported_{now}"} if wire.handshake else {}
-    return {wire.register: register_annotation(node), **handshake}
+    return {wire.register: register_annotation(node), **handshake, **node.annotations}
 
 
 def node_resources(node: NodeSpec) -> dict[str, str]:
@@ -299,6 +301,7 @@ def load_specs(text: str) -> list[NodeSpec]:
                 plugin=raw.get("plugin", "hami"),
                 allocate_delay=raw.get("allocate_delay", 0.0),
                 family=raw.get("family", ""),
+                annotations=raw.get("annotations", {}),
             )
         )
     return nodes

@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
 from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.inventory import pod_allocation
@@ -122,3 +124,39 @@ def test_a_family_pod_is_placed_bound_run_and_its_card_released(
     kube.wait_ready(namespace, ["second"], timeout=120)
     second = kube.pod(namespace, "second")["metadata"]["annotations"]
     assert second.get(wire.allocated_annotation), second
+
+
+def test_an_ascend_soft_split_pod_past_the_registered_cores_binds(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+) -> None:
+    """An Ascend 910B3 node offering the soft split (`hami-vnpu-core: "true"`, NPUs registered
+    with 20 AI cores): a `huawei.com/vnpu-mode: hami-core` pod asking 30 % of an NPU's cores is
+    bound and runs. The fit counts a card as 100 cores on the soft split and /bind's re-check
+    asks the same rule; it counted the registered 20 and refused the pod filter chose
+    ("30 % of the cores counted of 20"), so kube-scheduler looped filter, bind refused."""
+    family = FAMILIES.by_type()["Ascend910B3"]
+    node = replace(
+        family_node("fam-ascend-soft", family, cards=1, split=1),
+        annotations={NODE_SOFT_ANNOTATION: "true"},
+    )
+    nodesim(node)
+    names = family.wire.resources
+    limits = {names.count: "1", names.memory: "1024", names.cores: "30"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "soft", "annotations": {MODE_ANNOTATION: SOFT}},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": limits}}]
+        },
+    }
+    kube.apply(json.dumps(pod), namespace)
+    kube.wait_ready(namespace, ["soft"], timeout=60)
+    bound = kube.pod(namespace, "soft")
+    assert bound["spec"]["nodeName"] == node.name
+    held = pod_allocation(bound, FAMILIES)
+    assert held is not None
+    assert [d.usedcores for c in held.family_devices for d in c] == [30]

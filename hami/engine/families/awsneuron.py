@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hami.engine import reasons as r
+from hami.engine.checks import Over, beyond
 from hami.engine.families.base import (
     NO_BIND,
     NO_NODE,
@@ -30,7 +31,16 @@ from hami.engine.families.base import (
 )
 from hami.engine.families.basic import capacity_of, index_suffix, int32, resources_from
 from hami.engine.families.common import as_whole, encode_allocation, lookup, uuid_allowed
-from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import (
+    PERCENTAGE_UNSET,
+    Card,
+    ContainerDevice,
+    ContainerDevices,
+    DeviceInfo,
+    PodDevices,
+    Usage,
+)
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 TYPE = "AWSNeuron"
@@ -130,6 +140,14 @@ def graph_select(cards: Sequence[Card], count: int) -> list[int]:
     return []
 
 
+def _over(device: DeviceInfo, counted: Usage) -> Over | None:
+    """The room rule (hami.engine.checks.beyond) as HAMi's fit counts it: tasks (the device's
+    cores) and memory; the cores are bits of a mask the fit reads apart, as HAMi does (a task
+    takes the bits left free: hami.engine.families.awsneuron.core_usage)."""
+    u = counted
+    return beyond(device, u.used, u.usedmem, u.usedcores, cores=False)
+
+
 @dataclass(frozen=True, slots=True)
 class AwsNeuron:
     wire: FamilyWire
@@ -194,8 +212,8 @@ class AwsNeuron:
                 why = r.CARD_NOT_HEALTH
             elif not uuid_allowed(pod.annotations, info.id, self.wire):
                 why = r.CARD_UUID_MISMATCH
-            elif info.count <= usage.used:
-                why = r.CARD_TIME_SLICING_EXHAUSTED
+            elif (full := _over(info, usage + Usage(1))) is not None:
+                why = full.reason
             elif pod.mutex and usage.used > 0:
                 why = r.EXCLUSIVE_CONFLICT
             elif bits(info.devcore) - bits(usage.usedcores) < cores:
@@ -222,7 +240,11 @@ class AwsNeuron:
                 )
         return FamilyFit(tuple(picked))
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        got = _over(card.info, card.usage)
+        return None if got is None else str(got)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

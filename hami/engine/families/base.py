@@ -23,6 +23,7 @@ from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
 # One container's ask of one family (HAMi's ContainerDeviceRequest): defined with the engine's
 # other requests, since a PodRequest carries them, and named here too, where families read it.
 from hami.engine.model import FamilyRequest as FamilyRequest
+from hami.engine.policy import NodePolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,6 @@ class FitPod:
 
     annotations: Mapping[str, str] = field(default_factory=dict)
     mutex: bool = False  # the GPU policy has the `mutex` filter
-    binpack: bool = True  # the GPU policy's first sort key (families that score cards)
     # The annotations of the pods already holding each card, by card id: one entry per pod
     # holding it, as HAMi's DeviceUsage.PodInfos (built from each pod's collapsed devices),
     # each with only the keys FamilyWire.holder_reads names; empty for a family naming none.
@@ -197,7 +197,16 @@ class Family(Protocol):
         family on this node."""
         ...
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        """Why `card`, whose usage counts `share` (what one pod holds of it) beside the rest,
+        holds more than this family's fit lets a card hold; None while it holds no more.
+
+        /bind asks it of the cards /filter chose (hami.engine.recheck), so it is the rule the
+        family's fit places by: both ask hami.engine.checks.beyond of the card as the family
+        counts it, the fit with the device it would give counted."""
+        ...
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """The family's addition to the node score for the devices chosen (HAMi's ScoreNode)."""
         ...
 
@@ -221,7 +230,7 @@ class PodScored(Protocol):
         devices: PodDevices,
         pod: FitPod,
         node: NodeFacts,
-        binpack: bool,
+        policy: NodePolicy,
     ) -> float: ...
 
 
@@ -231,7 +240,7 @@ def node_score(
     devices: PodDevices,
     pod: FitPod,
     node: NodeFacts,
-    binpack: bool,
+    policy: NodePolicy,
 ) -> float:
     """The family's addition to the node score, with the pod and node where it reads them.
 
@@ -240,5 +249,5 @@ def node_score(
     fits, for each family whose card type is among the node's cards, even one the pod asks
     nothing of (devices then hold only empty containers)."""
     if isinstance(family, PodScored):
-        return family.score_pod(cards, devices, pod, node, binpack)
-    return family.score_node(cards, devices, binpack)
+        return family.score_pod(cards, devices, pod, node, policy)
+    return family.score_node(cards, devices, policy)

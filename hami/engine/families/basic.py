@@ -31,9 +31,11 @@ from hami.engine.families.common import (
     decode_registration,
     encode_allocation,
     read_request,
+    room,
     walk,
 )
-from hami.engine.model import Card, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 
 
 def capacity_of(node: NodeFacts, name: str) -> int | None:
@@ -132,7 +134,10 @@ class CommonFamily:
     ) -> FamilyFit:
         return walk(cards, request, pod, self.wire, self.rules)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        return room(card, share, self.rules)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

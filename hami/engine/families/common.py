@@ -14,6 +14,7 @@ from math import ceil
 from typing import Any, Literal
 
 from hami.engine import reasons as r
+from hami.engine.checks import Over, beyond
 from hami.engine.codec import CodecError, decode_node_devices, encode_pod_devices, split_list
 from hami.engine.families.base import (
     Claim,
@@ -22,7 +23,14 @@ from hami.engine.families.base import (
     FamilyWire,
     FitPod,
 )
-from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import (
+    PERCENTAGE_UNSET,
+    Card,
+    ContainerDevice,
+    DeviceInfo,
+    PodDevices,
+    Usage,
+)
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
@@ -226,6 +234,16 @@ def nothing(card: DeviceInfo, request: FamilyRequest) -> int:
     return 0
 
 
+# The card as a family's fit counts room on it for a pod's devices there (Ascend's soft split
+# counts 100 cores whatever the card registered).
+Held = Callable[[DeviceInfo, Sequence[ContainerDevice]], DeviceInfo]
+
+
+def registered(card: DeviceInfo, share: Sequence[ContainerDevice]) -> DeviceInfo:
+    """The card as it registered: what most families count room on."""
+    return card
+
+
 @dataclass(frozen=True, slots=True)
 class WalkRules:
     """Which of HAMi's per-card checks a family's Fit makes, and what a device takes."""
@@ -238,6 +256,7 @@ class WalkRules:
     core_amount: Amount = capped_cores
     # The allocation entry names the card's model instead of the family's type.
     card_type: bool = False
+    held: Held = registered
 
 
 # Families that count devices only: the split count and `mutex` decide, and a device
@@ -264,10 +283,31 @@ def taken(
     )
 
 
+def over(
+    card: DeviceInfo, counted: Usage, share: Sequence[ContainerDevice], rules: WalkRules
+) -> Over | None:
+    """The walk's room rule (hami.engine.checks.beyond): what `counted`, `share` (one pod's
+    devices on the card) among it, holds more of than the card as the family counts it."""
+    held, u = rules.held(card, share), counted
+    return beyond(held, u.used, u.usedmem, u.usedcores, cores=rules.cores)
+
+
+def room(card: Card, share: Sequence[ContainerDevice], rules: WalkRules) -> str | None:
+    """Family.room for a family whose fit is the walk: `over` of what the cache counts."""
+    got = over(card.info, card.usage, share, rules)
+    return None if got is None else str(got)
+
+
 def card_verdict(
-    card: Card, request: FamilyRequest, pod: FitPod, wire: FamilyWire, rules: WalkRules
+    card: Card,
+    request: FamilyRequest,
+    pod: FitPod,
+    wire: FamilyWire,
+    rules: WalkRules,
+    device: ContainerDevice | None = None,
 ) -> str | None:
-    """The reason `card` cannot take one device of the request, in HAMi's check order."""
+    """The reason `card` cannot take one device of the request (`device`, where the family
+    makes its own entry), in HAMi's check order."""
     info, usage = card.info, card.usage
     if not card.healthy:
         return r.CARD_NOT_HEALTH
@@ -279,17 +319,19 @@ def card_verdict(
         return r.CARD_TIME_SLICING_EXHAUSTED
     if rules.mutex and pod.mutex and usage.used > 0:
         return r.EXCLUSIVE_CONFLICT
-    cores = rules.core_amount(info, request)
-    if info.devmem - usage.usedmem < rules.memory(info, request):
-        return r.CARD_INSUFFICIENT_MEMORY
-    if rules.cores and info.devcore - usage.usedcores < cores:
-        return r.CARD_INSUFFICIENT_CORE
-    if rules.exclusive_full_core and info.devcore == 100 and cores == 100 and usage.used > 0:
+    device = device or taken(info, request, wire, rules)
+    cores = device.usedcores
+    after = usage + Usage(1, device.usedmem, cores)
+    full = over(info, after, (device,), rules)
+    if full is not None:
+        return full.reason
+    held = rules.held(info, (device,))
+    if rules.exclusive_full_core and held.devcore == 100 and cores == 100 and usage.used > 0:
         return r.EXCLUSIVE_CONFLICT
     if (
         rules.core_exhausted
-        and info.devcore != 0
-        and usage.usedcores == info.devcore
+        and held.devcore != 0
+        and usage.usedcores == held.devcore
         and cores == 0
     ):
         return r.CARD_COMPUTE_UNITS_EXHAUSTED

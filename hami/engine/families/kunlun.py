@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hami.engine import reasons as r
+from hami.engine.checks import Over, beyond
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.base import (
     NO_BIND,
@@ -42,7 +43,8 @@ from hami.engine.families.common import (
     quantity_value,
     uuid_allowed,
 )
-from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
@@ -205,7 +207,10 @@ class KunlunFamily:
                 mismatched.add(card.info.id)
                 return False
             if self.whole:
-                return card.usage.used == 0 and card.healthy
+                after = card.usage + Usage(1, card.info.devmem, card.info.devcore)
+                return (
+                    card.usage.used == 0 and card.healthy and _over(True, card.info, after) is None
+                )
             if pod.mutex and card.usage.used > 0:
                 return False
             return _shares(card, request)
@@ -230,6 +235,10 @@ class KunlunFamily:
             counts[r.NUMA_NOT_FIT] = 1
         return FamilyFit(None, r.card_reasons(counts, len(cards)))
 
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        got = _over(self.whole, card.info, card.usage)
+        return None if got is None else str(got)
+
     def _uuid_allowed(self, annotations: Mapping[str, str], uuid: str) -> bool:
         return uuid_allowed(annotations, uuid, self.wire) and uuid_allowed(
             annotations, uuid, _PLUGIN_SELECTION
@@ -240,7 +249,7 @@ class KunlunFamily:
             return ContainerDevice(info.id, info.devmem, info.devcore, WHOLE)
         return ContainerDevice(info.id, request.memreq, request.coresreq, VXPU)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """HAMi's ScoreNode for whole XPUs: 3000 when the pod's XPUs strand fewer XPUs than
         the node's busy ones do, 2000 as many, 1000 one more, 0 two more. HAMi answers 0 on a
         node that has any other kind of device too; the engine sees only this family's. A pod
@@ -292,9 +301,17 @@ def _shares(card: Card, request: FamilyRequest) -> bool:
     if not card.healthy:
         return False
     usage = card.usage
-    if request.memreq + usage.usedmem > card.info.devmem:
+    if _over(False, card.info, usage + Usage(1, request.memreq, request.coresreq)) is not None:
         return False
     return usage.used == 0 or usage.usedmem // usage.used == request.memreq
+
+
+def _over(whole: bool, card: DeviceInfo, counted: Usage) -> Over | None:
+    """The room rule (hami.engine.checks.beyond) as HAMi's fits count it: a whole XPU by all it
+    registered; a vXPU card by its memory alone (FitVXPU's one check: vXPUs of one size on a
+    card, which keeps their tasks and cores within it)."""
+    u = counted
+    return beyond(card, u.used, u.usedmem, u.usedcores, cores=whole, tasks=whole)
 
 
 def _wire(

@@ -19,6 +19,7 @@ from hami.engine.families.base import FamilyFit, FamilyRequest, FamilyResources,
 from hami.engine.families.basic import CommonFamily, resources_from
 from hami.engine.families.common import COUNT_ONLY, card_verdict, taken
 from hami.engine.model import Card, ContainerDevice, PodDevices
+from hami.engine.policy import NodePolicy
 
 TYPE = "Vastai"
 RESOURCES = FamilyResources(count="vastaitech.com/va")
@@ -76,7 +77,7 @@ class Vastai(CommonFamily):
             counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(passed)
         return FamilyFit(None, r.card_reasons(counts, len(cards)))
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """Per container, the share of its dies on its most used physical card (1 when all
         sit on one); 0 for the node as soon as one die is not a die-mode die with an AIC."""
         custom = {c.info.id: c.info for c in cards}

@@ -16,7 +16,10 @@ from prometheus_client.registry import Collector
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
+from hami.engine.families.registry import FAMILIES
 from hami.engine.migalloc import decode_allocations, encode_allocations
+from hami.engine.model import ContainerDevices
+from hami.engine.names import PHASE_SUCCESS
 from hami.runtime import cardblocks
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
@@ -30,6 +33,9 @@ from hami.runtime.exposition import (
 )
 from hami.runtime.metrics import Metrics
 from hami.runtime.promtext import ZONE, go_float
+from hami.service.annotations import allocation_annotations
+from hami.service.placement import Placement
+from tests.builders import family_pod, sample_node
 from tests.e2e.cluster import built_tool
 from tests.unit import mig_cluster as mc
 
@@ -70,7 +76,7 @@ class Reference(Collector):
             # One sample per (pod, container, card), the sum of what the container holds there.
             summed: dict[tuple[str, ...], float] = {}
             for pod in self.cache.pods():
-                for index, container in enumerate(pod.devices):
+                for index, container in enumerate(pod.all_devices()):
                     for d in container:
                         values = (pod.namespace, pod.node, pod.name, str(index), d.uuid)
                         summed[values] = summed.get(values, 0) + s.value(d)
@@ -204,11 +210,62 @@ def test_one_series_per_container_and_card_holding_the_sum(legacy: bool) -> None
     assert len(lines) == 1 and lines[0].endswith(f" {go_float(2 * 4864 * 2**20)}"), lines
 
 
+def every_family() -> tuple[ClusterCache, dict[str, ContainerDevices]]:
+    """A node of each family but NVIDIA, as its device plugin registers it, and a pod on each,
+    placed by /filter and bound with what /bind writes; each family's devices, by type."""
+    cache = ClusterCache(clock=lambda: 0.0)
+    cache.replace_nodes([sample_node(f"node-{f.wire.type}", f) for f in FAMILIES.others])
+    placed = {}
+    for family in FAMILIES.others:
+        kind = family.wire.type
+        obj = family_pod(f"pod-{kind}", family)
+        decision = Placement(cache).filter(obj, [f"node-{kind}"]).decision
+        assert decision is not None and decision.node and decision.devices, (kind, decision)
+        written = allocation_annotations(
+            decision.node,
+            decision.devices,
+            0,
+            PHASE_SUCCESS,
+            containers=tuple(obj["spec"]["containers"]),
+            cards=cache.family_cards(decision.node),
+        )
+        obj["metadata"]["annotations"].update(written)
+        obj["spec"]["nodeName"], obj["status"]["phase"] = decision.node, "Running"
+        cache.upsert_pod(obj)
+        (placed[kind],) = decision.devices
+    return cache, placed
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_every_family_has_its_per_container_series(legacy: bool) -> None:
+    """The per-container series come from the allocation the cache counts, every family's: one
+    sample per card each family's pod holds, its memory and cores as the bind wrote them."""
+    cache, placed = every_family()
+    cluster = Metrics(cache, lambda: 0.0, lambda: 0, legacy).cluster
+    written = b"".join(cluster.render(cluster.snapshot())).decode()
+    assert unique_samples(written) == []
+    memory, cores = (s.legacy if legacy else s.name for s in CONTAINER_SERIES)
+    pod, card = ("podname", "deviceuuid") if legacy else ("pod", "device_uuid")
+    samples = {
+        (s.name, s.labels[pod], s.labels[card]): s.value
+        for f in text_string_to_metric_families(written)
+        for s in f.samples
+        if s.name in (memory, cores)
+    }
+    for kind, devices in placed.items():
+        for d in devices:
+            assert samples[(memory, f"pod-{kind}", d.uuid)] == d.usedmem * 2**20, kind
+            assert samples[(cores, f"pod-{kind}", d.uuid)] == d.usedcores, kind
+
+
 @pytest.mark.e2e  # promtool is one of the binaries the e2e tier builds
-def test_promtool_finds_every_shape_s_exposition_valid() -> None:
-    """Prometheus' own check of the exposition (promtool as tests/e2e/k8sbins/build.sh builds
-    it; skipped, saying why, where there is none)."""
-    metrics = Metrics(every_shape(), lambda: 0.0, lambda: 0)
+@pytest.mark.parametrize("placed", ["every_shape", "every_family"])
+def test_promtool_finds_the_exposition_valid(placed: str) -> None:
+    """Prometheus' own check of the exposition: NVIDIA's every allocation shape; every other
+    family placed (promtool as tests/e2e/k8sbins/build.sh builds it; skipped, saying why,
+    where there is none)."""
+    cache = every_shape() if placed == "every_shape" else every_family()[0]
+    metrics = Metrics(cache, lambda: 0.0, lambda: 0)
     text = b"".join(metrics.render(metrics.snapshot()))
     promtool = built_tool("promtool", "HAMI_PROMTOOL")
     result = subprocess.run(

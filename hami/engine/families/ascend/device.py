@@ -42,8 +42,10 @@ from hami.engine.families.common import (
     lookup,
     memory_of,
     quantity_value,
+    room,
 )
-from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, RequestError
 
@@ -56,7 +58,16 @@ NETWORK = "NetworkID"
 NETWORK_WEIGHT = 10
 VISIBLE_DEVICES = "ASCEND_VISIBLE_DEVICES"
 PREDICATE_TIME = "predicate-time"  # seconds since the epoch, as HAMi's bind writes it
-WALK = WalkRules()
+
+
+def _held(card: DeviceInfo, share: Sequence[ContainerDevice]) -> DeviceInfo:
+    """On the soft split a card counts 100 cores, whatever it registered."""
+    if any(d.get(MODE_ANNOTATION) == SOFT for d in share):
+        return replace(card, devcore=100)
+    return card
+
+
+WALK = WalkRules(held=_held)
 
 
 def _go_json(value: object) -> str:
@@ -220,16 +231,14 @@ class AscendFamily:
         picked: list[tuple[DeviceInfo, ContainerDevice]] = []
         extra = ((MODE_ANNOTATION, mode),) if mode else ()
         for card in reversed(cards):
-            # On the soft split every card counts as 100 cores, whatever it registered.
-            seen = replace(card, info=replace(card.info, devcore=100)) if soft else card
-            why = card_verdict(seen, request, pod, self.wire, WALK)
-            if why is not None:
-                counts[why] = counts.get(why, 0) + 1
-                continue
             mem = memory_of(card.info, request)
             device = ContainerDevice(
                 card.info.id, mem, min(request.coresreq, 100), word, extra=extra
             )
+            why = card_verdict(card, request, pod, self.wire, WALK, device)
+            if why is not None:
+                counts[why] = counts.get(why, 0) + 1
+                continue
             picked.append((card.info, device))
             if not topology and not pairs and len(picked) == request.nums:
                 return FamilyFit(tuple(d for _, d in picked))
@@ -253,7 +262,10 @@ class AscendFamily:
         word = cards[0].info.custom_value(NODE_SOFT_ANNOTATION) if cards else None
         return word == "true" if word else self.soft_split_default
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        return room(card, share, WALK)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         """HAMi's ScoreNode: per container, the share of its NPUs in its largest network
         group, times 10; 0 for non-910 kinds or when a card has no NetworkID."""
         if not self.config.common_word.startswith(TOPOLOGY_PREFIX):

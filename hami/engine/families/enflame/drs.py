@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from hami.engine import reasons as r
+from hami.engine.checks import Over, beyond
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.base import (
     NO_BIND,
@@ -22,7 +23,8 @@ from hami.engine.families.base import (
 )
 from hami.engine.families.common import lookup, quantity_value, uuid_allowed
 from hami.engine.families.enflame.profiles import BY_SLICES, BY_SPEC, DRS, atoi, choose, decode_drs
-from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import INT32_MAX, RequestError
 
@@ -40,6 +42,13 @@ def _slices(device: ContainerDevice) -> int:
     """The DRS slices a device holds; 1 where unknown (HAMi counts one for an allocation
     read back from a pod, whose profile is not on the wire)."""
     return max(atoi(device.get("drsSlice")) or 1, 1)
+
+
+def _over(card: DeviceInfo, counted: Usage) -> Over | None:
+    """The room rule (hami.engine.checks.beyond) as HAMi's Enflame fit counts it: the card's
+    cores only where it registered some."""
+    u = counted
+    return beyond(card, u.used, u.usedmem, u.usedcores, cores=card.devcore > 0)
 
 
 @dataclass(frozen=True)
@@ -111,10 +120,8 @@ class DrsFamily:
                 why = r.CARD_TIME_SLICING_EXHAUSTED
             elif pod.mutex and used > 0:
                 why = r.EXCLUSIVE_CONFLICT
-            elif info.devmem - usage.usedmem < memory:
-                why = r.CARD_INSUFFICIENT_MEMORY
-            elif info.devcore > 0 and info.devcore - usage.usedcores < chosen.cores:
-                why = r.CARD_INSUFFICIENT_CORE
+            elif (full := _over(info, usage + Usage(1, memory, chosen.cores))) is not None:
+                why = full.reason
             if why is not None:
                 counts[why] = counts.get(why, 0) + 1
                 continue
@@ -129,7 +136,11 @@ class DrsFamily:
             return FamilyFit((device,))  # a DRS request is always one share
         return FamilyFit(None, r.card_reasons(counts, len(cards)))
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        got = _over(card.info, card.usage)
+        return None if got is None else str(got)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

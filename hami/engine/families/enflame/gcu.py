@@ -13,8 +13,8 @@ from hami.engine.families.base import (
     NodeFacts,
 )
 from hami.engine.families.basic import CommonFamily, capacity_of
-from hami.engine.families.common import lookup
-from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.families.common import WalkRules, lookup, over
+from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices, Usage
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
@@ -58,23 +58,31 @@ class WholeGcuFamily(CommonFamily):
     def fit(
         self, cards: Sequence[Card], request: FamilyRequest, pod: FitPod, allocated: PodDevices
     ) -> FamilyFit:
-        """HAMi's GCU Fit: healthy idle cards from the tail; a used one is a conflict."""
+        """HAMi's GCU Fit: healthy idle cards from the tail; a used one is a conflict. (An idle
+        card holds the whole GCU asked; the room rule, which /bind asks again, says so.)"""
         counts: dict[str, int] = {}
         picked: list[ContainerDevice] = []
         for card in reversed(cards):
+            device = ContainerDevice(card.info.id, request.memreq, request.coresreq, WHOLE)
             why = (
                 r.CARD_NOT_HEALTH
                 if not card.healthy
                 else r.EXCLUSIVE_CONFLICT
                 if card.usage.used > 0
-                else None
+                else _full(card, device, self.rules)
             )
             if why is not None:
                 counts[why] = counts.get(why, 0) + 1
                 continue
-            picked.append(ContainerDevice(card.info.id, request.memreq, request.coresreq, WHOLE))
+            picked.append(device)
             if len(picked) == request.nums:
                 return FamilyFit(tuple(picked))
         if picked:
             counts[r.ALLOCATED_CARDS_INSUFFICIENT] = len(picked)
         return FamilyFit(None, r.card_reasons(counts, len(cards)))
+
+
+def _full(card: Card, device: ContainerDevice, rules: WalkRules) -> str | None:
+    """The room rule's reason where the card, `device` counted, would hold more than it has."""
+    got = over(card.info, card.usage + Usage(1, device.usedmem, device.usedcores), (device,), rules)
+    return None if got is None else got.reason

@@ -27,9 +27,11 @@ from hami.engine.families.base import (
 from hami.engine.families.basic import capacity_of
 from hami.engine.families.common import (
     RequestRules,
+    WalkRules,
     claim_by_count,
     encode_allocation,
     read_request,
+    room,
     walk,
 )
 from hami.engine.families.metax.config import (
@@ -40,14 +42,20 @@ from hami.engine.families.metax.config import (
     MetaxConfig,
 )
 from hami.engine.families.metax.topology import annotation_value
-from hami.engine.model import Card, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 
+WALK = WalkRules()
 CARD_MEMORY = 65536  # MiB HAMi gives each card it makes up
 # Cards one node may register: a capacity beyond it is refused, not turned into that many
 # cards (HAMi has no bound).
 MAX_CARDS = 1024
 # What HAMi subtracts the topology value from, so a lower loss is a higher node score.
 TOPOLOGY_BASE = 2000
+# The node annotation the device plugin writes for each node policy: the link loss (binpack) or
+# the link score (spread) per number of cards (a policy missing here is a KeyError, never
+# another's score).
+LINKS = {NodePolicy.BINPACK: GPU_LOSSES, NodePolicy.SPREAD: GPU_SCORES}
 
 
 class MetaxGpu:
@@ -118,9 +126,12 @@ class MetaxGpu:
                 return r.CARD_NOT_FOUND_CUSTOM_FILTER_RULE
             return None
 
-        return walk(cards, request, pod, self._wire, check=same_card)
+        return walk(cards, request, pod, self._wire, WALK, same_card)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        return room(card, share, WALK)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         # Without the node's annotations there is no topology to score.
         return 0.0
 
@@ -130,15 +141,14 @@ class MetaxGpu:
         devices: PodDevices,
         pod: FitPod,
         node: NodeFacts,
-        binpack: bool,
+        policy: NodePolicy,
     ) -> float:
         """HAMi's ScoreNode: 2000 less the link loss (binpack) or link score (spread) the
         device plugin wrote for the number of cards the pod took; 0 without the annotation.
 
         HAMi scores every family registered on the node, so a pod taking none of these
         cards still adds 2000 less the value for 0 cards (HAMi's quirk, kept)."""
-        key = GPU_LOSSES if binpack else GPU_SCORES
-        text = node.annotations.get(key)
+        text = node.annotations.get(LINKS[policy])
         if text is None:
             return 0.0
         cards_taken = sum(len(container) for container in devices)

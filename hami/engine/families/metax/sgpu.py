@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hami.engine import reasons as r
+from hami.engine.checks import Over, beyond
 from hami.engine.codec import encode_pod_devices
 from hami.engine.f32 import f32
 from hami.engine.families.base import (
@@ -42,7 +43,8 @@ from hami.engine.families.metax.config import (
 )
 from hami.engine.families.metax.registration import qos_of, zone_of
 from hami.engine.families.metax.request import GIB_IN_MIB, read
-from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import NodePolicy
 
 ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
 # HAMi's own reasons for this type (the common walk says CardNotHealth).
@@ -51,6 +53,9 @@ CARD_QOS_MISMATCH = "CardQosPolicyMismatch"
 CARD_APP_CLASS_MISMATCH = "CardAppClassMismatch"
 # How HAMi weighs a policy-neutral family score against the base node score.
 NEUTRAL_WEIGHT = 10000
+# HAMi's policy layer's weight of a policy-neutral score, per node policy (a policy missing here
+# is a KeyError, never another's score).
+_WEIGHT = {NodePolicy.BINPACK: NEUTRAL_WEIGHT, NodePolicy.SPREAD: -NEUTRAL_WEIGHT}
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -59,6 +64,13 @@ def _memory(info: DeviceInfo, request: FamilyRequest) -> int:
     if request.memreq > 0:
         return request.memreq
     return info.devmem * request.mem_percentage // 100
+
+
+def _over(card: DeviceInfo, counted: Usage, *, counted_cores: bool) -> Over | None:
+    """The room rule (hami.engine.checks.beyond) as HAMi's sGPU fit counts it: the cores only
+    for a pod that takes some."""
+    u = counted
+    return beyond(card, u.used, u.usedmem, u.usedcores, cores=counted_cores)
 
 
 class MetaxSgpu:
@@ -178,20 +190,27 @@ class MetaxSgpu:
             return r.CARD_TIME_SLICING_EXHAUSTED
         if pod.mutex and usage.used > 0:
             return r.EXCLUSIVE_CONFLICT
-        if info.devmem - usage.usedmem < _memory(info, request):
-            return r.CARD_INSUFFICIENT_MEMORY
+        # An online pod outranks what runs there: no compute checks (and it takes no cores).
+        cores = 0 if online else request.coresreq
+        after = usage + Usage(1, _memory(info, request), cores)
+        full = _over(info, after, counted_cores=not online)
+        if full is not None:
+            return full.reason
         if online:
-            return None  # an online pod outranks what runs there: no compute checks
-        if info.devcore - usage.usedcores < request.coresreq:
-            return r.CARD_INSUFFICIENT_CORE
+            return None
         if info.devcore == 100 and request.coresreq == 100 and usage.used > 0:
             return r.EXCLUSIVE_CONFLICT
         if info.devcore != 0 and usage.usedcores == info.devcore and request.coresreq == 0:
             return r.CARD_COMPUTE_UNITS_EXHAUSTED
         return None
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
-        return self.score_pod(cards, devices, FitPod(), NO_NODE, binpack)
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        # An online pod's devices take no cores (its fit counts none against the card).
+        got = _over(card.info, card.usage, counted_cores=any(d.usedcores for d in share))
+        return None if got is None else str(got)
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
+        return self.score_pod(cards, devices, FitPod(), NO_NODE, policy)
 
     def score_pod(
         self,
@@ -199,7 +218,7 @@ class MetaxSgpu:
         devices: PodDevices,
         pod: FitPod,
         node: NodeFacts,
-        binpack: bool,
+        policy: NodePolicy,
     ) -> float:
         """HAMi's ScoreNode, weighted as HAMi's policy layer weighs a policy-neutral score.
 
@@ -218,7 +237,7 @@ class MetaxSgpu:
             )
         else:
             return 0.0
-        return f32((NEUTRAL_WEIGHT if binpack else -NEUTRAL_WEIGHT) * f32(raw))
+        return f32(_WEIGHT[policy] * f32(raw))
 
     def _topology_on(
         self, chosen: Sequence[ContainerDevice], annotations: Mapping[str, str]

@@ -16,6 +16,7 @@ from typing import Any
 
 from hami.engine import nvidianames as nv
 from hami.engine import reasons as r
+from hami.engine.checks import no_room
 from hami.engine.codec import decode_node_devices, encode_pod_devices
 from hami.engine.families.base import (
     NO_BIND,
@@ -32,8 +33,8 @@ from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.families.nvidia.wire import wire
 from hami.engine.mig import mig_request
 from hami.engine.migalloc import allocations, encode_allocations
-from hami.engine.model import Card, ContainerRequest, DeviceInfo, PodDevices
-from hami.engine.policy import parse_gpu_policy, pod_options
+from hami.engine.model import Card, ContainerDevices, ContainerRequest, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy, parse_gpu_policy, pod_options
 from hami.engine.requests import ResourceDefaults, container_request
 from hami.engine.score import card_scores
 from hami.engine.walk import walk
@@ -96,7 +97,11 @@ class NvidiaFamily:
         got = walk(cards, scores, req, cores, opts, frozenset(), _as_is, None, None, start)
         return FamilyFit(got.devices, got.reason)
 
-    def score_node(self, cards: Sequence[Card], devices: PodDevices, binpack: bool) -> float:
+    def room(self, card: Card, share: ContainerDevices) -> str | None:
+        """hami.engine.checks.no_room: the MIG placements, else the room rule of room_verdict."""
+        return no_room(card, tuple(d.mig for d in share if d.mig is not None))
+
+    def score_node(self, cards: Sequence[Card], devices: PodDevices, policy: NodePolicy) -> float:
         return 0.0
 
     def annotations(self, devices: PodDevices, bind: BindContext = NO_BIND) -> dict[str, str]:

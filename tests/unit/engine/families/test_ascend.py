@@ -10,11 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError
 from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import RequestError
+from hami.service.placement import Placement
+from tests.builders import family_pod, sample_node
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
 KINDS = {f.wire.type: f for f in from_config(DEFAULT_VNPUS)}
@@ -23,6 +28,8 @@ A910 = KINDS["Ascend910A"]
 P310 = KINDS["Ascend310P"]
 C910 = KINDS["Ascend910C"]
 SOFT = {"huawei.com/vnpu-mode": "hami-core"}
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def card(
@@ -239,12 +246,12 @@ def test_910c_takes_whole_modules_only() -> None:
 def test_score_node_rewards_one_network_group() -> None:
     cards = [card("a", net=0), card("b", net=0), card("c", net=1)]
     dev = [ContainerDevice(u, 64, 0, "Ascend910B3") for u in ("a", "b", "c")]
-    assert B3.score_node(cards, ((dev[0], dev[1]),), True) == 10.0
-    assert B3.score_node(cards, ((dev[0], dev[2]),), True) == 5.0
+    assert B3.score_node(cards, ((dev[0], dev[1]),), BINPACK) == 10.0
+    assert B3.score_node(cards, ((dev[0], dev[2]),), BINPACK) == 5.0
     # Go float32: two of three in one group is 6.6666670 (float32), not 6.666666666666667.
-    assert B3.score_node(cards, ((dev[0], dev[1], dev[2]),), True) == 6.6666669845581055
-    assert B3.score_node([card("a"), card("c")], ((dev[0], dev[2]),), True) == 0.0
-    assert P310.score_node(cards, ((dev[0], dev[1]),), True) == 0.0  # not a 910 kind
+    assert B3.score_node(cards, ((dev[0], dev[1], dev[2]),), BINPACK) == 6.6666669845581055
+    assert B3.score_node([card("a"), card("c")], ((dev[0], dev[2]),), BINPACK) == 0.0
+    assert P310.score_node(cards, ((dev[0], dev[1]),), BINPACK) == 0.0  # not a 910 kind
 
 
 def test_annotations_name_each_npus_template_or_share() -> None:
@@ -356,3 +363,18 @@ def test_the_e2e_sample_registration_decodes() -> None:
 
 def _network_of_card(c: DeviceInfo) -> str | None:
     return c.custom_value("NetworkID")
+
+
+def test_a_chip_kind_is_placed_on_its_own_cards_only() -> None:
+    """A deliberate difference (docs/families.md): HAMi offers an `Ascend910B4` request the
+    `Ascend910B4-1` NPUs too (the type as a substring of the card's), and writes an allocation
+    no plugin on that node reads; the registration's kind decides here."""
+    cache = ClusterCache(clock=lambda: 0.0)
+    b4_1 = FAMILIES.by_type()["Ascend910B4-1"]
+    cache.replace_nodes([sample_node("n", b4_1)])
+    pod = family_pod("p", FAMILIES.by_type()["Ascend910B4"])
+    outcome = Placement(cache).filter(pod, ["n"])
+    assert outcome.decision is not None and outcome.decision.node is None
+    b4_1_pod = family_pod("q", b4_1)
+    placed = Placement(cache).filter(b4_1_pod, ["n"]).decision
+    assert placed is not None and placed.node == "n"

@@ -4,7 +4,6 @@ import pytest
 
 from hami.engine.codec import CodecError
 from hami.engine.families import biren
-from hami.engine.families.base import FitPod
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
 from hami.engine.requests import RequestError
 from tests.unit.engine.families.kit import Ask, Step, asked, card, check, ctr
@@ -134,7 +133,6 @@ def test_annotations_and_claim() -> None:
     assert F.annotations(((),)) == {}
     assert F.claim(ctr({GPU: 1}), {}).claimed
     assert not F.claim(ctr(None, {GPU: 1}), {}).claimed  # HAMi claims by the limit alone
-    assert FitPod().binpack
 
 
 def test_config_renames_the_resource() -> None:

@@ -28,7 +28,7 @@ from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import PodRequest
 from hami.service.annotations import allocation_annotations
-from hami.service.placement import Placement
+from hami.service.placement import FilterOutcome, Placement
 
 FIXTURES = Path(__file__).resolve().parents[3] / "reference" / "fixtures" / "hami_v210"
 CLOCK = "<time>"  # how the recorder wrote an annotation holding a clock reading
@@ -173,18 +173,27 @@ def _written(
     return {k: ours.get(k, "<absent>") for k in sorted(keys)}, {k: hami[k] for k in sorted(keys)}
 
 
-def replay(
+def filtered(
     fixture: Mapping[str, Any], index: int, candidates: list[str] | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(ours, HAMi's) for one filter step, in the same shape; `candidates` instead of the
-    nodes kube-scheduler passed."""
+) -> tuple[ClusterCache, dict[str, Any], FilterOutcome]:
+    """The cache one filter step ran on (HAMi's earlier placements counted), its pod and our
+    /filter's answer; `candidates` instead of the nodes kube-scheduler passed."""
     step = fixture["steps"][index]
     cache = ClusterCache(clock=lambda: 0.0)
     cache.replace_nodes([_node(n) for n in fixture["nodes"]])
     cache.replace_pods(_earlier_pods(fixture, index))
     pod = _pod(fixture["namespace"], step, step["annotations"])
     cache.upsert_pod(pod)
-    outcome = Placement(cache).filter(pod, candidates or step["node_names"])
+    return cache, pod, Placement(cache).filter(pod, candidates or step["node_names"])
+
+
+def replay(
+    fixture: Mapping[str, Any], index: int, candidates: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(ours, HAMi's) for one filter step, in the same shape; `candidates` instead of the
+    nodes kube-scheduler passed."""
+    step = fixture["steps"][index]
+    cache, pod, outcome = filtered(fixture, index, candidates)
     hami = step["hami"]
     ours_written: dict[str, str] = {}
     decision = outcome.decision
@@ -249,6 +258,20 @@ def test_each_step_is_placed_as_hami_places_it(name: str, index: int) -> None:
             pytest.fail(f"{fixture['family']} {step['pod']} is placed as HAMi now: drop its gap")
         pytest.xfail(gap)
     assert ours == hami, f"{fixture['family']} {step['pod']} ({step.get('note', '')})"
+
+
+@pytest.mark.parametrize(("name", "index"), _cases())
+def test_bind_accepts_what_filter_chose(name: str, index: int) -> None:
+    """/bind's re-check (ClusterCache.overcommitted) on the cache /filter left, its reservation
+    counted, accepts every card /filter gave: the two ask each family's one room rule."""
+    fixture = _load(FIXTURES / name)
+    if _missing(fixture):
+        pytest.skip("a family of this fixture is not in the registry")
+    cache, _, outcome = filtered(fixture, index)
+    decision = outcome.decision
+    if decision is None or decision.node is None or decision.devices is None:
+        return
+    assert cache.overcommitted(decision.node, decision.devices) == []
 
 
 def test_every_family_has_its_fixture_of_at_least_twelve_steps() -> None:

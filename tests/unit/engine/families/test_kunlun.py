@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hami.engine.families.base import Claim, FamilyRequest, FitPod, NodeFacts
 from hami.engine.families.kunlun import VXPU_FAMILY, WHOLE_FAMILY, from_config, vxpu_size
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import RequestError
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 from tests.unit.engine.families.kit import ctr
@@ -19,6 +20,8 @@ from tests.unit.engine.families.kit import ctr
 XPU = "kunlunxin.com/xpu"
 VX = "kunlunxin.com/vxpu"
 VMEM = "kunlunxin.com/vxpu-memory"
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def board(
@@ -249,10 +252,10 @@ def test_score_node_prefers_fewer_stranded_xpus() -> None:
     # HAMi: Test_ScoreNode, scenarios 1 (3000) and 2 (0).
     left_busy = board(busy(0, 1, 2, 3))
     all_eight = tuple(ContainerDevice(f"xpu-{i}", 98304, 100, "kunlun") for i in range(8))
-    assert WHOLE_FAMILY.score_node(left_busy, (all_eight,), True) == 3000.0
-    assert WHOLE_FAMILY.score_node(board(), ((all_eight[0],),), False) == 0.0
-    assert WHOLE_FAMILY.score_node(board(), (all_eight[:4],), True) == 2000.0
-    assert VXPU_FAMILY.score_node(left_busy, (all_eight,), True) == 0.0
+    assert WHOLE_FAMILY.score_node(left_busy, (all_eight,), BINPACK) == 3000.0
+    assert WHOLE_FAMILY.score_node(board(), ((all_eight[0],),), SPREAD) == 0.0
+    assert WHOLE_FAMILY.score_node(board(), (all_eight[:4],), BINPACK) == 2000.0
+    assert VXPU_FAMILY.score_node(left_busy, (all_eight,), BINPACK) == 0.0
 
 
 def test_annotations() -> None:

@@ -17,11 +17,14 @@ from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.families.metax.gpu import from_config as gpu_from_config
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import LimitError, RequestError
 from tests.unit.engine.families.metax_cards import card, container
 
 GPU = MetaxGpu()
 LOSSES = '{"1":0,"2":110,"3":270,"4":540,"5":580,"6":730,"7":930,"8":1240}'
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def node(count: str | None = "4", **annotations: str) -> NodeFacts:
@@ -180,7 +183,8 @@ def test_score(
     annotations: dict[str, str], devices: PodDevices, binpack: bool, want: float
 ) -> None:
     facts = NodeFacts("n1", {"metax-tech.com/gpu": "4"}, annotations=annotations)
-    assert node_score(GPU, cards(), devices, FitPod(), facts, binpack) == want
+    policy = BINPACK if binpack else SPREAD
+    assert node_score(GPU, cards(), devices, FitPod(), facts, policy) == want
 
 
 # --- annotations, claim, registry ---------------------------------------------------------
@@ -218,7 +222,7 @@ def test_the_sample_registration_reads() -> None:
     facts = NodeFacts("n1", SAMPLE_ALLOCATABLE["Metax-GPU"], annotations=SAMPLE_NODE["Metax-GPU"])
     infos = GPU.decode_node(SAMPLE_NODE["Metax-GPU"], facts)
     assert infos is not None and len(infos) == 4
-    assert node_score(GPU, cards(), TWO, FitPod(), facts, True) == 2000.0
+    assert node_score(GPU, cards(), TWO, FitPod(), facts, BINPACK) == 2000.0
 
 
 usage = st.tuples(st.integers(0, 1), st.integers(0, 65536), st.integers(0, 100))
@@ -270,9 +274,9 @@ def test_wire_names_stay_in_the_package() -> None:
 def test_node_score_falls_back_to_score_node() -> None:
     # A family that reads neither the pod nor the node is scored by Family.score_node.
     class Plain:
-        def score_node(self, cards: object, devices: object, binpack: bool) -> float:
-            return 7.0 if binpack else -7.0
+        def score_node(self, cards: object, devices: object, policy: NodePolicy) -> float:
+            return 7.0 if policy is BINPACK else -7.0
 
     plain: Any = Plain()
-    assert node_score(plain, [], (), FitPod(), NodeFacts("n1"), False) == -7.0
-    assert node_score(GPU, [], TWO, FitPod(), NodeFacts("n1"), True) == 0.0  # no annotation
+    assert node_score(plain, [], (), FitPod(), NodeFacts("n1"), SPREAD) == -7.0
+    assert node_score(GPU, [], TWO, FitPod(), NodeFacts("n1"), BINPACK) == 0.0  # no annotation

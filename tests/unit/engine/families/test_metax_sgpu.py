@@ -22,6 +22,7 @@ from hami.engine.families.metax import MetaxConfig, MetaxSgpu
 from hami.engine.families.metax.registration import custom, zone_of
 from hami.engine.families.metax.sgpu import from_config as sgpu_from_config
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
+from hami.engine.policy import NodePolicy
 from hami.engine.requests import LimitError, RequestError
 from tests.unit.engine.families.metax_cards import card, container, sgpu
 
@@ -30,6 +31,8 @@ AWARE = MetaxSgpu(MetaxConfig(topology_aware=True))
 QOS = "metax-tech.com/sgpu-qos-policy"
 CLASS = "metax-tech.com/sgpu-app-class"
 ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def ask(nums: int = 1, mem: int = 64, cores: int = 50, pct: int = 0) -> FamilyRequest:
@@ -490,8 +493,8 @@ def test_whole_card_score(chosen: list[str], before: list[tuple[str, int, int]],
     cards = [card(sgpu(u, zone=z), used=used) for u, used, z in before]
     facts = NodeFacts("n1")
     # HAMi's policy layer: weight 10000, negated under spread.
-    assert node_score(AWARE, cards, taken(*chosen), FitPod(), facts, True) == 10000.0 * want
-    assert node_score(AWARE, cards, taken(*chosen), FitPod(), facts, False) == -10000.0 * want
+    assert node_score(AWARE, cards, taken(*chosen), FitPod(), facts, BINPACK) == 10000.0 * want
+    assert node_score(AWARE, cards, taken(*chosen), FitPod(), facts, SPREAD) == -10000.0 * want
 
 
 @pytest.mark.parametrize(
@@ -512,7 +515,7 @@ def test_topology_awareness(
     cards = [card(sgpu(f"GPU-{i}", zone=1)) for i in range(1, 5)]
     annotations = {} if annotation is None else {"metax-tech.com/sgpu-topology-aware": annotation}
     score = node_score(
-        family, cards, taken("GPU-4", cores=cores), FitPod(annotations), NodeFacts("n"), True
+        family, cards, taken("GPU-4", cores=cores), FitPod(annotations), NodeFacts("n"), BINPACK
     )
     assert score == (-300000.0 if scored else 0.0)
 
@@ -530,7 +533,7 @@ def test_topology_awareness(
 def test_online_score(holders: tuple[dict[str, str], ...], want: int) -> None:
     cards = [card(sgpu("GPU-123"), used=len(holders)), card(sgpu("GPU-9"))]
     pod = FitPod({CLASS: "online"}, holders={"GPU-123": holders, "GPU-9": (OFF,)})
-    score = node_score(SGPU, cards, taken("GPU-123", cores=0), pod, NodeFacts("n"), True)
+    score = node_score(SGPU, cards, taken("GPU-123", cores=0), pod, NodeFacts("n"), BINPACK)
     assert score == 10000.0 * want
 
 

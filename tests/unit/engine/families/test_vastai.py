@@ -6,11 +6,14 @@ from hami.engine.codec import CodecError
 from hami.engine.families import vastai
 from hami.engine.families.vastai import best_combination
 from hami.engine.model import Card, ContainerDevice, DeviceInfo
+from hami.engine.policy import NodePolicy
 from tests.unit.engine.families.kit import Step, card, check, ctr
 
 F = vastai.FAMILY
 VA = "vastaitech.com/va"
 REG_KEY = "hami.io/node-va-register"
+
+BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def die(i: int, aic: str, used: int = 0, count: int = 1, healthy: bool = True) -> Card:
@@ -165,11 +168,11 @@ def test_score_node() -> None:
     cards = [die(0, "1"), die(1, "1"), die(2, "2"), va(3)]
     one = ((dev("die-0"), dev("die-1")),)
     split = ((dev("die-0"), dev("die-2")),)
-    assert F.score_node(cards, one, True) == 1.0
-    assert F.score_node(cards, split, True) == 0.5
-    assert F.score_node(cards, one + split, True) == 1.5
-    assert F.score_node(cards, ((dev("va-3"),),), True) == 0.0  # no custominfo: 0 for the node
-    assert F.score_node(cards, (*one, (dev("va-3"),)), True) == 0.0
+    assert F.score_node(cards, one, BINPACK) == 1.0
+    assert F.score_node(cards, split, BINPACK) == 0.5
+    assert F.score_node(cards, one + split, BINPACK) == 1.5
+    assert F.score_node(cards, ((dev("va-3"),),), BINPACK) == 0.0  # no custominfo: 0 for the node
+    assert F.score_node(cards, (*one, (dev("va-3"),)), BINPACK) == 0.0
 
 
 def test_annotations() -> None:
