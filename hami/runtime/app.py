@@ -24,6 +24,7 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
+from hami.runtime.bodies import MAX_BODY, MIB, BodyBudget
 from hami.runtime.certsetup import certificates, pair
 from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import (
@@ -338,6 +339,8 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             "the open-file limit holds fewer connections than --max-connections",
             extra={"max_connections": s.max_connections, "per_listener": cap},
         )
+    # One budget for every listener: what bounds the process's memory is their sum.
+    bodies = BodyBudget(s.request_body_budget_mib * MIB, MAX_BODY)
     try:
         for app, host, port, tls in (
             (webhook_app(rt), s.bind_address, s.port, rt.tls.context),
@@ -359,6 +362,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                     keepalive_timeout=s.keepalive_timeout_seconds,
                     shutdown_timeout=s.shutdown_grace_seconds,
                     max_connections=cap,
+                    bodies=bodies,
                 )
             )
         log.info(

@@ -20,6 +20,7 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
+from hami.runtime.bodies import MAX_BODY
 from hami.runtime.deviceconfig import (
     GPU_CORE_POLICIES,
     DeviceConfig,
@@ -76,6 +77,7 @@ class Settings:
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
     max_connections: int = 1024
+    request_body_budget_mib: int = 64
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -273,6 +275,11 @@ def validate(s: Settings) -> None:
             raise ConfigError(f"{_flag(name)} must be positive")
     if s.max_connections < 1:
         raise ConfigError("--max-connections must be at least 1")
+    if s.request_body_budget_mib < 2 * MAX_BODY // 2**20:
+        raise ConfigError(
+            f"--request-body-budget-mib must be at least {2 * MAX_BODY // 2**20}: twice the "
+            f"{MAX_BODY // 2**20} MiB one request body may have"
+        )
     if s.api_write_limit < 1:
         raise ConfigError("--api-write-limit must be at least 1")
     try:
@@ -329,9 +336,7 @@ def device_config(s: Settings) -> DeviceConfig:
                 "vnpus.hamiVnpuCore in the file instead"
             )
     try:
-        config = read_device_config(
-            s.device_config_file, resource_defaults(s), enabled_families(s)
-        )
+        config = read_device_config(s.device_config_file, resource_defaults(s), enabled_families(s))
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
     if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):
