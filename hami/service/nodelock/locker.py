@@ -20,7 +20,7 @@ from hami.kube.errors import KubeError
 from hami.kube.leader import Term
 from hami.service.deadline import Deadline
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import LockSpec, NodeLockContention
+from hami.service.nodelock.wire import LockSpec, NodeLockContention, lock_holder
 from hami.service.nodelock.writes import lock_node, release_node
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,14 @@ class NodeLocker:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
         self.locks.written(node, asyncio.get_running_loop().time(), key)
 
-    def _trusted(self, node: str, seen: str | None, key: str) -> bool:
-        """Whether `seen` is a lock this process took moments ago."""
+    def _trusted(self, node: str, seen: str | None, key: str, pod: tuple[str, str]) -> bool:
+        """Whether `seen` is a lock this process took moments ago for another pod than `pod`.
+        One that names `pod` is its own, taken at once as HAMi does: an earlier bind of it
+        that met an unknown outcome left it for the device plugin."""
         since = self.locks.written_at(node, key)
         if since is None or seen is None or self.locks.value(node, key) != seen:
+            return False
+        if lock_holder(seen) == pod:
             return False
         return asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
@@ -157,7 +161,7 @@ class NodeLocker:
             while True:
                 term.check()
                 seen = self.locks.value(node, key)
-                if self._trusted(node, seen, key):
+                if self._trusted(node, seen, key, (namespace, name)):
                     contention = NodeLockContention(
                         f"node {node} has been locked within {waiting:.3g}s: node lock "
                         "contention (held by a pod this scheduler bound moments ago, whose "

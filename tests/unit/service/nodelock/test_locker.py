@@ -1,11 +1,18 @@
-"""What placement and filter pacing read of the binds queued on node locks (issue 33)."""
+"""What placement and filter pacing read of the binds queued on node locks (issue 33), and a
+lock naming the pod being bound (issue 38)."""
 
 import asyncio
+import logging
+
+import pytest
 
 from hami.engine import names
 from hami.engine.model import ContainerDevice
+from hami.service.nodelock.locker import OWN_LOCK_TRUST
+from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import gpu_pod
-from tests.unit.service.test_binding import HERE, NS, THERE, world
+from tests.fakes.kubeapi import Fault, server_error
+from tests.unit.service.test_binding import HERE, NOW, NS, ONE_CARD, POD, THERE, UID, world
 
 
 async def test_binds_waiting_on_a_lock_make_the_node_busy_and_hold_filters_until_they_pass() -> (
@@ -32,3 +39,21 @@ async def test_binds_waiting_on_a_lock_make_the_node_busy_and_hold_filters_until
     await second
     await asyncio.wait_for(held, 1.0)  # the waiting bind took the lock: filters go on
     await locker.room(1, 0.0)
+
+
+async def test_a_retry_takes_at_once_the_lock_its_own_unknown_outcome_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """HAMi takes a lock naming the pod being bound as its own; one this process wrote moments
+    ago is no reason to wait when it names that very pod."""
+    w = world()
+    w.api.fail(Fault("bind_pod", error=server_error(), times=3))
+    assert (await w.refused()).reason == "unknown-outcome"
+    left = w.lock()
+    assert left == encode_node_lock(NOW, NS, POD)  # for the device plugin, should it land
+    w.cache.reserve(UID, NS, POD, HERE, ONE_CARD, 0)  # kube-scheduler's retry: filter again
+    with caplog.at_level(logging.INFO, logger="hami.service.nodelock.locker"):
+        await asyncio.wait_for(w.bind(), OWN_LOCK_TRUST / 2)  # a guard: the trust would hold it
+    assert w.pod()["spec"]["nodeName"] == HERE
+    assert w.lock() == left, "taken as it stood, not written again"
+    assert "node lock held, waiting for it" not in caplog.messages
