@@ -607,7 +607,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
     assert hami["resources"]["limits"]["memory"] == "512Mi"
     assert Settings().request_body_budget_mib == 512 // 8
     # A budget given in the values replaces the share of the limit.
-    given = container(render("--set", "scheduler.requestBodyBudgetMiB=96"), EXTENDER)
+    given = container(render("scheduler.requestBodyBudgetMiB=96"), EXTENDER)
     assert env_of(given)["HAMI_REQUEST_BODY_BUDGET_MIB"] == "96"
     # A deleted pod answers the webhook until the Service lets go of it (the node tier deletes
     # the leader and creates pods at once), then has what is left of 30 s to finish its binds.
