@@ -54,9 +54,10 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
-# Binds that may wait for node locks, per GPU node, before filter holds new decisions: with
-# binds spread by how many are ahead (hami.service.placement), two each keep every device
-# plugin busy, and more only wait past --node-lock-wait-seconds on a cluster that is slow.
+# Binds that may wait for or hold node locks (a device plugin allocating), per GPU node, before
+# filter holds new decisions: with binds spread by how many are ahead (hami.service.placement),
+# a lock held and one bind waiting keep every device plugin busy, and more only wait past
+# --node-lock-wait-seconds on a cluster that is slow, fail, and go to the end of the queue.
 LOCK_QUEUE_PER_NODE = 2
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -67,6 +68,10 @@ class Run:
     stages: dict[str, tuple[float, float]]  # p50, p99 seconds of each stage's histogram
     rss_mib: float
     problems: list[str] = field(default_factory=list)
+    # A small tenant's pods created among the burst's (--tenant): create->bound seconds, and
+    # the binds of theirs that failed (BindingFailed Events).
+    tenant: list[float] = field(default_factory=list)
+    tenant_failed_binds: int = 0
 
     @property
     def failed_binds_per_pod(self) -> float:
@@ -107,6 +112,8 @@ class Run:
             "stages_p50_p99_s": self.stages,
             "rss_mib": self.rss_mib,
             "problems": self.problems,
+            "tenant_p50_max_s": _p50_max(self.tenant),
+            "tenant_failed_binds": self.tenant_failed_binds,
         }
 
     def report(self, cores: int) -> str:
@@ -140,7 +147,17 @@ class Run:
             f"  final check (fresh LIST): {'; '.join(self.problems) or 'consistent'}; "
             f"our RSS {self.rss_mib:.0f} MiB",
         ]
+        if self.tenant:
+            p50, top = _p50_max(self.tenant)
+            lines.append(
+                f"  small tenant: {len(self.tenant)} pods, create->bound p50 {p50:.2f}s max "
+                f"{top:.2f}s, {self.tenant_failed_binds} failed binds"
+            )
         return "\n".join(lines)
+
+
+def _p50_max(values: list[float]) -> tuple[float, float]:
+    return (statistics.median(values), max(values)) if values else (float("nan"), float("nan"))
 
 
 def pod_manifest(name: str, gpu: bool, node_policy: str) -> dict[str, object]:
@@ -177,15 +194,22 @@ async def run_once(
     backlog: bool,
     node_policy: str,
     deadline: float,
+    tenant: int = 0,
 ) -> Run:
     namespace = f"bench-{label}"
+    small = f"{namespace}-tenant"
     api = await config.new_client_from_config(str(plane.kubeconfig))
     core = client.CoreV1Api(api)
     try:
         ns: Any = {"metadata": {"name": namespace}}
         await core.create_namespace(ns)
+        if tenant:
+            await core.create_namespace({"metadata": {"name": small}})  # type: ignore[arg-type]
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
+        tenant_created: dict[str, float] = {}
+        tenant_bound: dict[str, float] = {}
+        tenant_done = asyncio.Event()
         running: set[str] = set()
         done, started_all = asyncio.Event(), asyncio.Event()
 
@@ -206,8 +230,22 @@ async def run_once(
                             started_all.set()
                             return
 
+        async def follow_tenant() -> None:
+            w = watch.Watch()
+            async with w.stream(core.list_namespaced_pod, small, _request_timeout=3600) as stream:
+                async for event in stream:
+                    pod = event["object"]
+                    if pod.spec.node_name and pod.metadata.name not in tenant_bound:
+                        tenant_bound[pod.metadata.name] = time.monotonic()
+                        if len(tenant_bound) == tenant:
+                            tenant_done.set()
+                            return
+
         follower = asyncio.create_task(follow())
+        tenant_follower = asyncio.create_task(follow_tenant()) if tenant else None
         await asyncio.sleep(0.5)  # the watch is open before the first create
+        # The tenant's pods go in evenly among the burst's, each after its share of them.
+        tenant_after = {(j + 1) * pods // (tenant + 1): j for j in range(tenant)}
         limit = asyncio.Semaphore(CREATES_IN_FLIGHT)
         errors = 0
 
@@ -222,6 +260,12 @@ async def run_once(
                 except client.ApiException as e:
                     errors += 1
                     print(f"{label}: create {name} failed: {e.status} {e.reason}", file=sys.stderr)
+                if i in tenant_after:
+                    other = f"t-{tenant_after[i]:03d}"
+                    tenant_created[other] = time.monotonic()
+                    body = pod_manifest(other, gpu, node_policy)
+                    with contextlib.suppress(client.ApiException):
+                        await core.create_namespaced_pod(small, body, _preload_content=False)
 
         scheduler = kube_scheduler_pid(plane)
         before = sample(plane, plane.metrics_url, plane.scheduler_port, cpu_first=False)
@@ -247,6 +291,10 @@ async def run_once(
                 file=sys.stderr,
             )
         follower.cancel()
+        if tenant_follower is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(tenant_done.wait(), max(1.0, deadline - time.monotonic()))
+            tenant_follower.cancel()
         last = max(bound.values(), default=started)
         after = sample(plane, plane.metrics_url, plane.scheduler_port)
         app = plane.app
@@ -268,6 +316,13 @@ async def run_once(
             rss_mib=rss_mib(app.popen.pid) if app is not None else float("nan"),
         )
         run.problems = final_check(plane, namespace, pods, len(bound))
+        if tenant:
+            run.tenant = [tenant_bound[n] - tenant_created[n] for n in tenant_bound]
+            events = await core.list_namespaced_event(small)
+            run.tenant_failed_binds = sum(
+                e.count or 1 for e in events.items if e.reason == "BindingFailed"
+            )
+            await core.delete_collection_namespaced_pod(small, grace_period_seconds=0)
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         return run
     finally:
@@ -299,6 +354,13 @@ def main(argv: list[str] | None = None) -> int:
         "policy), in order; the backlog under the first",
     )
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
+    p.add_argument(
+        "--tenant",
+        type=int,
+        default=0,
+        help="pods of a small tenant (a namespace of its own) created evenly among each GPU "
+        "burst's; their create->bound time and failed binds are reported",
+    )
     p.add_argument("--scheduler-qps", type=float, default=1000)
     p.add_argument("--scheduler-burst", type=int, default=2000)
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
@@ -350,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                     backlog=backlog,
                     node_policy=policy,
                     deadline=time.monotonic() + args.timeout,
+                    tenant=args.tenant if gpu and not backlog else 0,
                 )
             )
             print(run.report(cores), flush=True)

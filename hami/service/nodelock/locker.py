@@ -59,20 +59,24 @@ class NodeLocker:
         self._waiting: dict[str, int] = {}
         self._queued = 0
         self._fewer = asyncio.Event()
+        locks.listen(lambda _: self._fewer.set())  # a lock released, or handed on
         # (node, lock annotation, namespace, name) of binds whose lock write went out and got no
         # answer (yet), with the value it wrote: it may have landed though neither we nor the
         # watch have seen it.
         self._unanswered: dict[tuple[str, str, str, str], str] = {}
 
     async def room(self, limit: int, within: float) -> None:
-        """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
+        """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks or
+        hold one: a node's lock held by a pod bound there (its device plugin allocating) is one
+        bind more that the next bind to that node waits out.
 
         kube-scheduler decides faster than a busy cluster's device plugins allocate; every bind
         beyond what the nodes take in turn would wait past its lock wait, fail and go back to
-        kube-scheduler's queue. Held here, the filter slows the decisions down instead."""
+        the end of kube-scheduler's queue, behind every pod queued meanwhile. Held here, the
+        filter slows the decisions down instead, and the pod keeps its place."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(0.0, within)):
-                while self._queued >= limit:
+                while self._queued + self.locks.held() >= limit:
                     self._fewer.clear()
                     await self._fewer.wait()
 

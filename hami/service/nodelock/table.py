@@ -38,6 +38,7 @@ class NodeLocks:
         self._versions: dict[str, str] = {}
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._moved: list[Callable[[str], None]] = []
+        self._held = 0  # nodes whose HAMi lock is held
 
     def listen(self, moved: Callable[[str], None]) -> None:
         """Call `moved(node)` whenever the pod a node's lock names changes."""
@@ -81,6 +82,8 @@ class NodeLocks:
             self._locks[name, key] = _Lock(value, lock_holder(value))
         else:
             self._locks.pop((name, key), None)
+        if key == NODE_LOCK:
+            self._held += bool(value) - (before is not None)
         changed = self._changed.pop((name, key), None)
         if changed is not None:
             changed.set()
@@ -92,6 +95,11 @@ class NodeLocks:
     def value(self, node: str, key: str = NODE_LOCK) -> str | None:
         lock = self._locks.get((node, key))
         return lock.value if lock is not None else None
+
+    def held(self) -> int:
+        """How many nodes' HAMi locks are held: each a device plugin allocating for a pod bound
+        there, which the next bind to that node waits for."""
+        return self._held
 
     def holder(self, node: str) -> tuple[str, str] | None:
         """The pod (namespace, name) the node's HAMi lock names."""
