@@ -71,7 +71,9 @@ class BodyBudget:
             self._give(size)
 
     async def _take(self, size: int, ceiling: int) -> None:
-        if not self._waiters and self.held + size <= ceiling:
+        # Room goes to the waiters as it is given back (_give), so what is free now fits none
+        # of them: a body it fits takes it (a review does not queue behind large bodies).
+        if self.held + size <= ceiling:
             self.held += size
             return
         granted = asyncio.get_running_loop().create_future()

@@ -215,3 +215,20 @@ async def test_a_chunked_body_holds_the_per_request_limit_until_answered(
         assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
     assert budget.held == 0
     await close(writer)
+
+
+async def test_a_small_body_is_not_queued_behind_large_ones_waiting_for_room() -> None:
+    budget = BodyBudget(16 * LARGE, LARGE, wait=5)
+    large = budget.ceiling(LARGE, trusted=False)
+    filled = budget.hold(large, large)
+    await filled.__aenter__()  # large bodies fill their three quarters
+    waiting = asyncio.create_task(budget.hold(LARGE, large).__aenter__())
+    await asyncio.sleep(0)
+    async with asyncio.timeout(1):  # a guard: queued, it would wait for the large ones
+        async with budget.hold(SMALL, budget.ceiling(SMALL, trusted=False)):
+            assert not waiting.done()
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await filled.__aexit__(None, None, None)
+    assert budget.held == 0
