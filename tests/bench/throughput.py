@@ -41,7 +41,7 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes_asyncio import client, config, watch
@@ -355,6 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
     p.add_argument(
+        "--allocate-delay",
+        type=float,
+        default=0.0,
+        help="seconds each simulated device plugin takes over an Allocate (a slow plugin: the "
+        "node lock is held that long after each bind)",
+    )
+    p.add_argument(
         "--tenant",
         type=int,
         default=0,
@@ -380,7 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     with plane:
         t0 = time.monotonic()
-        plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(args.nodes)])
+        plane.start_nodesim(
+            [
+                replace(t4_node(f"n{i:04d}"), allocate_delay=args.allocate_delay)
+                for i in range(args.nodes)
+            ]
+        )
         print(
             f"{args.nodes} nodes registered in {time.monotonic() - t0:.1f}s; kube-scheduler "
             f"client qps {args.scheduler_qps:g} burst {args.scheduler_burst}; "
