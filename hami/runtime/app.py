@@ -54,12 +54,6 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
-# Binds that may wait for or hold node locks (a device plugin allocating), per GPU node, before
-# filter holds new decisions: with binds spread by how many are ahead (hami.service.placement),
-# a lock held and one bind waiting keep every device plugin busy, and more only wait past
-# --node-lock-wait-seconds on a cluster that is slow, fail, and go to the end of the queue.
-LOCK_QUEUE_PER_NODE = 2
-
 
 @dataclass
 class Runtime:
@@ -88,8 +82,13 @@ class Runtime:
         loop = asyncio.get_running_loop()
         until = loop.time() + self.binder.budget.total / 3
         await self.kube.writes.room(until - loop.time())
+        # Binds spread by how many are ahead of them on each node (hami.service.placement);
+        # per node, as many as are served within a bind's lock wait (NodeLocker.per_node).
         nodes = max(1, len(self.cache.view))
-        await self.binder.locker.room(LOCK_QUEUE_PER_NODE * nodes, until - loop.time())
+        wait = min(self.binder.lock_wait, self.binder.budget.lock_wait)
+        await self.binder.locker.room(
+            self.binder.locker.per_node(wait) * nodes, until - loop.time()
+        )
 
     def synced(self) -> bool:
         """Every informer has listed once: the cache reflects the API server."""

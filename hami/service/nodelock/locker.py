@@ -80,6 +80,17 @@ class NodeLocker:
                     self._fewer.clear()
                     await self._fewer.wait()
 
+    def per_node(self, wait: float) -> int:
+        """How many binds may wait for or hold each node's lock before filters are held, when a
+        bind may wait `wait` seconds for it: a lock held and one bind waiting keep a device
+        plugin busy, and the one waiting is served in time while locks are held for less than
+        half of `wait` (the rest for the hand-over and its own lock write, which a loaded API
+        server answers in seconds); past that, it would run out, fail and lose its place in
+        kube-scheduler's queue, so only nodes whose lock is free take binds. So too before any
+        lock has been seen released: how long they are held is not known yet."""
+        hold = self.locks.hold
+        return 2 if hold > 0 and hold * 2 <= wait else 1
+
     def busy(self, node: str) -> int:
         """How many binds a bind to `node` would wait for now: binds of ours waiting for or
         taking its lock, and the lock's holder (a device plugin allocating for the last pod

@@ -74,3 +74,13 @@ async def test_a_retry_takes_at_once_the_lock_its_own_unknown_outcome_left(
     assert w.pod()["spec"]["nodeName"] == HERE
     assert w.lock() == left, "taken as it stood, not written again"
     assert "node lock held, waiting for it" not in caplog.messages
+
+
+def test_binds_queue_behind_a_held_lock_only_while_it_is_held_for_less_than_their_wait() -> None:
+    locker = world().binder.locker
+    assert locker.per_node(17.0) == 1  # nothing measured yet: free nodes only
+    locker.locks.hold = 0.5
+    assert locker.per_node(17.0) == 2  # a lock held and one bind waiting
+    locker.locks.hold = 7.5
+    assert locker.per_node(17.0) == 2
+    assert locker.per_node(12.0) == 1  # the one waiting could run out: free nodes only
