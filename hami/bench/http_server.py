@@ -47,7 +47,7 @@ def _server_app(
     from hami.kube.client import Kube
     from hami.kube.events import EventRecorder
     from hami.kube.leader import AlwaysLeader
-    from hami.runtime.apps import MAX_BODY
+    from hami.runtime.bodies import MAX_BODY
     from hami.runtime.chores import freeze
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter

@@ -24,6 +24,7 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
+from hami.runtime.bodies import MAX_BODY, MIB, BodyBudget
 from hami.runtime.certsetup import certificates, pair
 from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import (
@@ -55,11 +56,6 @@ from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
 
-# Binds that may wait for node locks, per GPU node, before filter holds new decisions: with
-# binds spread by how many are ahead (hami.service.placement), two each keep every device
-# plugin busy, and more only wait past --node-lock-wait-seconds on a cluster that is slow.
-LOCK_QUEUE_PER_NODE = 2
-
 
 @dataclass
 class Runtime:
@@ -89,8 +85,13 @@ class Runtime:
         loop = asyncio.get_running_loop()
         until = loop.time() + self.binder.budget.total / 3
         await self.kube.writes.room(until - loop.time())
+        # Binds spread by how many are ahead of them on each node (hami.service.placement);
+        # per node, as many as are served within a bind's lock wait (NodeLocker.per_node).
         nodes = max(1, len(self.cache.view))
-        await self.binder.locker.room(LOCK_QUEUE_PER_NODE * nodes, until - loop.time())
+        wait = min(self.binder.lock_wait, self.binder.budget.lock_wait)
+        await self.binder.locker.room(
+            self.binder.locker.per_node(wait) * nodes, until - loop.time()
+        )
 
     def synced(self) -> bool:
         """Every informer has listed once: the cache reflects the API server."""
@@ -366,6 +367,8 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             "the open-file limit holds fewer connections than --max-connections",
             extra={"max_connections": s.max_connections, "per_listener": cap},
         )
+    # One budget for every listener: what bounds the process's memory is their sum.
+    bodies = BodyBudget(s.request_body_budget_mib * MIB, MAX_BODY)
     try:
         for app, host, port, tls in (
             (webhook_app(rt), s.bind_address, s.port, rt.tls.context),
@@ -387,6 +390,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
                     keepalive_timeout=s.keepalive_timeout_seconds,
                     shutdown_timeout=s.shutdown_grace_seconds,
                     max_connections=cap,
+                    bodies=bodies,
                 )
             )
         log.info(

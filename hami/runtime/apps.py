@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 import hami.extender.routes
 import hami.webhook.routes
 from hami.kube.events import EventRecorder
+from hami.runtime.bodies import MAX_BODY
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
 from hami.runtime.pairprobe import pair_route
@@ -44,7 +45,6 @@ class Runtime(Protocol):
 
 
 T = TypeVar("T")
-MAX_BODY = 4 * 2**20  # a pod near etcd's 1.5 MiB limit, as JSON, with room to spare
 
 
 def each(*calls: Callable[[T], object]) -> Callable[[T], None]:

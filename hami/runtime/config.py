@@ -21,6 +21,7 @@ from hami.engine.injection import InjectionConfig, InjectionError, driver_profil
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
+from hami.runtime.bodies import MAX_BODY
 from hami.runtime.deviceconfig import (
     GPU_CORE_POLICIES,
     DeviceConfig,
@@ -77,6 +78,7 @@ class Settings:
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
     max_connections: int = 1024
+    request_body_budget_mib: int = 64
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -284,6 +286,11 @@ def validate(s: Settings) -> None:
             raise ConfigError(f"{_flag(name)} must be positive")
     if s.max_connections < 1:
         raise ConfigError("--max-connections must be at least 1")
+    if s.request_body_budget_mib < 2 * MAX_BODY // 2**20:
+        raise ConfigError(
+            f"--request-body-budget-mib must be at least {2 * MAX_BODY // 2**20}: twice the "
+            f"{MAX_BODY // 2**20} MiB one request body may have"
+        )
     if s.api_write_limit < 1:
         raise ConfigError("--api-write-limit must be at least 1")
     try:

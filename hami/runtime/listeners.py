@@ -6,7 +6,8 @@ timer (an hour by default) and asyncio gives a TLS handshake a minute, so a
 few hundred slow clients would pin memory and sockets indefinitely. Two
 deadlines bound what a client controls: `read_timeout` a new connection's TLS
 handshake and first request line and headers (from the accept), a later
-request's line and headers from their first byte, and every body;
+request's line and headers from their first byte, and every body once it is let in
+(hami.runtime.bodies, which also bounds the bytes of all bodies held at once);
 `keepalive_timeout` the idle time between requests of a connection that has
 sent one. The idle deadline must be longer than the clients' own:
 Go's HTTP transport keeps an idle connection for 90 s (IdleConnTimeout of
@@ -29,6 +30,7 @@ from typing import Any, cast
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from hami.runtime.bodies import BodyBudget, bounded_bodies
 from hami.runtime.sockets import Acceptor, Episodes, bind
 
 log = logging.getLogger(__name__)
@@ -42,30 +44,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def read_body_within(seconds: float) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Middleware: the whole body must arrive within `seconds`, or the client gets a 408.
-
-    The handler's own `request.read()` then returns the body already read.
-    """
-
-    @web.middleware
-    async def middleware(
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.can_read_body:
-            try:
-                async with asyncio.timeout(seconds):
-                    await request.read()
-            except TimeoutError:
-                raise web.HTTPRequestTimeout(
-                    text=f"request body not received within {seconds:g}s\n"
-                ) from None
-        return await handler(request)
-
-    return middleware
 
 
 class _Slots:
@@ -202,6 +180,9 @@ class _TLS(SSLProtocol):
     with 16 KiB); 16 KiB is the largest TLS record, so one read still takes in a whole record."""
 
     max_size = 16 * 1024
+    # Encrypted bytes kept while the request above does not read (a body waiting for the
+    # budget): asyncio's default is 256 KiB a connection, 256 MiB over 1,024 of them.
+    incoming_high_water = 32 * 1024
 
     def __init__(
         self, connection: _Connection, context: ssl.SSLContext, handshake_timeout: float
@@ -220,6 +201,8 @@ class _TLS(SSLProtocol):
             **timeouts,
         )
         self._http = connection
+        # What the transport's set_read_buffer_limits calls; that transport comes later.
+        cast(Any, self)._set_read_buffer_limits(high=self.incoming_high_water)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -279,14 +262,18 @@ async def listen(
     keepalive_timeout: float,
     shutdown_timeout: float,
     max_connections: int,
+    bodies: BodyBudget,
 ) -> Listener:
     app.middlewares.insert(0, _headers_in)
-    app.middlewares.append(read_body_within(read_timeout))
+    app.middlewares.append(bounded_bodies(bodies, read_timeout, trusted=is_loopback(host)))
     handler_args: dict[str, Any] = {
         "access_log": None,
         "keepalive_timeout": keepalive_timeout,
-        # A body left unread (the deadline passed) is not waited for: the connection closes.
+        # A body left unread (refused, or its deadline passed) is not waited for: the
+        # connection closes.
         "lingering_time": 0,
+        # What a connection buffers before its body is let in: 32 KiB (twice this), not 128.
+        "read_bufsize": 16 * 1024,
     }
     runner = web.AppRunner(
         app, handle_signals=False, shutdown_timeout=shutdown_timeout, **handler_args

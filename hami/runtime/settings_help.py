@@ -37,6 +37,12 @@ HELP = {
         "over it a new connection replaces the oldest that has sent no request, else the "
         'longest idle one. About 44 KiB each over TLS (docs/trust-boundary.md, "Bounded work")'
     ),
+    "request_body_budget_mib": (
+        "request bodies held in memory at once, all listeners together, in MiB (each body "
+        "counts its Content-Length from before it is read until it is answered); a body with no "
+        "room waits 2 s, then gets a 503 with Retry-After. The chart passes an eighth of the "
+        'container\'s memory limit (docs/trust-boundary.md, "Bounded work")'
+    ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",
     "metrics_port": "port of Prometheus /metrics (plain HTTP unless --metrics-tls)",

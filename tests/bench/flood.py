@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler-qps", type=float, default=1000)
     p.add_argument("--scheduler-burst", type=int, default=2000)
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
+    p.add_argument(
+        "--allocate-delay", type=float, default=0.0, help="seconds each simulated Allocate takes"
+    )
     p.add_argument("--json", help="also write the figures to this file (after each run)")
     load.add_arguments(p)
     args = p.parse_args(argv)
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     with load.Hog(args.load, args.load_seconds):
         plane.__enter__()
         try:
-            register(plane, args.nodes, args.register_timeout)
+            register(plane, args.nodes, args.register_timeout, args.allocate_delay)
             print(f"{load.load_average()}; run folder {plane.run_dir}", flush=True)
             for i in range(1, args.runs + 1):
                 label = f"run-{i}"

@@ -11,6 +11,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from tests.bench.report import readyz
 from tests.bench.scrape import _insecure, fetch
@@ -22,12 +23,16 @@ _NODE_LABEL = re.compile(r'^hami_gpu_memory_limit_bytes\{[^}]*node="([^"]*)"', r
 _SCHEDULER_NODES = re.compile(r'^scheduler_cache_size\{type="nodes"\} (\S+)$', re.MULTILINE)
 
 
-def register(plane: ControlPlane, count: int, timeout: float) -> NodeSim:
-    """`count` nodes of four T4s each (n0000, n0001, ...), registered and seen by all."""
+def register(
+    plane: ControlPlane, count: int, timeout: float, allocate_delay: float = 0.0
+) -> NodeSim:
+    """`count` nodes of four T4s each (n0000, n0001, ...), registered and seen by all; each
+    simulated Allocate takes `allocate_delay` seconds (a slow device plugin)."""
     started = time.monotonic()
     deadline = started + timeout
     try:
-        sim = plane.start_nodesim([t4_node(f"n{i:04d}") for i in range(count)], timeout=timeout)
+        nodes = [replace(t4_node(f"n{i:04d}"), allocate_delay=allocate_delay) for i in range(count)]
+        sim = plane.start_nodesim(nodes, timeout=timeout)
     except ControlPlaneError as e:
         # Its first line says what happened and where the node simulator's log is.
         raise SystemExit(

@@ -29,7 +29,8 @@ from aiohttp.test_utils import TestClient, TestServer
 import hami.webhook.routes
 from hami.bench.cluster import build_filled_cluster
 from hami.runtime.app import Runtime
-from hami.runtime.apps import MAX_BODY, metrics_app
+from hami.runtime.apps import metrics_app
+from hami.runtime.bodies import MAX_BODY
 from hami.runtime.metrics import Metrics
 from hami.service.admission import AdmissionService
 from tests.unit.webhook.test_worst_inputs import STANDALONE, worst

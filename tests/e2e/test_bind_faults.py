@@ -87,6 +87,37 @@ def test_a_binding_whose_answer_is_lost_keeps_its_allocation(
     invariant.consistent(kube, control_plane)
 
 
+def test_a_retry_takes_at_once_the_lock_its_own_pod_left(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    nodesim: Callable[..., NodeSim],
+    faulty: FaultyApi,
+) -> None:
+    """Three Bindings refused (503, not forwarded; each read back unbound): the outcome is
+    unknown, so the lock the bind took, naming the pod, is left for the device plugin. HAMi
+    treats a lock naming the pod being bound as its own: kube-scheduler's retry of the pod
+    takes it without waiting (it waited ~3 s for a lock this process had just written)."""
+    node = t4_node("same-pod-lock")
+    nodesim(node)
+    faulty.set({"method": "POST", "path": BINDING, "action": "refuse", "status": 503, "times": 3})
+    kube.apply(POD.format(name="retried"), namespace)
+    kube.wait_ready(namespace, ["retried"], timeout=90)
+    assert len(faulty.acted("refuse")) == 3
+    lines = _lines_about(control_plane.app_log.read_text(errors="replace"), "retried")
+    assert '"bind failed"' in lines and "unknown-outcome" in lines, lines
+    assert '"pod bound"' in lines, lines
+    assert "node lock held, waiting for it" not in lines, lines
+    bound_to, cards = allocation(kube, namespace, "retried")
+    assert bound_to == node.name and len(cards) == 1 and cards <= cards_of(node)
+    wait_for(
+        lambda: not invariant.locks_left(kube, [node.name]),
+        timeout=30,
+        what="the device plugin to release the lock",
+    )
+    invariant.consistent(kube, control_plane)
+
+
 def test_a_replayed_filter_and_bind_of_a_bound_pod_change_nothing(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:

@@ -10,10 +10,12 @@ opened for 60 s at most.
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import socket
 import ssl
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -146,3 +148,96 @@ spec:
             conn.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, own)
         control_plane.restart_app(extra_args=())
+
+
+# --- request bodies (issue 38) -----------------------------------------------------------------
+
+WAVE = 512  # two waves: 1,024 slow bodies in all
+BODY = 4_000_000  # under the 4 MiB a request may have
+CHUNK = 64 * 1024
+CHUNK_EVERY = 0.12  # the whole body in about 7.5 s, within the 10 s read deadline
+
+
+async def slow_body(port: int, context: ssl.SSLContext) -> str:
+    """One client sending a ~4 MiB body to /webhook slowly; what became of it: the status the
+    server answered, or how the connection ended."""
+    head = (
+        f"POST /webhook HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {BODY}\r\n\r\n"
+    ).encode()
+    try:
+        async with asyncio.timeout(40):
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"
+            )
+            answered = asyncio.ensure_future(reader.readline())
+            try:
+                writer.write(head)
+                sent = 0
+                while sent < BODY and not answered.done():
+                    n = min(CHUNK, BODY - sent)
+                    writer.write(b"x" * n)
+                    await writer.drain()
+                    sent += n
+                    await asyncio.wait({answered}, timeout=CHUNK_EVERY)
+                line = await answered
+                return line.decode(errors="replace").split(" ")[1] if line else "closed"
+            finally:
+                answered.cancel()
+                writer.transport.abort()
+    except TimeoutError:
+        return "timeout"
+    except (OSError, IndexError):
+        return "closed"
+
+
+async def wave(port: int, context: ssl.SSLContext) -> Counter[str]:
+    return Counter(await asyncio.gather(*(slow_body(port, context) for _ in range(WAVE))))
+
+
+def test_slow_large_bodies_stay_within_the_memory_limit_while_a_pod_is_created_and_bound(
+    control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    """1,024 clients send ~4 MiB bodies slowly to /webhook in two waves (before the body budget
+    the process grew to 3.5 GiB on a quiet machine); a GPU pod is created and bound during the
+    second. Bounded: 1,024 connections, each given 40 s at most."""
+    own = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if own[1] < WAVE + 1_000:
+        pytest.skip(f"this process may open {own[1]} files, the attack needs {WAVE + 1_000}")
+    nodesim(t4_node("slow-bodies"))
+    control_plane.restart_app(extra_args=())  # a fresh process: its peak is this test's
+    app = control_plane.app
+    assert app is not None
+    context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
+    port = control_plane.app_port
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (own[1], own[1]))
+        rss_before, _ = memory_mib(app.popen.pid)
+        first = asyncio.run(wave(port, context))
+        with ThreadPoolExecutor(1) as pool:
+            second = pool.submit(asyncio.run, wave(port, context))
+            time.sleep(2)  # the second wave's bodies fill the budget
+            created = time.monotonic()
+            kube.apply(
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: during-the-bodies}\nspec:\n"
+                "  containers:\n  - name: cuda\n    image: busybox\n    resources: "
+                "{limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}\n",
+                namespace,
+            )
+            kube.wait_ready(namespace, ["during-the-bodies"])
+            ready_in = time.monotonic() - created
+            outcomes = second.result(timeout=120)
+        rss, peak = memory_mib(app.popen.pid)
+        print(
+            f"slow ~4 MiB bodies, first wave {dict(first)}, second {dict(outcomes)}; GPU pod "
+            f"Ready {ready_in:.1f}s after its create; RSS {rss_before:.0f} MiB before, "
+            f"{rss:.0f} after, peak {peak:.0f} MiB"
+        )
+        pod = kube.pod(namespace, "during-the-bodies")
+        assert app.alive(), "hami serve died under the bodies"
+        assert pod["spec"]["schedulerName"] == "hami-scheduler", "the webhook took the pod"
+        assert pod["spec"].get("nodeName") == "slow-bodies"
+        assert peak < MEMORY_LIMIT_MIB, f"peak RSS {peak:.0f} MiB over the chart's limit"
+        assert outcomes["503"] > 0, "the second wave met a full budget during the create"
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, own)

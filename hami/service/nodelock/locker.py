@@ -20,7 +20,7 @@ from hami.kube.errors import KubeError
 from hami.kube.leader import Term
 from hami.service.deadline import Deadline
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import LockSpec, NodeLockContention
+from hami.service.nodelock.wire import LockSpec, NodeLockContention, lock_holder
 from hami.service.nodelock.writes import lock_node, release_node
 
 log = logging.getLogger(__name__)
@@ -59,22 +59,37 @@ class NodeLocker:
         self._waiting: dict[str, int] = {}
         self._queued = 0
         self._fewer = asyncio.Event()
+        locks.listen(lambda _: self._fewer.set())  # a lock released, or handed on
         # (node, lock annotation, namespace, name) of binds whose lock write went out and got no
         # answer (yet), with the value it wrote: it may have landed though neither we nor the
         # watch have seen it.
         self._unanswered: dict[tuple[str, str, str, str], str] = {}
 
     async def room(self, limit: int, within: float) -> None:
-        """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks.
+        """Wait, at most `within` seconds, until fewer than `limit` binds wait for node locks or
+        hold one: a node's lock held by a pod bound there (its device plugin allocating) is one
+        bind more that the next bind to that node waits out.
 
         kube-scheduler decides faster than a busy cluster's device plugins allocate; every bind
         beyond what the nodes take in turn would wait past its lock wait, fail and go back to
-        kube-scheduler's queue. Held here, the filter slows the decisions down instead."""
+        the end of kube-scheduler's queue, behind every pod queued meanwhile. Held here, the
+        filter slows the decisions down instead, and the pod keeps its place."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(0.0, within)):
-                while self._queued >= limit:
+                while self._queued + self.locks.held() >= limit:
                     self._fewer.clear()
                     await self._fewer.wait()
+
+    def per_node(self, wait: float) -> int:
+        """How many binds may wait for or hold each node's lock before filters are held, when a
+        bind may wait `wait` seconds for it: a lock held and one bind waiting keep a device
+        plugin busy, and the one waiting is served in time while locks are held for less than
+        half of `wait` (the rest for the hand-over and its own lock write, which a loaded API
+        server answers in seconds); past that, it would run out, fail and lose its place in
+        kube-scheduler's queue, so only nodes whose lock is free take binds. So too before any
+        lock has been seen released: how long they are held is not known yet."""
+        hold = self.locks.hold
+        return 2 if hold > 0 and hold * 2 <= wait else 1
 
     def busy(self, node: str) -> int:
         """How many binds a bind to `node` would wait for now: binds of ours waiting for or
@@ -86,10 +101,14 @@ class NodeLocker:
         """A Node as one of our lock writes returned it: known before the watch shows it."""
         self.locks.written(node, asyncio.get_running_loop().time(), key)
 
-    def _trusted(self, node: str, seen: str | None, key: str) -> bool:
-        """Whether `seen` is a lock this process took moments ago."""
+    def _trusted(self, node: str, seen: str | None, key: str, pod: tuple[str, str]) -> bool:
+        """Whether `seen` is a lock this process took moments ago for another pod than `pod`.
+        One that names `pod` is its own, taken at once as HAMi does: an earlier bind of it
+        that met an unknown outcome left it for the device plugin."""
         since = self.locks.written_at(node, key)
         if since is None or seen is None or self.locks.value(node, key) != seen:
+            return False
+        if lock_holder(seen) == pod:
             return False
         return asyncio.get_running_loop().time() - since < OWN_LOCK_TRUST
 
@@ -157,7 +176,7 @@ class NodeLocker:
             while True:
                 term.check()
                 seen = self.locks.value(node, key)
-                if self._trusted(node, seen, key):
+                if self._trusted(node, seen, key, (namespace, name)):
                     contention = NodeLockContention(
                         f"node {node} has been locked within {waiting:.3g}s: node lock "
                         "contention (held by a pod this scheduler bound moments ago, whose "

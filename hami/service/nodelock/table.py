@@ -11,6 +11,7 @@ which comes before the watch shows it.
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from hami.engine.names import NODE_LOCK
 from hami.kube.informer import is_older
 from hami.service.nodelock.wire import lock_holder, lock_keys
+
+HOLD_SAMPLE_CAP = 60.0
 
 
 @dataclass(slots=True)
@@ -31,13 +34,24 @@ class NodeLocks:
     """Each node's locks by annotation: HAMi's `hami.io/mutex.lock` (the `key` every method
     reads unless told), and each family's own (hami.service.nodelock.wire.lock_keys)."""
 
-    def __init__(self, recheck: float = 1.0, keys: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        recheck: float = 1.0,
+        keys: tuple[str, ...] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.recheck = recheck
+        self.clock = clock
+        # How long a HAMi lock stays on a node (taken to released or handed on), a moving
+        # average of the last ones: what a bind queued behind a held lock waits.
+        self.hold = 0.0
+        self._since: dict[str, float] = {}
         self.keys = lock_keys() if keys is None else keys
         self._locks: dict[tuple[str, str], _Lock] = {}
         self._versions: dict[str, str] = {}
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._moved: list[Callable[[str], None]] = []
+        self._held = 0  # nodes whose HAMi lock is held
 
     def listen(self, moved: Callable[[str], None]) -> None:
         """Call `moved(node)` whenever the pod a node's lock names changes."""
@@ -81,6 +95,9 @@ class NodeLocks:
             self._locks[name, key] = _Lock(value, lock_holder(value))
         else:
             self._locks.pop((name, key), None)
+        if key == NODE_LOCK:
+            self._held += bool(value) - (before is not None)
+            self._timed(name, bool(value))
         changed = self._changed.pop((name, key), None)
         if changed is not None:
             changed.set()
@@ -89,9 +106,26 @@ class NodeLocks:
             for moved in self._moved:
                 moved(name)
 
+    def _timed(self, node: str, held: bool) -> None:
+        """A node's HAMi lock changed: the one before it ended now, a new one starts."""
+        now = self.clock()
+        start = self._since.pop(node, None)
+        if start is not None:
+            # Capped: a lock kept for a pod that never got its devices is not what binds
+            # wait for in turn.
+            sample = min(now - start, HOLD_SAMPLE_CAP)
+            self.hold = sample if self.hold == 0.0 else self.hold + (sample - self.hold) / 8
+        if held:
+            self._since[node] = now
+
     def value(self, node: str, key: str = NODE_LOCK) -> str | None:
         lock = self._locks.get((node, key))
         return lock.value if lock is not None else None
+
+    def held(self) -> int:
+        """How many nodes' HAMi locks are held: each a device plugin allocating for a pod bound
+        there, which the next bind to that node waits for."""
+        return self._held
 
     def holder(self, node: str) -> tuple[str, str] | None:
         """The pod (namespace, name) the node's HAMi lock names."""

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from hami.certs.selfsigned import write_dev_bundle
+from hami.runtime.bodies import MAX_BODY, BodyBudget
 from hami.runtime.listeners import Listener, is_loopback, listen
 
 DEADLINE = 0.5
@@ -39,6 +40,7 @@ async def plain() -> AsyncIterator[Listener]:
         keepalive_timeout=IDLE,
         shutdown_timeout=1,
         max_connections=CAP,
+        bodies=BodyBudget(8 * MAX_BODY, MAX_BODY),
     )
     yield listener
     await listener.stop()
@@ -144,6 +146,7 @@ async def serve(
         keepalive_timeout=keepalive_timeout,
         shutdown_timeout=1,
         max_connections=cap,
+        bodies=BodyBudget(8 * MAX_BODY, MAX_BODY),
     )
 
 
@@ -266,6 +269,7 @@ def test_loopback_addresses(host: str, loopback: bool) -> None:
 SHORT_OF_FILES = """
 import asyncio, logging, sys
 from aiohttp import web
+from hami.runtime.bodies import BodyBudget
 from hami.runtime.listeners import listen
 
 async def ok(request):
@@ -275,7 +279,8 @@ async def main():
     app = web.Application()
     app.add_routes([web.post("/", ok)])
     listener = await listen(app, "127.0.0.1", 0, tls=None, read_timeout=30,
-                            keepalive_timeout=60, shutdown_timeout=1, max_connections=1000)
+                            keepalive_timeout=60, shutdown_timeout=1, max_connections=1000,
+                            bodies=BodyBudget(2**26, 2**22))
     print(listener.port, flush=True)
     await asyncio.sleep(3600)
 

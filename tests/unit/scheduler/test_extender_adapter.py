@@ -23,7 +23,7 @@ from hami.engine import reasons
 from hami.engine.model import ContainerDevice
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
-from hami.runtime.apps import MAX_BODY
+from hami.runtime.bodies import MAX_BODY
 from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget

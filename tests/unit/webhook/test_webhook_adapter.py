@@ -21,7 +21,7 @@ import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
-from hami.runtime.apps import MAX_BODY
+from hami.runtime.bodies import MAX_BODY
 from hami.service.admission import AdmissionService
 
 V1 = "admission.k8s.io/v1"

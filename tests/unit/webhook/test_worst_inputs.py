@@ -19,7 +19,7 @@ from pytest_aiohttp import AiohttpClient
 import hami.webhook.routes
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
-from hami.runtime.apps import MAX_BODY
+from hami.runtime.bodies import MAX_BODY
 from hami.service.admission import AdmissionService
 
 STANDALONE = AdmissionConfig(

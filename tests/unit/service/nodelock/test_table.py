@@ -86,3 +86,37 @@ async def test_a_familys_own_lock_is_kept_beside_hamis_and_wakes_its_own_waiters
     locks.seen(node("n", hami, "6"))  # the family's plugin removed its lock: HAMi's stays
     await asyncio.wait_for(waiter, 1)
     assert (locks.value("n"), locks.value("n", own)) == (hami, None)
+
+
+def test_the_nodes_whose_hami_lock_is_held_are_counted() -> None:
+    locks = NodeLocks()
+    locks.seen(node("a", "t1,ns,a"))
+    locks.seen(node("b", "t1,ns,b"))
+    locks.seen(node("c", None))
+    assert locks.held() == 2
+    locks.seen(node("a", "t2,ns,c"))  # handed on: still one
+    locks.seen(node("b", None))
+    assert locks.held() == 1
+    locks.gone(node("a", None))
+    assert locks.held() == 0
+    # A family's own lock is not HAMi's: the next bind waits for it only where it asks for it.
+    family = NodeLocks(keys=("hami.io/mutex.lock", "cambricon.com/dsmlu.lock"))
+    family.seen({"metadata": {"name": "n", "annotations": {"cambricon.com/dsmlu.lock": "t1"}}})
+    assert family.held() == 0
+
+
+def test_how_long_a_lock_stays_is_averaged_over_the_last_ones() -> None:
+    now = [0.0]
+    locks = NodeLocks(clock=lambda: now[0])
+    assert locks.hold == 0.0  # nothing seen yet
+    locks.seen(node("a", "t1,ns,a"))
+    now[0] = 4.0
+    locks.seen(node("a", "t2,ns,b"))  # handed on after 4 s
+    assert locks.hold == 4.0
+    now[0] = 12.0
+    locks.seen(node("a", None))  # released after 8 s
+    assert locks.hold == 4.0 + (8.0 - 4.0) / 8
+    locks.seen(node("b", "t3,ns,c"))
+    now[0] = 10_000.0
+    locks.gone(node("b", None))  # kept for a pod that never got its devices: capped
+    assert locks.hold < 12.0
