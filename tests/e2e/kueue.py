@@ -13,9 +13,10 @@ Kueue's manager is built from its Go module (``kueuebin/build.sh``) and run outs
   (root, or unprivileged user namespaces, is needed);
 * Jobs need the job controller: kube-controller-manager runs with that one controller.
 
-The resource transformations are those of Kueue's "Using HAMi" page: ``nvidia.com/gpumem`` and
-``nvidia.com/gpucores`` are per card, so Kueue counts them times ``nvidia.com/gpu`` under
-``nvidia.com/total-gpumem`` and ``nvidia.com/total-gpucores``.
+Its resource transformations are the ones docs/kueue.md shows (those of Kueue's "Using HAMi"
+page), read from that page: ``nvidia.com/gpumem`` and ``nvidia.com/gpucores`` are per card, so
+Kueue counts them times ``nvidia.com/gpu`` as ``nvidia.com/total-gpumem`` and
+``nvidia.com/total-gpucores``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +42,23 @@ from .cluster import LOG_ROOT, REPO_ROOT, ControlPlane, Process, free_ports, una
 from .kube import wait_for
 
 BUILD_SCRIPT = REPO_ROOT / "tests" / "e2e" / "kueuebin" / "build.sh"
-# Measured cold (empty Go caches) on two loaded cores: see docs/kueue.md.
+# A cold build took 12 minutes on two loaded cores (tests/e2e/README.md).
 BUILD_TIMEOUT = 3600.0
 WEBHOOK_PREFIX = "kueue-"
 # The API groups whose webhooks the batch/job integration serves.
 SERVED_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
-TRANSFORMATIONS = [
-    {
-        "input": f"nvidia.com/{name}",
-        "strategy": "Replace",
-        "multiplyBy": "nvidia.com/gpu",
-        "outputs": {f"nvidia.com/total-{name}": "1"},
-    }
-    for name in ("gpucores", "gpumem")
-]
+RECIPE = REPO_ROOT / "docs" / "kueue.md"
+
+
+def documented(kind: str) -> dict[str, Any]:
+    """The first object of `kind` in the YAML blocks of docs/kueue.md: the test runs the page's
+    configuration and queues, not a copy of them."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", RECIPE.read_text(), flags=re.S | re.M)
+    for block in blocks:
+        for document in yaml.safe_load_all(block):
+            if isinstance(document, dict) and document.get("kind") == kind:
+                return document
+    raise AssertionError(f"{RECIPE} shows no {kind}")
 
 
 def ensure_kueue() -> Path:
@@ -90,17 +94,8 @@ def ensure_kueue() -> Path:
     return folder
 
 
-@dataclass
-class Kueue:
-    """A running Kueue manager and the job controller it relies on."""
-
-    manager: Process
-    job_controller: Process
-    webhook_configurations: tuple[str, ...]
-
-
 @contextmanager
-def running_kueue(plane: ControlPlane, built: Path) -> Iterator[Kueue]:
+def running_kueue(plane: ControlPlane, built: Path) -> Iterator[None]:
     """Install Kueue's CRDs, start the job controller and Kueue, register Kueue's webhooks and
     wait until they suspend a queued Job; afterwards unregister them and stop both processes."""
     started: list[Process] = []
@@ -138,7 +133,7 @@ def running_kueue(plane: ControlPlane, built: Path) -> Iterator[Kueue]:
             plane.kube.apply(json.dumps(manifest, indent=2))
             registered.append(f"{manifest['kind'].lower()}/{manifest['metadata']['name']}")
         _wait_for_job_webhook(plane)
-        yield Kueue(manager, started[0], tuple(registered))
+        yield
     finally:
         # failurePolicy Fail: unregister before Kueue stops, or every later Job create fails.
         for name in registered:
@@ -162,7 +157,7 @@ def configuration(health_port: int, webhook_port: int, cert_dir: Path) -> dict[s
         # Its API server would listen on every address; nothing here reads it.
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": ["batch/job"]},
-        "resources": {"transformations": TRANSFORMATIONS},
+        "resources": documented("Configuration")["resources"],
     }
 
 

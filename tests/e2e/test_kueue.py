@@ -13,17 +13,17 @@ import re
 from collections.abc import Callable, Iterator
 
 import pytest
+import yaml
 
 from hami.engine.quantity import parse_quantity
 
 from .cluster import SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube, Obj, eventually, wait_for
-from .kueue import Kueue, ensure_kueue, running_kueue
+from .kueue import documented, ensure_kueue, running_kueue
 from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 
-FLAVOR = "hami-flavor"
 QUOTA = {"nvidia.com/gpu": 4, "nvidia.com/total-gpucores": 100, "nvidia.com/total-gpumem": 8000}
 # name: (cards, gpumem per card, gpucores per card)
 JOBS = {"one-card": (1, 3000, 30), "two-cards": (2, 2000, 20), "over-quota": (1, 2000, 20)}
@@ -31,49 +31,35 @@ ALLOCATED = re.compile(r"(?P<uuid>GPU-[^,]+),NVIDIA,(?P<mem>\d+),(?P<cores>\d+)"
 
 
 @pytest.fixture(scope="module")
-def kueue(control_plane: ControlPlane) -> Iterator[Kueue]:
-    with running_kueue(control_plane, ensure_kueue()) as running:
-        yield running
+def kueue(control_plane: ControlPlane) -> Iterator[None]:
+    with running_kueue(control_plane, ensure_kueue()):
+        yield
 
 
 @pytest.fixture
-def queue(kube: Kube, namespace: str, kueue: Kueue) -> Iterator[str]:
-    """A ResourceFlavor, a ClusterQueue with QUOTA and a LocalQueue in the test's namespace;
-    the name of the LocalQueue. The Jobs go before the queues, so Kueue releases their quota."""
-    cluster_queue = f"{namespace}-cq"
-    kube.apply(
-        f"""\
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: {FLAVOR}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: {cluster_queue}
-spec:
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: {json.dumps(list(QUOTA))}
-    flavors:
-    - name: {FLAVOR}
-      resources: {json.dumps([{"name": n, "nominalQuota": q} for n, q in QUOTA.items()])}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  name: gpu-queue
-  namespace: {namespace}
-spec:
-  clusterQueue: {cluster_queue}
-"""
-    )
-    yield "gpu-queue"
+def queue(kube: Kube, namespace: str, kueue: None) -> Iterator[tuple[str, str]]:
+    """docs/kueue.md's ResourceFlavor, ClusterQueue (named after the test, with QUOTA) and
+    LocalQueue (in the test's namespace); the LocalQueue's and the ClusterQueue's names. The Jobs go first afterwards,
+    so that Kueue releases their quota before the queues are deleted."""
+    flavor = documented("ResourceFlavor")
+    cluster_queue = documented("ClusterQueue")
+    cluster_queue["metadata"]["name"] = f"{namespace}-cq"
+    (group,) = cluster_queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == list(QUOTA)
+    for resources in group["flavors"]:
+        assert resources["name"] == flavor["metadata"]["name"]
+        for resource in resources["resources"]:
+            resource["nominalQuota"] = QUOTA[resource["name"]]
+    local_queue = documented("LocalQueue")
+    local_queue["metadata"]["namespace"] = namespace
+    local_queue["spec"]["clusterQueue"] = cluster_queue["metadata"]["name"]
+    kube.apply(yaml.safe_dump_all([flavor, cluster_queue, local_queue], sort_keys=False))
+    name = local_queue["metadata"]["name"]
+    yield name, cluster_queue["metadata"]["name"]
     kube("delete", "jobs", "--all", "-n", namespace, "--wait=true", timeout=90)
     kube("delete", "workloads", "--all", "-n", namespace, "--wait=true", timeout=90)
-    kube("delete", "localqueue", "gpu-queue", "-n", namespace, timeout=90)
-    kube("delete", "clusterqueue", cluster_queue, timeout=90)
+    kube("delete", "localqueue", name, "-n", namespace, timeout=90)
+    kube("delete", "clusterqueue", cluster_queue["metadata"]["name"], timeout=90)
 
 
 def job(name: str, queue: str) -> str:
@@ -102,22 +88,22 @@ spec:
 
 
 def test_kueue_admits_within_quota_and_hami_places_what_it_admitted(
-    kube: Kube, namespace: str, queue: str, nodesim: Callable[..., NodeSim]
+    kube: Kube, namespace: str, queue: tuple[str, str], nodesim: Callable[..., NodeSim]
 ) -> None:
+    local_queue, cluster_queue = queue
     node = t4_node("kueue-node")
     nodesim(node)
     cards = {card.uuid for card in node.cards}
 
     for name in ("one-card", "two-cards"):
-        kube.apply(job(name, queue), namespace)
+        kube.apply(job(name, local_queue), namespace)
     for name in ("one-card", "two-cards"):
         condition(workload(kube, namespace, name), "Admitted", "True")
         placed(kube, namespace, name, cards)
-    cluster_queue = f"{namespace}-cq"
     # 3000 + 2 x 2000 MiB and 30 + 2 x 20 cores: per card times cards, as the page configures.
     expect_reserved(kube, cluster_queue, gpu=3, cores=70, mem=7000)
 
-    kube.apply(job("over-quota", queue), namespace)
+    kube.apply(job("over-quota", local_queue), namespace)
     pending = condition(workload(kube, namespace, "over-quota"), "QuotaReserved", "False")
     assert "nvidia.com/total-gpumem" in pending["message"], pending
     # Kueue holds it: suspended, so the job controller made no pod for any scheduler to see.
