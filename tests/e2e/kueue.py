@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import ssl
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,7 +37,15 @@ import yaml
 
 from hami.certs.selfsigned import write_dev_bundle
 
-from .cluster import LOG_ROOT, REPO_ROOT, ControlPlane, Process, free_ports, unavailable
+from .cluster import (
+    LOG_ROOT,
+    REPO_ROOT,
+    ControlPlane,
+    Process,
+    component_tls,
+    free_ports,
+    unavailable,
+)
 from .kube import wait_for
 
 BUILD_SCRIPT = REPO_ROOT / "tests" / "e2e" / "kueuebin" / "build.sh"
@@ -203,7 +210,7 @@ def _start_job_controller(plane: ControlPlane) -> Process:
             "--controllers=job",
         ],
     )
-    plane.wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
+    plane.wait_http(process, f"https://127.0.0.1:{port}/healthz", component_tls(), timeout=60)
     return process
 
 
@@ -237,11 +244,3 @@ def _wait_for_job_webhook(plane: ControlPlane) -> None:
         return result.returncode == 0 and json.loads(result.stdout)["spec"].get("suspend") is True
 
     wait_for(suspended, timeout=30, what="Kueue's webhook to suspend a dry-run queued Job")
-
-
-def _insecure() -> ssl.SSLContext:
-    # kube-controller-manager serves /healthz with a certificate it generated itself.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
