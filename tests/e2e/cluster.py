@@ -991,12 +991,11 @@ class ControlPlane:
                 "--v=2",
             ],
         )
-        # The scheduler serves a self-signed certificate it generated itself.
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
         self.wait_http(
-            process, f"https://127.0.0.1:{self.scheduler_port}/healthz", context, timeout=60
+            process,
+            f"https://127.0.0.1:{self.scheduler_port}/healthz",
+            component_tls(),
+            timeout=60,
         )
 
     def component_argv(self, binary: str, port: int) -> list[str]:
@@ -1079,6 +1078,15 @@ def _not_in(key: str, value: str) -> dict[str, object]:
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def component_tls() -> ssl.SSLContext:
+    """For a control-plane component's /healthz: kube-scheduler and kube-controller-manager serve
+    it with a self-signed certificate they generated themselves."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def free_ports(count: int) -> list[int]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from .cluster import ControlPlane, Process, free_ports
+from .cluster import ControlPlane, Process, component_tls, free_ports
 
 HA_SCHEDULER = "hami-ha"
 LEASE = "hami-ha"
@@ -105,10 +105,7 @@ def start_replica(
         [*plane.component_argv("kube-scheduler", secure), f"--config={config_file}", "--v=2"],
         hostname=name,
     )
-    insecure = ssl.create_default_context()
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
-    plane.wait_http(scheduler, f"https://127.0.0.1:{secure}/healthz", insecure, timeout=60)
+    plane.wait_http(scheduler, f"https://127.0.0.1:{secure}/healthz", component_tls(), timeout=60)
     return Replica(name, app, scheduler, extender_url, f"http://127.0.0.1:{metrics}/metrics")
 
 

@@ -11,9 +11,8 @@ namespace the caller entered (:mod:`tests.e2e.netns`).
 from __future__ import annotations
 
 import json
-import ssl
 
-from tests.e2e.cluster import ControlPlane, ControlPlaneError, free_ports
+from tests.e2e.cluster import ControlPlane, ControlPlaneError, component_tls, free_ports
 
 BRIDGE = "hami0"
 GATEWAY = "10.88.0.1"
@@ -71,7 +70,7 @@ class NodeControlPlane(ControlPlane):
         config_file.write_text(json.dumps(configuration))
         argv = [*self.component_argv("kube-scheduler", port), f"--config={config_file}"]
         process = self.spawn("default-scheduler", argv)
-        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
+        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", component_tls(), timeout=60)
 
     def _start_controller_manager(self) -> None:
         (port,) = free_ports(1)
@@ -89,12 +88,4 @@ class NodeControlPlane(ControlPlane):
                 "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
             ],
         )
-        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", _insecure(), timeout=60)
-
-
-def _insecure() -> ssl.SSLContext:
-    # The components serve /healthz with certificates they generated themselves.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
+        self.wait_http(process, f"https://127.0.0.1:{port}/healthz", component_tls(), timeout=60)
