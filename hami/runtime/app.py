@@ -30,6 +30,7 @@ from hami.runtime.chores import expire, freeze_heap, loop_lag
 from hami.runtime.config import (
     Settings,
     bind_budget,
+    body_budget_mib,
     device_classes,
     device_config,
     gpu_core_policy,
@@ -368,7 +369,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             extra={"max_connections": s.max_connections, "per_listener": cap},
         )
     # One budget for every listener: what bounds the process's memory is their sum.
-    bodies = BodyBudget(s.request_body_budget_mib * MIB, MAX_BODY)
+    bodies = BodyBudget(body_budget_mib(s) * MIB, MAX_BODY)
     try:
         for app, host, port, tls in (
             (webhook_app(rt), s.bind_address, s.port, rt.tls.context),

@@ -78,7 +78,8 @@ class Settings:
     read_timeout_seconds: float = 10.0
     keepalive_timeout_seconds: float = 120.0
     max_connections: int = 1024
-    request_body_budget_mib: int = 64
+    request_body_budget_mib: int = 0
+    memory_limit_mib: int = 0
     scheduler_name: str = "hami-scheduler"
     gpu_scheduler_policy: str = "spread"
     node_scheduler_policy: str = "binpack"
@@ -286,11 +287,13 @@ def validate(s: Settings) -> None:
             raise ConfigError(f"{_flag(name)} must be positive")
     if s.max_connections < 1:
         raise ConfigError("--max-connections must be at least 1")
-    if s.request_body_budget_mib < 2 * MAX_BODY // 2**20:
+    if s.request_body_budget_mib and s.request_body_budget_mib < 2 * MAX_BODY // 2**20:
         raise ConfigError(
             f"--request-body-budget-mib must be at least {2 * MAX_BODY // 2**20}: twice the "
             f"{MAX_BODY // 2**20} MiB one request body may have"
         )
+    if s.memory_limit_mib < 0:
+        raise ConfigError("--memory-limit-mib must not be negative")
     if s.api_write_limit < 1:
         raise ConfigError("--api-write-limit must be at least 1")
     try:
@@ -381,6 +384,16 @@ def resource_defaults(s: Settings) -> ResourceDefaults:
         default_gpu_num=s.default_gpu_num,
         memory_factor=s.memory_factor,
     )
+
+
+def body_budget_mib(s: Settings) -> int:
+    """MiB of request bodies held at once: as given, else an eighth of the memory limit (64 at
+    the chart's 512Mi), never below two bodies; 64 without a limit."""
+    if s.request_body_budget_mib:
+        return s.request_body_budget_mib
+    if s.memory_limit_mib:
+        return max(2 * MAX_BODY // 2**20, s.memory_limit_mib // 8)
+    return 64
 
 
 def bind_budget(s: Settings) -> Budget:

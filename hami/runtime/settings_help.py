@@ -40,8 +40,12 @@ HELP = {
     "request_body_budget_mib": (
         "request bodies held in memory at once, all listeners together, in MiB (each body "
         "counts its Content-Length from before it is read until it is answered); a body with no "
-        "room waits 2 s, then gets a 503 with Retry-After. The chart passes an eighth of the "
-        'container\'s memory limit (docs/trust-boundary.md, "Bounded work")'
+        "room waits 2 s, then gets a 503 with Retry-After (0: an eighth of --memory-limit-mib, "
+        'else 64; docs/trust-boundary.md, "Bounded work")'
+    ),
+    "memory_limit_mib": (
+        "this container's memory limit in MiB (the chart passes it through the Downward API): "
+        "sizes the request-body budget when --request-body-budget-mib is 0 (0: not known)"
     ),
     "tls_cert_file": "serving certificate (PEM); reloaded when the file changes",
     "tls_key_file": "serving key (PEM)",

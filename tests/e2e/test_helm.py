@@ -33,6 +33,7 @@ import base64
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import re
 import secrets
@@ -49,6 +50,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from hami.engine.quantity import parse_quantity
 from tests.unit.test_helm_render import (
     CHART,
     EXTENDER,
@@ -199,6 +201,13 @@ def harness_env(rendered: Obj, pod_name: str, namespace: str) -> dict[str, str]:
             env[name] = namespace
         elif value == {"fieldRef": {"fieldPath": "status.podIP"}}:
             env[name] = "127.0.0.1"
+        elif "resourceFieldRef" in value:
+            # The kubelet's Downward API: the container's own resource over the divisor,
+            # rounded up (the chart's request-body budget comes from its memory limit).
+            ref = value["resourceFieldRef"]
+            kind, _, resource = ref["resource"].partition(".")
+            amount = parse_quantity(rendered["resources"][kind][resource])
+            env[name] = str(math.ceil(amount / parse_quantity(ref.get("divisor", "1"))))
         else:
             raise AssertionError(f"no stand-in for {name}: {value}")
     return env

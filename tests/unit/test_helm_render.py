@@ -21,7 +21,7 @@ import yaml
 from hami.cli import parser
 from hami.engine.families.registry import GATED, Families, from_device_config, gated_members
 from hami.engine.policy import GPU_POLICY_NAMES
-from hami.runtime.config import Settings, bind_budget, load_settings
+from hami.runtime.config import Settings, bind_budget, body_budget_mib, load_settings
 from hami.service.bindrules import go_duration
 
 # The other families' resources the chart lists by default: Ascend's and Iluvatar's only where
@@ -621,20 +621,22 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HAMI_NODE_INTEGRATION": "hami-device-plugin",
-        # An eighth of the memory limit: 64 MiB at 512Mi, the process's own default.
-        "HAMI_REQUEST_BODY_BUDGET_MIB": {
+        # The memory limit in MiB: the process keeps an eighth of it for request bodies.
+        "HAMI_MEMORY_LIMIT_MIB": {
             "resourceFieldRef": {
                 "containerName": EXTENDER,
                 "resource": "limits.memory",
-                "divisor": "8Mi",
+                "divisor": "1Mi",
             }
         },
     }
     assert hami["resources"]["limits"]["memory"] == "512Mi"
-    assert Settings().request_body_budget_mib == 512 // 8
+    assert body_budget_mib(Settings(memory_limit_mib=512)) == 512 // 8
+    assert body_budget_mib(Settings()) == 64
     # A budget given in the values replaces the share of the limit.
     given = container(render("scheduler.requestBodyBudgetMiB=96"), EXTENDER)
     assert env_of(given)["HAMI_REQUEST_BODY_BUDGET_MIB"] == "96"
+    assert "HAMI_MEMORY_LIMIT_MIB" not in env_of(given)
     # A deleted pod answers the webhook until the Service lets go of it (the node tier deletes
     # the leader and creates pods at once), then has what is left of 30 s to finish its binds.
     assert hami["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "10"]}}}
