@@ -148,4 +148,7 @@ def test_a_crashed_api_server_during_a_burst_leaves_nothing_blind(
         120,
         what="no pod left being read back",
     )
-    invariant.consistent(kube, control_plane)
+    # The device plugin stand-in may refuse a pod whose Allocate it was in the middle of when
+    # kube-apiserver died (its retry finds its own first write done), as HAMi's plugin would:
+    # the plugin's outcome, not what our scheduler wrote, which is what is checked.
+    invariant.consistent(kube, control_plane, plugin_refusals=True)
