@@ -13,6 +13,7 @@ which values our webhook and scheduler wrote and which the stand-in handed out.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 
 from .cluster import REPO_ROOT
-from .kube import Kube
+from .kube import Kube, wait_for
 from .nodespec import gke_t4_node, t4_node
 from .nodetier import gke
 from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster, forget_hami_registration
@@ -132,8 +133,26 @@ def test_lab14_command_by_command(gke_node: NodeCluster, shell: Shell) -> None:
     gke.wait_advertised(kube, NODE, len(UUIDS))
 
 
+def held_leases(kube: Kube) -> list[str]:
+    """Leases named hami-scheduler whose holder renewed them within their duration."""
+    now = dt.datetime.now(dt.UTC)
+    held = []
+    for lease in json.loads(kube("get", "leases", "-A", "-o", "json").stdout)["items"]:
+        spec = lease.get("spec") or {}
+        if lease["metadata"]["name"] != "hami-scheduler" or not spec.get("holderIdentity"):
+            continue
+        renewed = dt.datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+        if (now - renewed).total_seconds() < spec.get("leaseDurationSeconds", 15):
+            held.append(f"{lease['metadata']['namespace']}/{spec['holderIdentity']}")
+    return held
+
+
 def test_lab12_command_by_command(gke_node: NodeCluster, shell: Shell) -> None:
     kube = gke_node.plane.kube
+    # Lab 14's kube-scheduler may have gone without giving its Lease up (its Role went with the
+    # same uninstall): until the Lease's duration has passed, the chart takes it for a scheduler
+    # serving hami-scheduler that may still run, and refuses a plain install beside it.
+    wait_for(lambda: not held_leases(kube), 60, what="Lab 14's Lease released or expired")
     # What Lab 14's HAMi plugin registered stays on the node when it goes (as HAMi's does);
     # Lab 12's node never had it.
     forget_hami_registration(gke_node.plane, NODE)

@@ -140,6 +140,8 @@ class Lab:
             got = keyed(result, "reason")
             assert all(v >= 0 for v in got.values()), got
 
+        zero: dict[tuple[str, ...], float] = {(i,): 0.0 for i in self.instances}
+
         def certificate(result: Vector) -> None:
             (series,) = result
             days = float(series["value"][1]) / 86400
@@ -210,6 +212,10 @@ class Lab:
             ("Cache staleness and watch lag", "B"): per_instance(10.0, current_only=True),
             ("Waiting GPU pods and the longest wait", "A"): scalar(0.0),
             ("Waiting GPU pods and the longest wait", "B"): scalar(0.0),
+            # Lab 14 meets a sound API server: no replica blind, no bind left unknown.
+            ("Blindness and unknown bind outcomes", "A"): exactly(zero, "instance"),
+            ("Blindness and unknown bind outcomes", "B"): exactly(zero, "instance"),
+            ("Blindness and unknown bind outcomes", "C"): all_zero,
             ("Leader and readiness", "A"): leader,
             ("Leader and readiness", "B"): exactly({(i,): 1.0 for i in self.instances}, "instance"),
             ("Serving certificate expires in", "A"): certificate,
