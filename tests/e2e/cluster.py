@@ -68,7 +68,7 @@ AS_SCHEDULER = (f"--as={SCHEDULER_USER}", "--as-group=system:masters")
 # ... and as the device plugin.
 AS_PLUGIN = (f"--as={DEVICE_PLUGIN_USER}", "--as-group=system:masters")
 CHART = REPO_ROOT / "helm" / "hami"
-KUBE_VERSION = "v1.35.4"  # tests/e2e/k8sbins/go.mod
+KUBE_VERSION = "v1.36.3"  # tests/e2e/k8sbins/go.mod
 WEBHOOK_CONFIGURATION = "hami-webhook"
 ADMISSION_POLICY = "hami-scheduling-state"  # as release hami renders it
 WEBHOOK_NAME = "vgpu.hami.io"

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "hami"
 # The hami serve container, under HAMi's chart's name for it (Lab 14 Step 8 reads its log).
 EXTENDER = "vgpu-scheduler-extender"
-KUBE_VERSION = "1.35.0"
+KUBE_VERSION = "1.36.0"
 RELEASE = "hami-py"
 NAMESPACE = "hami-system"
 GPU_RESOURCES = (
@@ -544,7 +544,7 @@ def test_helm_without_the_admission_policy_the_risk_must_be_accepted() -> None:
 
 @pytest.mark.parametrize(
     ("kube_version", "tag"),
-    [("1.35.0", "v1.35.0"), ("v1.35.7-gke.1150000", "v1.35.7"), ("1.31.4-eks-2d5f260", "v1.31.4")],
+    [("1.36.3", "v1.36.3"), ("v1.35.7-gke.1150000", "v1.35.7"), ("1.31.4-eks-2d5f260", "v1.31.4")],
 )
 def test_helm_kube_scheduler_image_matches_the_cluster(kube_version: str, tag: str) -> None:
     docs = render(kube_version=kube_version)

@@ -100,7 +100,7 @@ mkdir -p "$work/scheduler" "$work/busybox"
 cp "$bin_dir/kube-scheduler" "$work/scheduler/"
 printf 'FROM scratch\nCOPY kube-scheduler /usr/local/bin/kube-scheduler\nENV PATH=/usr/local/bin\nUSER 65532:65532\n' \
   > "$work/scheduler/Containerfile"
-save kube-scheduler "$(hash_dir "$work/scheduler")" registry.k8s.io/kube-scheduler:v1.35.4 "$work/scheduler"
+save kube-scheduler "$(hash_dir "$work/scheduler")" registry.k8s.io/kube-scheduler:v1.36.3 "$work/scheduler"
 cp /bin/busybox "$work/busybox/"
 printf 'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nENV PATH=/bin\nCMD ["sleep", "infinity"]\n' \
   > "$work/busybox/Containerfile"

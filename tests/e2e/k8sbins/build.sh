@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 
-k8s_version=v1.35.4
+k8s_version=v1.36.3
 key=$( { go version; echo "$k8s_version"; cd "$here" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' -o -name build.sh | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-16)
 cache=${HAMI_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hami-e2e}/bin/$key
 if [ -x "$cache/kube-apiserver" ]; then
@@ -31,7 +31,7 @@ tmp=$(mktemp -d "$(dirname "$cache")/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=35 -X $pkg.gitTreeState=clean"
+  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=36 -X $pkg.gitTreeState=clean"
 done
 start=$(date +%s)
 (cd "$here" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" ./cmd/...) >&2
