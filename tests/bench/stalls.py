@@ -33,7 +33,7 @@ from hami.runtime.apps import metrics_app
 from hami.runtime.bodies import MAX_BODY
 from hami.runtime.metrics import Metrics
 from hami.service.admission import AdmissionService
-from tests.unit.webhook.test_worst_inputs import STANDALONE, worst
+from tests.unit.webhook.worst import STANDALONE, worst
 
 TICK = 0.005
 

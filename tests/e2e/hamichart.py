@@ -18,7 +18,7 @@ import shlex
 
 import yaml
 
-from tests.unit.test_helm_render import LAB14_STEP3, REPO_ROOT, helm
+from tests.builders.chart import LAB14_STEP3, REPO_ROOT, helm
 
 from .kube import Kube
 

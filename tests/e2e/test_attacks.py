@@ -19,6 +19,8 @@ from dataclasses import replace
 import aiohttp
 import pytest
 
+from tests.builders.chart import ADMISSION_POLICY_REFUSED
+
 from .cluster import AS_PLUGIN, AS_SCHEDULER, DEVICE_PLUGIN_USER, ControlPlane, NodeSim
 from .invariant import differences, locks_left, overcommitted, rebuilt, served
 from .kube import Kube, wait_for
@@ -26,7 +28,6 @@ from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 
-REFUSED = "is scheduling state that only the GPU scheduler and its device plugin write"
 FOUR_CARDS = "".join(f"GPU-{{node}}-{i},NVIDIA,15360,100:" for i in range(4)) + ";"
 
 
@@ -89,7 +90,7 @@ def test_forged_allocation_on_create_is_refused_by_the_api_server(
     ):
         forged = busybox("forged", {key: value})
         message = refused(kube, "create", "-n", ignored, "-f", "-", stdin=forged)
-        assert REFUSED in message and key in message, message
+        assert ADMISSION_POLICY_REFUSED in message and key in message, message
     assert_invariant(control_plane, kube)
 
 
@@ -109,18 +110,18 @@ def test_forged_allocation_by_update_is_refused_and_the_card_stays_full(
     )
     for args in attempts:
         message = refused(kube, *args, "-n", namespace)
-        assert REFUSED in message and "admin" in message, message
+        assert ADMISSION_POLICY_REFUSED in message and "admin" in message, message
     # The status subresource carries metadata too.
     patch = json.dumps({"metadata": {"annotations": {"hami.io/vgpu-devices-allocated": "x"}}})
     message = refused(
         kube, "patch", "pod", "tenant", "-n", namespace, "--subresource=status", "-p", patch
     )
-    assert REFUSED in message, message
+    assert ADMISSION_POLICY_REFUSED in message, message
     # The device plugin may report the bind phase, not rewrite the allocation.
     as_plugin = ("annotate", *AS_PLUGIN, "--overwrite", "-n", namespace, "pod", "tenant")
     kube(*as_plugin, "hami.io/bind-phase=success")
     message = refused(kube, *as_plugin, shrunk)
-    assert REFUSED in message and DEVICE_PLUGIN_USER in message, message
+    assert ADMISSION_POLICY_REFUSED in message and DEVICE_PLUGIN_USER in message, message
     assert kube.pod_annotation(namespace, "tenant", "hami.io/vgpu-devices-allocated") == written
     # The card is still full: the next whole-card pod stays Pending.
     kube.apply(gpu_pod("next", whole_card=True), namespace)
@@ -148,9 +149,11 @@ def test_node_scheduling_state_is_written_by_the_scheduler_and_plugin_only(
         ("annotate", "node", node.name, "hami.io/node-nvidia-register-"),
         ("annotate", "--overwrite", "node", node.name, lock),
     ):
-        assert REFUSED in refused(kube, *args)
+        assert ADMISSION_POLICY_REFUSED in refused(kube, *args)
     # The device plugin may release the scheduler's lock but never take one.
-    assert REFUSED in refused(kube, "annotate", *AS_PLUGIN, "node", node.name, lock)
+    assert ADMISSION_POLICY_REFUSED in refused(
+        kube, "annotate", *AS_PLUGIN, "node", node.name, lock
+    )
     kube("annotate", *AS_SCHEDULER, "node", node.name, lock)
     kube("annotate", *AS_PLUGIN, "node", node.name, "hami.io/mutex.lock-")
     # Annotations that are not scheduling state stay the administrator's.

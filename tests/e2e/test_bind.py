@@ -2,55 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable
 
 import pytest
+
+from tests.e2e.binds import POD, hold_lock, post
 
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 
 pytestmark = pytest.mark.e2e
-
-POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-spec:
-  containers:
-  - name: cuda
-    image: busybox
-    resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}}
-"""
-
-
-def post(control_plane: ControlPlane, verb: str, body: Mapping[str, object]) -> dict[str, object]:
-    request = urllib.request.Request(
-        f"{control_plane.extender_url}/{verb}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        answer: dict[str, object] = json.loads(response.read())
-        return answer
-
-
-def hold_lock(kube: Kube, namespace: str, node: str) -> str:
-    """HAMi's node lock held by a pod bound to `node` that has not started yet (it waits for a
-    ConfigMap nobody makes), so its Allocate may still come and the lock is kept; the lock."""
-    holder = (
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: holder}\n"
-        f"spec: {{nodeName: {node}, containers: [{{name: c, image: busybox}}], "
-        "volumes: [{name: v, configMap: {name: never-created}}]}\n"
-    )
-    kube.apply(holder, namespace)
-    lock = f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},holder"
-    kube("annotate", *AS_SCHEDULER, "node", node, f"hami.io/mutex.lock={lock}")
-    return lock
 
 
 def test_bind_retry_of_a_bound_pod_succeeds_without_a_second_allocation(

@@ -21,6 +21,7 @@ from hami.engine.codec import decode_pod_devices
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests import applog
+from tests.e2e.binds import POD, hold_lock, post
 
 from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
@@ -35,7 +36,6 @@ from .replicas import (
     start_replica,
     wait_for_leader,
 )
-from .test_bind import POD, hold_lock, post
 
 pytestmark = pytest.mark.e2e
 

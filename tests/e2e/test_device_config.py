@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from hami.engine.families.registry import FAMILIES, from_device_config
+from tests.e2e.chartrun import GPU_POD, dry_run, variant
+from tests.e2e.familypods import counted_then_released, manifest
 
 from .cluster import RENAMED_DCU, SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube
 from .nodespec import family_node
-from .test_families import counted_then_released, manifest
-from .test_helm import GPU_POD, dry_run, variant
 
 pytestmark = pytest.mark.e2e
 

@@ -20,11 +20,11 @@ import pytest
 from hami.engine.families.registry import FAMILIES
 from hami.service.nodelock.wire import decode_node_lock
 from tests import applog
+from tests.e2e.familypods import manifest
 
 from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import family_node
-from .test_families import manifest
 
 pytestmark = pytest.mark.e2e
 

@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime as dt
 import json
-import math
 import os
 import re
 import secrets
@@ -50,22 +48,32 @@ import pytest
 import yaml
 from cryptography import x509
 
-from hami.engine.quantity import parse_quantity
-from tests.unit.test_helm_render import (
+from tests.builders.chart import (
     CHART,
     EXTENDER,
     LAB12,
     Obj,
     container,
-    env_of,
     find,
     helm,
     render,
     served_families,
 )
+from tests.e2e.chartrun import (
+    GPU_POD,
+    chart_rbac,
+    chart_scheduler,
+    dry_run,
+    harness_args,
+    harness_env,
+    helm_env,
+    release_name,
+    release_policy_binding,
+    service_account_kubeconfig,
+    variant,
+)
 
 from .cluster import (
-    ADMISSION_POLICY,
     DEVICE_PLUGIN_USER,
     REPO_ROOT,
     SCHEDULER_NAME,
@@ -82,21 +90,6 @@ from .nodespec import gke_t4_node, t4_node
 
 pytestmark = pytest.mark.e2e
 
-RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-GPU_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "chart-probe"},
-    "spec": {
-        "containers": [
-            {
-                "name": "cuda",
-                "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
-            }
-        ]
-    },
-}
 PLAIN_POD = {
     "apiVersion": "v1",
     "kind": "Pod",
@@ -105,121 +98,7 @@ PLAIN_POD = {
 }
 
 
-def release_name(prefix: str) -> str:
-    # Contains "hami", so the chart's fullname is the release name itself.
-    return f"{prefix}-{secrets.token_hex(2)}"
-
-
-def dry_run(kube: Kube, pod: Obj, namespace: str) -> subprocess.CompletedProcess[str]:
-    return kube(
-        "create",
-        "--dry-run=server",
-        "-o",
-        "json",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        stdin=json.dumps(pod),
-        check=False,
-    )
-
-
-def variant(pod: Obj, **changes: Any) -> Obj:
-    out: Obj = json.loads(json.dumps(pod))
-    for path, value in changes.items():
-        target = out
-        *parents, last = path.split("__")
-        for p in parents:
-            target = target[p]
-        target[last] = value
-    return out
-
-
 # --- running the rendered hami container under the chart's RBAC --------------------------------
-
-
-@contextlib.contextmanager
-def chart_rbac(kube: Kube, docs: Sequence[Obj], folder: Path) -> Iterator[None]:
-    """Apply the chart's ServiceAccount and roles; remove the cluster-scoped ones afterwards."""
-    objects = [d for d in docs if d["kind"] in RBAC_KINDS]
-    manifest = folder / "chart-rbac.json"
-    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    kube("apply", "-f", str(manifest))
-    try:
-        yield
-    finally:
-        cluster_scoped = [d for d in objects if d["kind"].startswith("Cluster")]
-        (folder / "chart-rbac-cluster.json").write_text(
-            json.dumps({"apiVersion": "v1", "kind": "List", "items": cluster_scoped})
-        )
-        kube("delete", "--ignore-not-found", "-f", str(folder / "chart-rbac-cluster.json"))
-
-
-def service_account_kubeconfig(
-    control_plane: ControlPlane, namespace: str, account: str, path: Path
-) -> Path:
-    """A kubeconfig holding a TokenRequest token of the chart's ServiceAccount."""
-    token = control_plane.kubectl(
-        "create", "token", account, "-n", namespace, "--duration=2h"
-    ).stdout.strip()
-    admin = yaml.safe_load(control_plane.kubeconfig.read_text())
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": account}}],
-        "current-context": "sa",
-    }
-    path.write_text(yaml.safe_dump(kubeconfig))
-    path.chmod(0o600)
-    return path
-
-
-def harness_args(
-    rendered: Sequence[str], kubeconfig: Path, *, drop: Sequence[str] = ()
-) -> list[str]:
-    """The rendered args minus what the harness passes itself (see the module docstring)."""
-    owned = ("--bind-address=", "--port=", "--extender-port=", "--metrics-port=", *drop)
-    args = [a for a in rendered if not a.startswith(owned)]
-    args = [
-        "--metrics-bind-address=127.0.0.1" if a.startswith("--metrics-bind-address=") else a
-        for a in args
-    ]
-    return [*args, f"--kubeconfig={kubeconfig}"]
-
-
-def harness_env(rendered: Obj, pod_name: str, namespace: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for name, value in env_of(rendered).items():
-        if isinstance(value, str):
-            env[name] = value
-        elif value == {"fieldRef": {"fieldPath": "metadata.name"}}:
-            env[name] = pod_name
-        elif value == {"fieldRef": {"fieldPath": "metadata.namespace"}}:
-            env[name] = namespace
-        elif value == {"fieldRef": {"fieldPath": "status.podIP"}}:
-            env[name] = "127.0.0.1"
-        elif "resourceFieldRef" in value:
-            # The kubelet's Downward API: the container's own resource over the divisor,
-            # rounded up (the chart's request-body budget comes from its memory limit).
-            ref = value["resourceFieldRef"]
-            kind, _, resource = ref["resource"].partition(".")
-            amount = parse_quantity(rendered["resources"][kind][resource])
-            env[name] = str(math.ceil(amount / parse_quantity(ref.get("divisor", "1"))))
-        else:
-            raise AssertionError(f"no stand-in for {name}: {value}")
-    return env
-
-
-BOOTSTRAP_FLAGS = (
-    "--cert-bootstrap-secret=",
-    "--cert-dir=",
-    "--webhook-configuration-name=",
-    "--service-name=",
-    "--service-namespace=",
-)
 
 
 @pytest.mark.parametrize("preset", ["", "gke", "lab12"])
@@ -231,7 +110,7 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
     tmp_path: Path,
     preset: str,
 ) -> None:
-    # lab12: standalone, GFD registration, no HAMi device plugin (tests.unit.test_helm_render).
+    # lab12: standalone, GFD registration, no HAMi device plugin (tests.builders.chart).
     values = LAB12 if preset == "lab12" else [f"preset={preset}"] if preset else []
     with chart_scheduler(control_plane, kube, namespace, tmp_path, *values) as args:
         assert f"--leader-elect-resource-namespace={namespace}" in args
@@ -255,68 +134,6 @@ def test_helm_rendered_hami_serve_places_a_gpu_pod(
         assert (lib in host_paths) == lab12
         log = control_plane.app_log.read_text()
         assert '"became leader"' in log or "became leader" in log
-
-
-@contextlib.contextmanager
-def release_policy_binding(kube: Kube, release: str) -> Iterator[None]:
-    """The release's own `<release>-scheduling-state` binding, of the harness's policy: what
-    the chart's scheduler checks for at start (hami.runtime.preflight), and all its RBAC lets
-    it read."""
-    name = f"{release}-scheduling-state"
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": ADMISSION_POLICY, "validationActions": ["Deny"]},
-    }
-    kube.apply(json.dumps(binding))
-    try:
-        yield
-    finally:
-        kube("delete", "validatingadmissionpolicybinding", name, "--ignore-not-found")
-
-
-@contextlib.contextmanager
-def chart_scheduler(
-    control_plane: ControlPlane, kube: Kube, namespace: str, folder: Path, *values: str
-) -> Iterator[list[str]]:
-    """hami serve restarted with the args and environment the chart renders for `values`, as
-    the chart's ServiceAccount under the chart's RBAC, following the Lease the chart's
-    kube-scheduler container would hold; yields its args and restores the default after."""
-    release = release_name("hami-chart")
-    docs = render(*values, namespace=namespace, release=release)
-    hami = container(docs, EXTENDER)
-    pod_name = f"{release}-scheduler-6b7c9-x2x4q"
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    lease = {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": "hami-scheduler", "namespace": namespace},
-        "spec": {
-            "holderIdentity": f"{pod_name}_0b9c52e4-e2e",
-            "leaseDurationSeconds": 120,
-            "acquireTime": now,
-            "renewTime": now,
-        },
-    }
-    kube.apply(json.dumps(lease), namespace)
-    # The harness's admission policy is the one of a release in hami-system; this scheduler is
-    # another release's ServiceAccount.
-    account = f"system:serviceaccount:{namespace}:{release}-scheduler"
-    with (
-        chart_rbac(kube, docs, folder),
-        control_plane.trusting(account),
-        release_policy_binding(kube, release),
-    ):
-        kubeconfig = service_account_kubeconfig(
-            control_plane, namespace, f"{release}-scheduler", folder / "sa.kubeconfig"
-        )
-        args = harness_args(hami["args"], kubeconfig, drop=BOOTSTRAP_FLAGS)
-        try:
-            control_plane.restart_app(args, harness_env(hami, pod_name, namespace))
-            yield args
-        finally:
-            control_plane.restart_app((), {})
 
 
 # --- certificate bootstrap on the real API server ------------------------------------------------
@@ -526,16 +343,6 @@ def test_helm_cert_bootstrap_sets_the_ca_bundle_on_the_real_api_server(
 
 
 # --- helm install ------------------------------------------------------------------------------
-
-
-def helm_env(control_plane: ControlPlane, folder: Path) -> dict[str, str]:
-    return {
-        **control_plane.env,
-        "KUBECONFIG": str(control_plane.kubeconfig),
-        "HELM_CACHE_HOME": str(folder / "cache"),
-        "HELM_CONFIG_HOME": str(folder / "config"),
-        "HELM_DATA_HOME": str(folder / "data"),
-    }
 
 
 def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webhook(
@@ -774,8 +581,8 @@ def _hamis_device_config() -> str:
     """HAMi's chart's own device-config.yaml where its source is at hand, else the part of it
     the families read (their defaults)."""
     if (HAMI_SRC / "charts" / "hami").is_dir():
+        from tests.builders.chart import helm_binary
         from tests.reference.record_hami import chart_device_config
-        from tests.unit.test_helm_render import helm_binary
 
         return chart_device_config(helm_binary(), HAMI_SRC)
     # A section names only what it gives (HAMi reads a left-out name as none): Hygon's whole.
@@ -887,7 +694,7 @@ def test_helm_a_device_config_renaming_resources_renders_for_the_webhook_and_ext
     ],
 )
 def test_helm_device_values_hami_serve_cannot_honour_are_refused(value: str, refused: str) -> None:
-    from tests.unit.test_helm_render import template_args
+    from tests.builders.chart import template_args
 
     result = helm(*template_args(value), check=False)
     assert result.returncode != 0 and refused in result.stderr, result.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.unit.test_helm_render import LAB12, helm, lab14_step3_manifest, template_args
+from tests.builders.chart import LAB12, helm, lab14_step3_manifest, template_args
 
 from .kube import Kube
 

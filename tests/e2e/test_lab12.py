@@ -9,10 +9,11 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+from tests.e2e.lab12 import LAB12, LAB12_UUID, STANDALONE, apply_lab12, resolved_env
+
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import gke_t4_node
-from .test_inject import LAB12, LAB12_UUID, STANDALONE, apply_lab12, resolved_env
 
 pytestmark = pytest.mark.e2e
 

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.e2e.binds import post
+
 from .cluster import ControlPlane
 from .kube import Kube, wait_for
-from .test_bind import post
 
 pytestmark = pytest.mark.e2e
 

@@ -5,11 +5,12 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.e2e.binds import SMOKE_POD
+
 from .cluster import NodeSim
 from .kube import Kube
 from .loopback import off_loopback
 from .nodespec import t4_node
-from .test_smoke import POD
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_kube_apiserver_reaches_a_simulated_kubelet_at_127_0_0_1_without_a_looku
     """`kubectl logs` makes kube-apiserver call the pod's kubelet: at the node's InternalIP,
     never by resolving its name (no kubelet listens there, so the call is refused)."""
     nodesim(t4_node("loopback-node"))
-    kube.apply(POD, namespace)
+    kube.apply(SMOKE_POD, namespace)
     kube.wait_ready(namespace, ["smoke"])
     result = kube("logs", "-n", namespace, "smoke", check=False)
     assert result.returncode != 0

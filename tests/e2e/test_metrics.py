@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.engine.test_lab14_replay import STEP_5
+from tests.e2e.lab14 import NODE, UUIDS, apply, lab_card, wait_ready
+from tests.reference.lab14 import STEP_5
 
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, eventually
 from .nodespec import t4_node
 from .prometheus import Prometheus, PromTools, find_tools, get
-from .test_lab14 import NODE, UUIDS, apply, lab_card, wait_ready
 
 pytestmark = pytest.mark.e2e
 

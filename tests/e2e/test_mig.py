@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
+from tests.builders.chart import ADMISSION_POLICY_REFUSED
 from tests.reference.geometries import A100_40GB
 
 from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import a100_mig_node
-from .test_attacks import REFUSED
 
 pytestmark = pytest.mark.e2e
 
@@ -224,11 +224,11 @@ def test_only_the_device_plugin_may_record_instances_in_a_plan(
     as_admin = kube(
         "annotate", "--overwrite", "-n", namespace, "pod", "holder", changed, check=False
     )
-    assert as_admin.returncode != 0 and REFUSED in as_admin.stderr, as_admin.stderr
+    assert as_admin.returncode != 0 and ADMISSION_POLICY_REFUSED in as_admin.stderr, as_admin.stderr
     # The plugin records what it made in the plan (the stand-in just did); it may not remove
     # a plan, nor write one where the scheduler wrote none.
     removed = kube("annotate", *AS_PLUGIN, "-n", namespace, "pod", "holder", f"{MIG}-", check=False)
-    assert removed.returncode != 0 and REFUSED in removed.stderr, removed.stderr
+    assert removed.returncode != 0 and ADMISSION_POLICY_REFUSED in removed.stderr, removed.stderr
     assert kube.pod_annotation(namespace, "holder", MIG) == written
 
 

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from hami.cli import main
-from tests.unit.test_chart_notes import notes
-from tests.unit.test_helm_render import CHART, helm, template_args
+from tests.builders.chart import CHART, helm, notes, template_args
+from tests.e2e.chartrun import helm_env
 
 from .cluster import ControlPlane
 from .hamichart import hold_lease, install_as_lab14, remove
 from .hamichart import release_name as hami_release_name
 from .kube import Kube
-from .test_helm import helm_env
 
 pytestmark = pytest.mark.e2e
 

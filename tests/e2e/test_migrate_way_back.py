@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_helm_render import CHART, helm, helm_binary
-from tests.unit.test_readme import command_lines
+from tests.builders.chart import CHART, helm, helm_binary
+from tests.e2e.chartrun import GPU_POD, dry_run, helm_env, release_name
+from tests.unit.docs import command_lines
 
 from .cluster import ControlPlane
 from .hamichart import (
@@ -41,7 +42,6 @@ from .hamichart import (
 )
 from .hamichart import release_name as hami_release_name
 from .kube import Kube, wait_for
-from .test_helm import GPU_POD, dry_run, helm_env, release_name
 
 pytestmark = pytest.mark.e2e
 

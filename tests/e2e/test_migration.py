@@ -48,13 +48,8 @@ from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
-from tests.unit.test_helm_render import CHART, EXTENDER, Obj, container, helm
-
-from .cluster import AS_PLUGIN, DEVICE_PLUGIN_USER, SCHEDULER_USER, ControlPlane, NodeSim
-from .invariant import locks_left, misplaced, overcommitted
-from .kube import Kube, wait_for
-from .nodespec import t4_node
-from .test_helm import (
+from tests.builders.chart import CHART, EXTENDER, Obj, container, helm
+from tests.e2e.chartrun import (
     BOOTSTRAP_FLAGS,
     harness_args,
     harness_env,
@@ -62,6 +57,11 @@ from .test_helm import (
     release_name,
     service_account_kubeconfig,
 )
+
+from .cluster import AS_PLUGIN, DEVICE_PLUGIN_USER, SCHEDULER_USER, ControlPlane, NodeSim
+from .invariant import locks_left, misplaced, overcommitted
+from .kube import Kube, wait_for
+from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 

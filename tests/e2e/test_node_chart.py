@@ -38,10 +38,12 @@ import yaml
 
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests import applog
-from tests.unit.engine.test_lab14_replay import STEP_7
+from tests.e2e.lab12 import LAB12_UUID, apply_lab12, without_driver_plumbing
+from tests.e2e.lab14 import EXAMPLES, NODE, UUIDS, replay
+from tests.reference.lab14 import STEP_7
 from tests.unit.monitoring.dashboard import load as load_dashboard
 from tests.unit.monitoring.dashboard import queries
-from tests.unit.monitoring.test_alert_rules import RULES, alert_names
+from tests.unit.monitoring.rules import RULES, alert_names
 
 from .cluster import DEVICE_PLUGIN_USER
 from .kube import Kube, eventually, wait_for
@@ -51,8 +53,6 @@ from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster
 from .nodetier.dashboard import Lab, check_every_query
 from .prometheus import Prometheus, find_tools
 from .status import check_status, hami_status
-from .test_inject import LAB12_UUID, apply_lab12, without_driver_plumbing
-from .test_lab14 import EXAMPLES, NODE, UUIDS, replay
 
 pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet
 

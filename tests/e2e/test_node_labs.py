@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 
 from hami.engine.nvidianames import DEVICES_ALLOCATED
+from tests.e2e.lab12 import LAB12_UUID
+from tests.e2e.lab14 import NODE, UUIDS
 
 from .cluster import REPO_ROOT
 from .kube import Kube, wait_for
 from .nodespec import gke_t4_node, t4_node
 from .nodetier import gke
 from .nodetier.cluster import GKE_VGPU_DIR, NodeCluster, forget_hami_registration
-from .test_inject import LAB12_UUID
-from .test_lab14 import NODE, UUIDS
 from .transcript import Shell, Transcript, load
 
 pytestmark = [pytest.mark.node, pytest.mark.e2e]  # the built binaries, a real kubelet

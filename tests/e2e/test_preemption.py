@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.chartrun import chart_scheduler
+from tests.e2e.lab14 import NODE, UUIDS
+
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
-from .test_helm import chart_scheduler
-from .test_lab14 import NODE, UUIDS
 
 pytestmark = pytest.mark.e2e
 

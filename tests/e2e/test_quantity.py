@@ -22,7 +22,7 @@ from fractions import Fraction
 import pytest
 
 from hami.engine.quantity import QuantityError, parse_quantity
-from tests.unit.engine.test_quantity import ACCEPTED, REFUSED
+from tests.reference.quantities import ACCEPTED, REFUSED
 
 from .kube import Kube
 

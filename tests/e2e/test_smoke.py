@@ -7,27 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.e2e.binds import SMOKE_POD
+
 from .cluster import REPO_ROOT, SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube
 from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
-
-POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: smoke
-spec:
-  containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    command: ["sleep", "infinity"]
-    resources:
-      limits:
-        nvidia.com/gpu: 1
-        nvidia.com/gpumem: 1000
-"""
 
 
 def test_gpu_pod_is_admitted_scheduled_allocated_and_ready(
@@ -36,7 +22,7 @@ def test_gpu_pod_is_admitted_scheduled_allocated_and_ready(
     node = t4_node("node-a")
     nodesim(node)
 
-    kube.apply(POD, namespace)
+    kube.apply(SMOKE_POD, namespace)
 
     pod = kube.pod(namespace, "smoke")
     assert pod["spec"]["schedulerName"] == SCHEDULER_NAME, "the webhook did not claim the pod"

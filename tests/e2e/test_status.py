@@ -13,12 +13,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.unit.engine.test_lab14_replay import STEP_4
+from tests.e2e.lab14 import NODE, UUIDS, apply, wait_ready
+from tests.reference.lab14 import STEP_4
 
 from .cluster import ControlPlane, NodeSim, unavailable
 from .kube import Kube, wait_for
 from .nodespec import t4_node
-from .test_lab14 import NODE, UUIDS, apply, wait_ready
 
 pytestmark = pytest.mark.e2e
 

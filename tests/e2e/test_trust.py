@@ -26,11 +26,12 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.lab12 import STANDALONE
+
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import gke_t4_node, t4_node
 from .prometheus import get
-from .test_inject import STANDALONE
 
 pytestmark = pytest.mark.e2e
 

@@ -21,13 +21,13 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.e2e.binds import POD, bound, readyz
+
 from . import invariant
 from .cluster import ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, KubectlError, wait_for
 from .nodespec import t4_node
 from .prometheus import get
-from .test_bind import POD
-from .test_watch_stall import bound, readyz
 
 pytestmark = pytest.mark.e2e
 

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 
 import pytest
 
+from tests.e2e.binds import POD, bound, probe, readyz
+
 from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
 from .kube import Kube, eventually, wait_for
 from .nodespec import t4_node
 from .prometheus import get
-from .test_bind import POD
 
 pytestmark = pytest.mark.e2e
 
@@ -47,31 +47,10 @@ def cut_off(faulty: FaultyApi, pattern: str, path: str, status: int = 503) -> No
     wait_for(lambda: faults_on(faulty, path) > before, 30, what=f"our watch of {path} cut")
 
 
-def probe(control_plane: ControlPlane, path: str) -> tuple[int, str]:
-    """Our process's answer to a probe (/readyz, /healthz, /healthz/pair)."""
-    context = ssl.create_default_context(cafile=str(control_plane.app_tls.ca_file))
-    try:
-        with urllib.request.urlopen(
-            f"{control_plane.app_url}{path}", context=context, timeout=10
-        ) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def readyz(control_plane: ControlPlane) -> tuple[int, str]:
-    return probe(control_plane, "/readyz")
-
-
 def lists_of(control_plane: ControlPlane, resource: str) -> int:
     """How many complete lists of `resource` our process has logged."""
     log = control_plane.app_log.read_text(errors="replace").splitlines()
     return sum(1 for line in log if '"listed"' in line and f'resource="{resource}"' in line)
-
-
-def bound(kube: Kube, namespace: str) -> list[str]:
-    pods = json.loads(kube("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
-    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
 
 
 def test_a_refused_pod_watch_never_puts_two_whole_card_pods_on_one_card(

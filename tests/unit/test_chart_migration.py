@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_helm_render import (
+from tests.builders.chart import (
     EXTENDER,
     container,
     find,

@@ -3,33 +3,13 @@ which the notes are an ordinary template (`helm template` leaves NOTES.txt out).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.unit.test_helm_render import CHART, KUBE_VERSION, helm
+from tests.builders.chart import notes
 
 pytestmark = pytest.mark.e2e  # renders with helm, which the e2e tier builds
-
-
-def notes(tmp_path: Path, namespace: str, *sets: str) -> str:
-    chart = tmp_path / "hami"
-    shutil.copytree(CHART, chart)
-    text = (chart / "templates" / "NOTES.txt").read_text()
-    (chart / "templates" / "NOTES.txt").unlink()
-    (chart / "templates" / "_notes.tpl").write_text(
-        '{{- define "test.notes" -}}\n' + text + "{{- end }}\n"
-    )
-    (chart / "templates" / "notes.yaml").write_text(
-        'kind: Notes\ntext: {{ include "test.notes" . | toJson }}\n'
-    )
-    args = ["template", "hami-py", str(chart), "-n", namespace, "--kube-version", KUBE_VERSION]
-    for value in sets:
-        args += ["--set", value]
-    out = helm(*args, "--show-only", "templates/notes.yaml").stdout
-    return str(yaml.safe_load(out)["text"])
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.metrics import Metrics, Probes
-from tests.unit.runtime.test_exposition import mig_cluster, outside_pod
-from tests.unit.test_helm_render import REPO_ROOT
+from tests.builders.chart import REPO_ROOT
+from tests.unit.runtime.scrapes import mig_cluster, outside_pod
 
 PAGE = (REPO_ROOT / "docs" / "metrics.md").read_text()
 ROW = re.compile(r"^\| `(\w+)` \| (counter|gauge|histogram) \| (.*?) \| .+ \|$", re.M)

@@ -1,7 +1,8 @@
 """The Helm chart (helm/hami) as rendered by the real helm binary, checked object by object.
 
 Needs helm: $HAMI_HELM, else the one tests/e2e/k8sbins/build.sh builds (with Go on PATH or
-$HAMI_E2E_BIN_DIR), else helm on PATH; without any, these tests are skipped.
+$HAMI_E2E_BIN_DIR), else helm on PATH; without any, these tests are skipped. The rendering and
+the lookups in what it rendered are tests/builders/chart.py.
 tests/e2e/test_helm.py installs the chart into a real API server and runs what it renders.
 """
 
@@ -9,32 +10,42 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from hami.cli import parser
 from hami.engine.families.registry import GATED, Families, from_device_config, gated_members
 from hami.engine.policy import GPU_POLICY_NAMES
-from hami.runtime.config import Settings, bind_budget, body_budget_mib, load_settings
+from hami.runtime.config import Settings, bind_budget, body_budget_mib
 from hami.service.bindrules import go_duration
+from tests.builders.chart import (
+    CHART,
+    EXTENDER,
+    KUBE_VERSION,
+    LAB12,
+    NAMESPACE,
+    Obj,
+    container,
+    env_of,
+    find,
+    helm,
+    kinds,
+    lab14_step3_manifest,
+    render,
+    rules,
+    scheduler_config,
+    served_families,
+    settings_from,
+    template_args,
+)
 
 # The other families' resources the chart lists by default: Ascend's and Iluvatar's only where
 # devices.<family>.enabled, as HAMi's chart.
 DEFAULT_FAMILY_RESOURCES = from_device_config({}, ()).other_resource_names()
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHART = REPO_ROOT / "helm" / "hami"
-# The hami serve container, under HAMi's chart's name for it (Lab 14 Step 8 reads its log).
-EXTENDER = "vgpu-scheduler-extender"
-KUBE_VERSION = "1.36.0"
-RELEASE = "hami-py"
-NAMESPACE = "hami-system"
 GPU_RESOURCES = (
     "nvidia.com/gpu",
     "nvidia.com/gpumem",
@@ -43,115 +54,10 @@ GPU_RESOURCES = (
 )
 GKE_NVIDIA = "/home/kubernetes/bin/nvidia"
 
-Obj = dict[str, Any]
 
 # helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
 # fast tier never starts the Go build (tests/e2e/README.md).
 pytestmark = pytest.mark.e2e
-
-
-# --- helpers, also used by tests/e2e/test_helm.py ------------------------------------------------
-
-
-def helm_binary() -> Path:
-    from tests.e2e.cluster import built_tool
-
-    return built_tool("helm", "HAMI_HELM")
-
-
-def helm(
-    *args: str, check: bool = True, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(helm_binary()), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
-def template_args(
-    *values: str,
-    namespace: str = NAMESPACE,
-    release: str = RELEASE,
-    kube_version: str = KUBE_VERSION,
-) -> list[str]:
-    """`helm template` arguments; `values` are --set/--set-json style pairs like "a.b=c"."""
-    args = [
-        "template",
-        release,
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--kube-version",
-        kube_version,
-    ]
-    for value in values:
-        flag = "--set-json" if value.split("=", 1)[1][:1] in "[{" else "--set"
-        args += [flag, value]
-    return args
-
-
-def render(
-    *values: str,
-    namespace: str = NAMESPACE,
-    release: str = RELEASE,
-    kube_version: str = KUBE_VERSION,
-) -> list[Obj]:
-    out = helm(
-        *template_args(*values, namespace=namespace, release=release, kube_version=kube_version)
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def find(docs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
-    matches = [
-        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
-    ]
-    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
-    return matches[0]
-
-
-def kinds(docs: Iterable[Obj]) -> set[tuple[str, str]]:
-    return {(d["kind"], d["metadata"]["name"]) for d in docs}
-
-
-def container(docs: Iterable[Obj], name: str, kind: str = "Deployment") -> Obj:
-    workload = find(docs, kind)
-    found: list[Obj] = [
-        c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == name
-    ]
-    assert len(found) == 1, f"{kind} has no container {name}"
-    return found[0]
-
-
-def env_of(c: Obj) -> dict[str, Any]:
-    """name -> value, or the valueFrom object."""
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c.get("env", [])}
-
-
-def scheduler_config(docs: Iterable[Obj]) -> Obj:
-    config: Obj = yaml.safe_load(
-        find(docs, "ConfigMap", "hami-py-scheduler")["data"]["config.yaml"]
-    )
-    return config
-
-
-def rules(role: Obj) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
-    """(apiGroup, resource, resourceNames, verbs) per group and resource, in order."""
-    out = []
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                out.append(
-                    (group, resource, tuple(rule.get("resourceNames", ())), tuple(rule["verbs"]))
-                )
-    return out
 
 
 # --- lint ----------------------------------------------------------------------------------------
@@ -904,15 +810,6 @@ def test_helm_accepts_every_policy_hami_serve_accepts(policy: str) -> None:
 # --- what the chart passes, `hami serve` understands ----------------------------------------------
 
 
-def settings_from(c: Obj, extra_env: dict[str, str] | None = None) -> Any:
-    """Parse a rendered container's args and env exactly as `hami serve` would."""
-    env = {k: v for k, v in env_of(c).items() if isinstance(v, str)}
-    env.update({"POD_NAME": "hami-py-scheduler-7d9f-abcde", "POD_NAMESPACE": NAMESPACE})
-    env.update(extra_env or {})
-    args = parser().parse_args(["serve", *c["args"]])
-    return load_settings(args, env=env)
-
-
 @pytest.mark.parametrize(
     "values",
     [
@@ -969,23 +866,6 @@ def test_helm_hamis_device_config_values_reach_hami_serve() -> None:
     content = json.dumps({"content": "nvidia: {gpuCorePolicy: disable}\n"})
     args = container(render(*values, f"device-config={content}"), EXTENDER)["args"]
     assert not any(a.startswith(("--ascend-", "--gpu-core-policy")) for a in args)
-
-
-def served_families(docs: list[Obj], tmp_path: Path) -> Families:
-    """The families hami serve builds from the rendered container's args, a device-config
-    override it mounts read from a local copy of the ConfigMap."""
-    from hami.runtime.config import device_config
-
-    serve = container(docs, EXTENDER)
-    path = tmp_path / "device-config.yaml"
-    maps = [
-        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-device")
-    ]
-    for m in maps:
-        path.write_text(m["data"]["device-config.yaml"])
-    args = [a.replace("=/device-config.yaml", f"={path}") for a in serve["args"]]
-    families: Families = device_config(settings_from({**serve, "args": args})).families
-    return families
 
 
 def test_helm_schedules_ascend_and_iluvatar_only_where_enabled_as_hamis_chart_does(
@@ -1177,23 +1057,6 @@ def test_helm_admission_policy_protects_what_the_webhook_refuses_at_creation() -
 
 # --- HAMi's chart's values (Lab 14, Step 3) ---------------------------------------------------------
 
-# Lab 14, Step 3, verbatim; only the chart name differs (ours is a folder, not a repository chart).
-LAB14_STEP3 = r"""
-helm install hami hami-charts/hami -n kube-system --version 2.10.0 \
-  --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia \
-  --set global.gpuHookPath=/home/kubernetes/bin/nvidia \
-  --set devicePlugin.libPath=/home/kubernetes/bin/nvidia/vgpu \
-  --set devicePlugin.monitor.ctrPath=/home/kubernetes/bin/nvidia/vgpu/containers \
-  --set-json 'devicePlugin.extraEnvs=[{"name":"LD_LIBRARY_PATH","value":"/driver-root/lib64"}]'
-"""
-
-
-def lab14_step3_manifest() -> str:
-    argv = shlex.split(LAB14_STEP3.replace("\\\n", " "))
-    assert argv[:2] == ["helm", "install"] and argv[3] == "hami-charts/hami"
-    # `helm template` takes install's flags; --kube-version stands in for the cluster.
-    return helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
-
 
 def lab14_step3() -> list[Obj]:
     return [doc for doc in yaml.safe_load_all(lab14_step3_manifest()) if doc]
@@ -1323,16 +1186,6 @@ def test_helm_hamis_plugin_values_imply_the_plugin_except_in_standalone_mode() -
 
 
 # --- standalone without HAMi's device plugin (Lab 12) -----------------------------------------------
-
-LAB12 = (
-    "preset=gke",
-    "devicePlugin.enabled=false",
-    "webhook.injection.mode=standalone",
-    "gfdRegistration.enabled=true",
-    "gfdRegistration.splitCount=4",
-    "libvgpuInstaller.enabled=true",
-    "libvgpuInstaller.image=projecthami/hami:v2.10.0",
-)
 
 
 def test_helm_lab12_standalone_registers_gfd_nodes_and_installs_libvgpu() -> None:

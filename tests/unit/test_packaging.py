@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.unit.test_helm_render import REPO_ROOT
+from tests.builders.chart import REPO_ROOT
 
 FOLDERS = {"webhook": "hami/webhook", "scheduler": "hami/extender", "certs": "hami/certs"}
 

@@ -6,7 +6,6 @@ import ast
 import re
 import shlex
 import sys
-import textwrap
 import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
@@ -14,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.transcript import load
-from tests.unit.test_helm_render import (
+from tests.builders.chart import (
     EXTENDER,
     LAB14_STEP3,
     REPO_ROOT,
@@ -23,30 +21,10 @@ from tests.unit.test_helm_render import (
     helm,
     template_args,
 )
+from tests.e2e.transcript import load
+from tests.unit.docs import ALL, DOCS, PAGES, README, command_lines
 
-README = (REPO_ROOT / "README.md").read_text()
 GKE = "REGION-docker.pkg.dev/PROJECT/REPO"  # the GKE install's Artifact Registry
-DOCS = REPO_ROOT / "docs"
-PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted(DOCS.glob("*.md"))}
-ALL = "\n".join(PAGES.values())
-
-
-def sh_blocks(text: str = ALL) -> list[str]:
-    # Indented blocks (inside a numbered step) count too, without their indentation.
-    return [
-        textwrap.dedent(body)
-        for body in re.findall(r"^ *```sh\n(.*?)^ *```", text, flags=re.S | re.M)
-    ]
-
-
-def command_lines(text: str = ALL) -> list[str]:
-    """Every command of the pages' sh blocks, continuation lines joined."""
-    return [
-        line.replace("\\\n", " ")
-        for block in sh_blocks(text)
-        for line in re.split(r"(?<!\\)\n", block)
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
 
 
 def command(starting: str) -> list[str]:

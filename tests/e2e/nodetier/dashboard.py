@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.e2e.nodespec import NodeSpec
 from tests.e2e.prometheus import Prometheus
-from tests.unit.engine.test_lab14_replay import STEP_7
+from tests.reference.lab14 import STEP_7
 from tests.unit.monitoring.dashboard import Query
 
 MIB = 2**20

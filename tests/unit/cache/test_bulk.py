@@ -6,8 +6,8 @@ import pytest
 import hami.cache.nodes
 from hami.cache.store import ClusterCache
 from hami.engine.state import build_node
-from tests.builders import registered_node, t4s
-from tests.unit.cache.test_store import Clock, pod
+from tests.builders import allocated_pod, registered_node, t4s
+from tests.fakes.clock import Clock
 
 
 def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
@@ -23,7 +23,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
     builds.clear()
-    cache.replace_pods([pod(f"p{i}", f"GPU-{i % 2}", 100) for i in range(40)])
+    cache.replace_pods([allocated_pod(f"p{i}", f"GPU-{i % 2}", 100) for i in range(40)])
     assert builds == []
     state = cache.view["n"]
     assert builds == ["n"]
@@ -34,9 +34,9 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
 def test_a_pod_on_one_card_keeps_the_other_cards_as_they_were() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.replace_pods([pod("a", "GPU-0"), pod("b", "GPU-1")])
+    cache.replace_pods([allocated_pod("a", "GPU-0"), allocated_pod("b", "GPU-1")])
     before = cache.view["n"].cards
-    cache.upsert_pod(pod("c", "GPU-0"))
+    cache.upsert_pod(allocated_pod("c", "GPU-0"))
     after = cache.view["n"].cards
     assert after[0] is not before[0] and after[0].usage.used == 2
     assert after[1] is before[1]

@@ -14,7 +14,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
 from tests.builders import family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
-from tests.unit.service.preemption.test_preempter import preempting
+from tests.unit.service.preemption.world import preempting
 
 SGPU = FAMILIES.by_type()["Metax-SGPU"]
 NODE = "sg"

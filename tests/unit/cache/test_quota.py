@@ -13,7 +13,7 @@ from hami.engine.model import DeviceInfo
 from hami.engine.quota import QuotaLimits, QuotaUsage, allocation_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.unit.engine.test_properties import container, manifest
+from tests.unit.engine.manifests import container, manifest
 
 
 def rq(uid: str, namespace: str, **hard: str) -> dict[str, Any]:

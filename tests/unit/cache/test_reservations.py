@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
 from hami.engine.model import ContainerDevice, Usage
-from tests.builders import registered_node, t4s
-
-from .test_store import Clock, pending, pod, usage
+from tests.builders import allocated_pod, pending_pod, registered_node, t4s
+from tests.fakes.clock import Clock
+from tests.unit.cache.cards import usage
 
 CARD = ((ContainerDevice("GPU-0", 15360, 0),),)
 
@@ -18,7 +18,7 @@ def placed(clock: Clock, *, known: bool = False) -> ClusterCache:
     cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
     cache.replace_nodes([registered_node("n", t4s(2))])
     if known:
-        cache.upsert_pod(pending("a"))
+        cache.upsert_pod(pending_pod("a"))
     cache.reserve("a", "ns", "a", "n", CARD, 0)
     return cache
 
@@ -50,9 +50,9 @@ def test_a_landed_bind_counts_until_the_watch_shows_the_pod_with_no_ttl() -> Non
     assert cache.expire() == []
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
     # A queued event from before the Binding (no allocation yet) keeps it counted.
-    cache.upsert_pod(pending("a"))
+    cache.upsert_pod(pending_pod("a"))
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
-    cache.upsert_pod(pod("a", "GPU-0", 15360))
+    cache.upsert_pod(allocated_pod("a", "GPU-0", 15360))
     assert cache.reservation("a") is None
     assert cache.unconfirmed_since() is None
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
@@ -62,7 +62,7 @@ def test_a_landed_bind_of_a_pod_deleted_meanwhile_is_dropped_by_the_delete() -> 
     clock = Clock()
     cache = placed(clock)
     cache.bind_landed("a")
-    cache.delete_pod(pending("a"))
+    cache.delete_pod(pending_pod("a"))
     assert usage(cache, "GPU-0") == Usage()
     assert cache.unconfirmed_since() is None
 
@@ -89,7 +89,7 @@ def test_a_relist_settles_landed_binds_the_watch_never_showed() -> None:
     cache.bind_landed("unbound")  # its outcome was unknown: the Binding did not land
     cache.relisting()
     cache.bind_landed("late")  # landed after the list's snapshot may have been taken
-    cache.upsert_pod(pending("unbound"))
+    cache.upsert_pod(pending_pod("unbound"))
     cache.relisted()
     assert cache.reservation("gone") is None
     assert cache.reservation("unbound") is None

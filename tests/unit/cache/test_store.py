@@ -17,76 +17,39 @@ from hami.engine.policy import pod_options
 from hami.engine.state import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
-from tests.builders import registered_node, t4s
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def pod(
-    uid: str,
-    card: str = "GPU-0",
-    mem: int = 1000,
-    *,
-    bound: bool = True,
-    phase: str = "Running",
-    **extra: Any,
-) -> dict[str, Any]:
-    p: dict[str, Any] = {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
-        },
-        # The request a bind of ours would have written this allocation for.
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
-                }
-            ],
-            **({"nodeName": "n"} if bound else {}),
-        },
-        "status": {"phase": phase},
-    }
-    p.update(extra)
-    return p
-
-
-def usage(cache: ClusterCache, uuid: str) -> Usage:
-    return next(c.usage for c in cache.view["n"].cards if c.info.id == uuid)
+from tests.builders import allocated_pod, pending_pod, registered_node, t4s
+from tests.fakes.clock import Clock
+from tests.unit.cache.cards import usage
 
 
 def test_usage_follows_pod_events() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.upsert_pod(pod("a"))
-    cache.upsert_pod(pod("b", mem=2000))
+    cache.upsert_pod(allocated_pod("a"))
+    cache.upsert_pod(allocated_pod("b", mem=2000))
     assert usage(cache, "GPU-0") == Usage(2, 3000, 0)
-    cache.upsert_pod(pod("a", phase="Succeeded"))
+    cache.upsert_pod(allocated_pod("a", phase="Succeeded"))
     assert usage(cache, "GPU-0") == Usage(1, 2000, 0)
-    cache.delete_pod(pod("b"))
+    cache.delete_pod(allocated_pod("b"))
     assert usage(cache, "GPU-0") == Usage()
 
 
 def test_terminating_pods_keep_their_share_until_deleted() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    p = pod("a")
+    p = allocated_pod("a")
     p["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
     cache.upsert_pod(p)
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
 
 
 def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
-    pods = [pod("a"), pod("b", "GPU-1"), pod("c", mem=3000), pod("d", phase="Failed")]
+    pods = [
+        allocated_pod("a"),
+        allocated_pod("b", "GPU-1"),
+        allocated_pod("c", mem=3000),
+        allocated_pod("d", phase="Failed"),
+    ]
     first = ClusterCache(Clock())
     first.replace_nodes([registered_node("n", t4s(2))])
     for p in pods:
@@ -100,8 +63,8 @@ def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
 def test_relist_drops_pods_deleted_while_disconnected() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.replace_pods([pod("a"), pod("b")])
-    cache.replace_pods([pod("b")])
+    cache.replace_pods([allocated_pod("a"), allocated_pod("b")])
+    cache.replace_pods([allocated_pod("b")])
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
 
 
@@ -114,24 +77,16 @@ def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_coun
     # Events of the pod before bind wrote its annotations keep the reservation.
     cache.upsert_pod({"metadata": {"uid": "a"}, "spec": {}, "status": {"phase": "Pending"}})
     assert usage(cache, "GPU-1") == Usage(1, 500, 0)
-    cache.upsert_pod(pod("a", "GPU-1", 500))
+    cache.upsert_pod(allocated_pod("a", "GPU-1", 500))
     assert cache.reservation("a") is None
     assert usage(cache, "GPU-1") == Usage(1, 500, 0)
-
-
-def pending(uid: str) -> dict[str, Any]:
-    return {
-        "metadata": {"uid": uid, "namespace": "ns", "name": uid},
-        "spec": {"containers": [{"name": "c"}]},
-        "status": {"phase": "Pending"},
-    }
 
 
 def test_reservations_expire_without_a_bind() -> None:
     clock = Clock()
     cache = ClusterCache(clock, reservation_ttl=30)
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.upsert_pod(pending("a"))
+    cache.upsert_pod(pending_pod("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     clock.now = 29
     assert cache.expire() == []
@@ -143,8 +98,10 @@ def test_reservations_expire_without_a_bind() -> None:
 def test_refilter_releases_what_an_unbound_pod_held() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.upsert_pod(pod("a", bound=False))  # annotated by a bind that never posted the Binding
-    cache.upsert_pod(pod("b"))
+    cache.upsert_pod(
+        allocated_pod("a", bound=False)
+    )  # annotated by a bind that never posted the Binding
+    cache.upsert_pod(allocated_pod("b"))
     cache.release_unbound("a")
     cache.release_unbound("b")  # bound pods keep their share
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
@@ -189,7 +146,7 @@ def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
     cache.reserve("ghost", "ns", "ghost", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
     clock.now = 1
-    cache.upsert_pod(pending("late"))  # the watch catches up: the full TTL from now
+    cache.upsert_pod(pending_pod("late"))  # the watch catches up: the full TTL from now
     clock.now = 5
     assert [r.uid for r in cache.expire()] == ["ghost"]
     assert usage(cache, "GPU-0") == Usage()
@@ -200,7 +157,7 @@ def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
 
 
 def forged(uid: str, annotation: str, **spec: Any) -> dict[str, Any]:
-    p = pod(uid)
+    p = allocated_pod(uid)
     p["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = annotation
     p["spec"].update(spec)
     return p
@@ -270,15 +227,15 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert reason() is None
-    cache.upsert_pod(pod("a"))
+    cache.upsert_pod(allocated_pod("a"))
     cache.reserve("b", "ns", "b", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
     assert reason() == "2/2 CardInsufficientMemory"
     cache.forget("b")
     assert reason() is None
-    cache.upsert_pod(pod("c", "GPU-1", 15000))
-    cache.delete_pod(pod("a"))
+    cache.upsert_pod(allocated_pod("c", "GPU-1", 15000))
+    cache.delete_pod(allocated_pod("a"))
     assert reason() is None
-    cache.upsert_pod(pod("d", "GPU-0", 400))
+    cache.upsert_pod(allocated_pod("d", "GPU-0", 400))
     assert reason() == "2/2 CardInsufficientMemory"
 
 
@@ -289,21 +246,21 @@ def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_i
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert freed == ["n"], "a node registering its cards"
     freed.clear()
-    cache.upsert_pod(pending("a"))
+    cache.upsert_pod(pending_pod("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
-    cache.upsert_pod(pod("a"))  # the bind's annotations replace the reservation
+    cache.upsert_pod(allocated_pod("a"))  # the bind's annotations replace the reservation
     cache.release_unbound("a")  # a bound pod filtered again keeps its share
     assert freed == []
-    cache.upsert_pod(pod("a", phase="Succeeded"))
+    cache.upsert_pod(allocated_pod("a", phase="Succeeded"))
     assert freed == ["n"]
-    cache.upsert_pod(pending("b"))
+    cache.upsert_pod(pending_pod("b"))
     cache.reserve("b", "ns", "b", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
     cache.forget("b")  # a failed bind gives its cards back
     cache.reserve("c", "ns", "c", "n", ((ContainerDevice("GPU-0", 1000, 0),),), 0)
     clock.now = 100
     cache.expire()
-    cache.upsert_pod(pod("d"))
-    cache.delete_pod(pod("d"))
+    cache.upsert_pod(allocated_pod("d"))
+    cache.delete_pod(allocated_pod("d"))
     assert freed == ["n", "n", "n", "n"]
 
 
@@ -364,7 +321,7 @@ def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> 
 def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    cache.upsert_pod(pod("a", mem=15000))
+    cache.upsert_pod(allocated_pod("a", mem=15000))
 
     def on(*cards: str) -> PodDevices:
         return (tuple(ContainerDevice(c, 1000, 0) for c in cards),)
@@ -400,11 +357,11 @@ def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
     devices = ((ContainerDevice("GPU-0", 1000, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
     reserved = cache.view["n"]
-    cache.upsert_pod(pod("a"))
+    cache.upsert_pod(allocated_pod("a"))
     assert cache.reservation("a") is None
     assert cache.view["n"] is reserved, "the allocation is what the reservation counted"
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
     fresh = ClusterCache(Clock())
     fresh.replace_nodes([registered_node("n", t4s(2))])
-    fresh.upsert_pod(pod("a"))
+    fresh.upsert_pod(allocated_pod("a"))
     assert fresh.view == cache.view

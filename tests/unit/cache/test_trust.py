@@ -21,8 +21,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import registered_node, t4s
-
-from .test_store import Clock
+from tests.fakes.clock import Clock
 
 CARDS = t4s(4)
 WHOLE = Usage(1, 15360, 100)

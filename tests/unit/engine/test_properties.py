@@ -10,6 +10,7 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.unit.engine.manifests import container, manifest
 
 POLICIES = [
     "spread",
@@ -21,14 +22,6 @@ POLICIES = [
     "mutex,spread,numa",
 ]
 
-container = st.fixed_dictionaries(
-    {"nvidia.com/gpu": st.integers(1, 3)},
-    optional={
-        "nvidia.com/gpumem": st.integers(1, 20000),
-        "nvidia.com/gpumem-percentage": st.integers(1, 100),
-        "nvidia.com/gpucores": st.integers(0, 100),
-    },
-)
 pod_spec = st.tuples(
     st.lists(container, min_size=1, max_size=3),
     st.lists(container, max_size=2),
@@ -57,30 +50,6 @@ def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
         )
     cache.replace_nodes(nodes)
     return cache, Placement(cache), nodes
-
-
-def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
-    apps, inits, gpu_policy, node_policy = spec
-    return {
-        "metadata": {
-            "name": f"p{i}",
-            "namespace": "t",
-            "uid": f"u{i}",
-            "annotations": {
-                "hami.io/gpu-scheduler-policy": gpu_policy,
-                "hami.io/node-scheduler-policy": node_policy,
-            },
-        },
-        "spec": {
-            "initContainers": [
-                {"name": f"i{k}", "resources": {"limits": c}} for k, c in enumerate(inits)
-            ],
-            "containers": [
-                {"name": f"c{k}", "resources": {"limits": c}} for k, c in enumerate(apps)
-            ],
-        },
-        "status": {"phase": "Pending"},
-    }
 
 
 def replay(operations: list[Any]) -> tuple[ClusterCache, list[str | None]]:

@@ -7,19 +7,17 @@ promtool is the one tests/e2e/k8sbins/build.sh builds ($HAMI_PROMTOOL overrides 
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.e2e.cluster import built_tool
+from tests.unit.monitoring.rules import HERE, RULES, alert_names
 
 # helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
 # fast tier never starts the Go build (tests/e2e/README.md).
 pytestmark = pytest.mark.e2e
 
-HERE = Path(__file__).resolve().parent
-RULES = HERE.parents[2] / "helm" / "hami" / "monitoring" / "hami-rules.yaml"
 UNIT_TESTS = HERE / "hami-rules.test.yaml"
 
 
@@ -33,10 +31,6 @@ def promtool(*args: str) -> str:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
-
-
-def alert_names() -> set[str]:
-    return {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
 
 
 def test_promtool_checks_the_rules() -> None:

@@ -10,10 +10,10 @@ import json
 import pytest
 import yaml
 
-from tests.unit.test_helm_render import NAMESPACE, find, kinds, render
+from tests.builders.chart import NAMESPACE, find, kinds, render
+from tests.unit.monitoring.rules import RULES
 
 from .dashboard import DASHBOARD
-from .test_alert_rules import RULES
 
 # helm (or promtool) is one of the binaries tests/e2e/k8sbins builds: the e2e tier's, so the
 # fast tier never starts the Go build (tests/e2e/README.md).

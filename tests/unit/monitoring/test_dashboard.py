@@ -16,7 +16,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from prometheus_client.parser import text_string_to_metric_families
 
 from hami.runtime.metrics import Metrics, Probes
-from tests.unit.runtime.test_metrics import metrics_of_one_pod
+from tests.unit.runtime.scrapes import metrics_of_one_pod
 
 from .dashboard import load, metric_names, panels, queries
 

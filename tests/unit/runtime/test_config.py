@@ -1,25 +1,11 @@
 """`hami serve` settings: precedence, validation, clear errors."""
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-from hami.runtime.config import ConfigError, Settings, add_serve_arguments, load_settings
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> list[str]:
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert.write_text("cert")
-    key.write_text("key")
-    return ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_serve_arguments(p)
-    return p.parse_args(list(argv))
+from hami.runtime.config import ConfigError, Settings, load_settings
+from tests.unit.runtime.serveargs import parse
 
 
 def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> None:

@@ -11,7 +11,7 @@ import yaml
 from hami.engine.families.ascend import DEFAULT_VNPUS
 from hami.engine.families.registry import FAMILIES
 from hami.runtime.config import ConfigError, device_config, gpu_core_policy, load_settings
-from tests.unit.runtime.test_config import parse, tls  # noqa: F401 (a fixture)
+from tests.unit.runtime.serveargs import parse
 
 HAMI_SRC = Path("/work/hami-src")
 # The sections HAMi's chart renders by default, as the families read them (a subset: the
@@ -37,21 +37,21 @@ DEFAULT = {
 }
 
 
-def settings_with(tmp_path: Path, tls: list[str], text: str, *flags: str) -> str:  # noqa: F811
+def settings_with(tmp_path: Path, tls: list[str], text: str, *flags: str) -> str:
     path = tmp_path / "device-config.yaml"
     path.write_text(text)
     s = load_settings(parse(*tls, "--device-config-file", str(path), *flags), env={})
     return s.device_config_file
 
 
-def test_the_charts_default_file_is_accepted(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811
+def test_the_charts_default_file_is_accepted(tmp_path: Path, tls: list[str]) -> None:
     assert settings_with(tmp_path, tls, yaml.safe_dump(DEFAULT)).endswith("device-config.yaml")
 
 
 @pytest.mark.skipif(not (HAMI_SRC / "charts").is_dir(), reason="needs HAMi's source")
-def test_hamis_own_rendered_file_is_accepted(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811
+def test_hamis_own_rendered_file_is_accepted(tmp_path: Path, tls: list[str]) -> None:
+    from tests.builders.chart import helm_binary
     from tests.reference.record_hami import chart_device_config
-    from tests.unit.test_helm_render import helm_binary
 
     text = chart_device_config(helm_binary(), HAMI_SRC)
     assert settings_with(tmp_path, tls, text)
@@ -93,7 +93,7 @@ def test_hamis_own_rendered_file_is_accepted(tmp_path: Path, tls: list[str]) -> 
 )
 def test_what_the_process_cannot_use_stops_it_naming_the_field(
     tmp_path: Path,
-    tls: list[str],  # noqa: F811
+    tls: list[str],
     text: str,
     flags: tuple[str, ...],
     message: str,
@@ -108,7 +108,7 @@ def test_what_the_process_cannot_use_stops_it_naming_the_field(
 
 def test_the_files_families_are_the_ones_the_process_gets(
     tmp_path: Path,
-    tls: list[str],  # noqa: F811
+    tls: list[str],
 ) -> None:
     path = tmp_path / "device-config.yaml"
     path.write_text(
@@ -133,7 +133,7 @@ def test_the_files_families_are_the_ones_the_process_gets(
 
 def test_ascend_and_iluvatar_are_scheduled_only_when_enabled_as_hamis_flags_say(
     tmp_path: Path,
-    tls: list[str],  # noqa: F811
+    tls: list[str],
 ) -> None:
     """HAMi's scheduler registers Ascend and Iluvatar only with --enable-ascend and
     --enable-iluvatar (false by default); a file or a flag that configures a family left off
@@ -176,14 +176,14 @@ def test_ascend_and_iluvatar_are_scheduled_only_when_enabled_as_hamis_flags_say(
         device_config(load_settings(parse(*tls, "--device-config-file", str(path)), env={}))
 
 
-def test_a_missing_file_is_named(tmp_path: Path, tls: list[str]) -> None:  # noqa: F811
+def test_a_missing_file_is_named(tmp_path: Path, tls: list[str]) -> None:
     with pytest.raises(ConfigError, match=r"device config .*missing\.yaml"):
         load_settings(parse(*tls, "--device-config-file", str(tmp_path / "missing.yaml")), env={})
 
 
 def test_the_core_policy_is_the_files_else_the_flags(
     tmp_path: Path,
-    tls: list[str],  # noqa: F811
+    tls: list[str],
 ) -> None:
     path = tmp_path / "device-config.yaml"
     path.write_text("nvidia: {gpuCorePolicy: force}\n")
@@ -195,7 +195,7 @@ def test_the_core_policy_is_the_files_else_the_flags(
         load_settings(parse(*tls, "--gpu-core-policy", "sometimes"), env={})
 
 
-def test_the_charts_ascend_values_configure_every_chart_chip(tls: list[str]) -> None:  # noqa: F811
+def test_the_charts_ascend_values_configure_every_chart_chip(tls: list[str]) -> None:
     """devices.ascend.runtimeClassName and hamiVnpuCore, as HAMi's chart renders them into
     its default vnpus: every chip's runtimeClassName, the soft split's default."""
     flags = ("--ascend-runtime-class-name", "ascend", "--ascend-hami-vnpu-core", "true")
@@ -212,7 +212,7 @@ def test_the_charts_ascend_values_configure_every_chart_chip(tls: list[str]) -> 
 
 def test_the_charts_ascend_values_beside_a_file_are_refused(
     tmp_path: Path,
-    tls: list[str],  # noqa: F811
+    tls: list[str],
 ) -> None:
     for flags in (("--ascend-runtime-class-name", "ascend"), ("--ascend-hami-vnpu-core", "true")):
         with pytest.raises(ConfigError, match=r"set vnpus\.configs"):

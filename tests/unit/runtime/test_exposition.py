@@ -3,7 +3,6 @@
 import asyncio
 import gzip
 import subprocess
-from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -15,9 +14,7 @@ from prometheus_client.registry import Collector
 
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
-from hami.engine import nvidianames as names
 from hami.engine.families.registry import FAMILIES
-from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevices
 from hami.engine.names import PHASE_SUCCESS
 from hami.runtime import cardblocks
@@ -38,6 +35,7 @@ from hami.service.placement import Placement
 from tests.builders import family_pod, sample_node
 from tests.e2e.cluster import built_tool
 from tests.unit import mig_cluster as mc
+from tests.unit.runtime.scrapes import mig_cluster, outside_pod
 
 
 class Reference(Collector):
@@ -127,22 +125,6 @@ class Reference(Collector):
                         values += [str(i.compute_instance), str(p.start), str(p.size)]
                     family.add_metric([*values, ZONE], 1)
         return family
-
-
-def mig_cluster() -> ClusterCache:
-    """The issue's A100 with two instances the device plugin has created and one it has not."""
-    c = mc.Cluster()
-    for name, mem in (("a", 15000), ("b", 4000), ("c", 4000)):
-        obj = mc.pod(name, mc.gpu(mem))
-        written, _ = c.place(obj)
-        if name != "c":
-            (entry,) = decode_allocations(written[names.MIG_ALLOCATIONS])
-            made = replace(entry.instance, uuid=f"MIG-{name}", gpu_instance=2, compute_instance=0)
-            obj["metadata"]["annotations"][names.MIG_ALLOCATIONS] = encode_allocations(
-                (replace(entry, instance=made),)
-            )
-            c.cache.upsert_pod(obj)
-    return c.cache
 
 
 @pytest.mark.parametrize("legacy", [False, True])
@@ -301,18 +283,6 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
         f'hami_gpu_pod_outside_scheduler_cards{{namespace="ns",node="{first}",pod="other-b",'
         'zone="vGPU"} 4.0'
     ) in written
-
-
-def outside_pod(name: str, node: str, gpus: int) -> dict[str, object]:
-    return {
-        "metadata": {"uid": name, "namespace": "ns", "name": name},
-        "spec": {
-            "nodeName": node,
-            "schedulerName": "other",
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
-        },
-        "status": {"phase": "Running"},
-    }
 
 
 async def test_a_scrape_of_a_large_cluster_is_served_whole() -> None:

@@ -1,36 +1,14 @@
 """HAMi's scheduler series from the cache, under the v2.9+ names and the legacy ones."""
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
-from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.quota import QuotaUsage
 from hami.runtime.metrics import BIND_FAILURE_REASONS, PREEMPTION_OUTCOMES, Metrics, Probes
-from hami.service.annotations import allocation_annotations
 from hami.service.binderrors import BindError, BindFailure
+from tests.unit.runtime.scrapes import metrics_of_one_pod
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:
     return scrape(metrics_of_one_pod(legacy, per_pod))
-
-
-def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
-    """One T4 node, one pod holding 1000 MiB and 30 cores of it, one quota."""
-    cache = ClusterCache(clock=lambda: 0.0)
-    devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
-    cache.replace_nodes([
-        {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)}},
-         "status": {"allocatable": {"nvidia.com/gpu": "10"}}},
-    ])  # fmt: skip
-    cache.upsert_pod({
-        "metadata": {"uid": "u", "namespace": "ns", "name": "p",
-                     "annotations": allocation_annotations("n", ((ContainerDevice("GPU-a", 1000, 30),),), 0)},
-        "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"limits": {
-            "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
-        "status": {"phase": "Running"},
-    })  # fmt: skip
-    cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
-                           "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip
-    return Metrics(cache, lambda: 0.0, lambda: 0, legacy, per_pod)
 
 
 def scrape(m: Metrics) -> str:

@@ -1,16 +1,14 @@
 """The score log's per-second budget: bursts are capped, and what is left out is counted."""
 
 import logging
-from collections.abc import Mapping
 
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.kube.events import EventRecorder, EventType
 from hami.runtime.reporting import FilterReporter, LineBudget
 from hami.service.placement import Placement
 from tests.builders import gpu_pod, registered_node, t4
-from tests.fakes.kubeapi import FakeKube
+from tests.fakes.events import RecordedEvents
 
 
 def test_budget_caps_each_second_and_reports_what_it_refused(
@@ -27,19 +25,6 @@ def test_budget_caps_each_second_and_reports_what_it_refused(
     assert not budget.take(1)
 
 
-class _Recorded(EventRecorder):
-    """The events a reporter records, kept instead of posted."""
-
-    def __init__(self) -> None:
-        super().__init__(FakeKube())
-        self.seen: list[tuple[str, str, str]] = []
-
-    def record(
-        self, obj_ref: Mapping[str, str], type_: EventType, reason: str, message: str
-    ) -> None:
-        self.seen.append((type_, reason, message))
-
-
 async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events() -> None:
     cache = ClusterCache(clock=lambda: 0.0)
     cache.replace_nodes([{"metadata": {"name": "cpu-1"}}, {"metadata": {"name": "cpu-2"}}])
@@ -50,7 +35,7 @@ async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events()
     outcome = Placement(cache).filter(pod, ["cpu-1", "cpu-2", "ghost"])
     # The wire: exactly HAMi's reason, which kube-scheduler copies into FailedScheduling.
     assert dict(outcome.failed) == dict.fromkeys(["cpu-1", "cpu-2", "ghost"], "node unregistered")
-    events = _Recorded()
+    events = RecordedEvents()
     FilterReporter(events)(outcome)
     messages = [m for _, _, m in events.seen]
     assert messages == [
@@ -95,7 +80,7 @@ async def test_a_pod_that_fits_nowhere_gets_one_event_per_reason_and_a_counted_l
     cache.replace_pods(taken)
     outcome = Placement(cache).filter(gpu_pod("p", gpus=2, mem=1000), ["n-c", "n-a", "n-b"])
     assert outcome.decision is not None and outcome.decision.node is None
-    events = _Recorded()
+    events = RecordedEvents()
     with caplog.at_level(logging.INFO, logger="hami.scheduler"):
         FilterReporter(events)(outcome)
     assert [m for _, _, m in events.seen] == [
@@ -119,7 +104,7 @@ async def test_a_placement_logs_one_info_line_and_hamis_card_lines_from_verbosit
     cache.replace_nodes([registered_node("n", [t4(0), t4(1)])])
     outcome = Placement(cache).filter(gpu_pod("p"), ["n"])
     with caplog.at_level(logging.DEBUG, logger="hami.scheduler"):
-        FilterReporter(_Recorded(), verbosity=verbosity)(outcome)
+        FilterReporter(RecordedEvents(), verbosity=verbosity)(outcome)
     cards = [r for r in caplog.records if "computer score" in r.msg]
     assert [(r.levelno, r.getMessage()) for r in cards] == [
         (card_lines_at, "device GPU-0 computer score is 0.000000"),

@@ -2,14 +2,7 @@
 
 from hami.cache.freshness import Freshness, Limits
 from hami.runtime.sight import Sight
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes.clock import Clock
 
 
 class Scene:
@@ -17,7 +10,7 @@ class Scene:
     would report them; the relists asked for and the give-ups told."""
 
     def __init__(self, give_up: float = 120.0) -> None:
-        self.clock = Clock()
+        self.clock = Clock(1000.0)
         self.contact: float | None = self.clock.now
         self.landed: float | None = None
         self.relists: list[str] = []

@@ -10,8 +10,7 @@ the same rules against the real control plane.
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,17 +18,26 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.injection import CONFIG_ANNOTATION
-from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.model import ContainerDevice
 from hami.kube.errors import NotFound
-from hami.kube.events import EventRecorder
-from hami.kube.leader import AlwaysLeader
 from hami.service.binderrors import BindError
-from hami.service.binding import BeforeBinding, Binder
 from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
-from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import encode_node_lock
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import gpu_pod
+from tests.fakes.bindworld import (
+    BUDGET,
+    HERE,
+    NOW,
+    NS,
+    ONE_CARD,
+    POD,
+    THERE,
+    UID,
+    WRITE,
+    World,
+    world,
+)
 from tests.fakes.kubeapi import (
     FakeKube,
     Fault,
@@ -38,73 +46,6 @@ from tests.fakes.kubeapi import (
     server_error,
     throttled,
 )
-
-NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
-NS, POD, UID = "ns", "p", "uid-p"
-HERE, THERE = "node-a", "node-b"
-ONE_CARD: PodDevices = ((ContainerDevice("GPU-0", 1000, 30),),)
-# Short enough that a timeout costs little; the budget is what bounds every bind.
-WRITE = 0.2
-BUDGET = Budget(total=3.0, verify=WRITE, binding=WRITE, write=WRITE)
-
-
-@dataclass
-class World:
-    api: FakeKube
-    cache: ClusterCache
-    leader: AlwaysLeader
-    binder: Binder
-    failures: list[str] = field(default_factory=list)
-
-    def lock(self, node: str = HERE) -> str | None:
-        found = self.api.get("nodes", node)
-        assert found is not None
-        value: str | None = (found["metadata"].get("annotations") or {}).get(names.NODE_LOCK)
-        return value
-
-    def pod(self, name: str = POD) -> dict[str, Any]:
-        found = self.api.get("pods", name, NS)
-        assert found is not None
-        return found
-
-    async def bind(self, node: str = HERE, name: str = POD) -> None:
-        await self.binder.bind(NS, name, f"uid-{name}", node)
-
-    async def refused(self, node: str = HERE, name: str = POD) -> BindError:
-        with pytest.raises(BindError) as caught:
-            await self.bind(node, name)
-        await self.binder.drain(5.0)  # the clean-up after the answer
-        return caught.value
-
-
-def world(
-    budget: Budget = BUDGET,
-    before_binding: Callable[[FakeKube], BeforeBinding] | None = None,
-    **binder: Any,
-) -> World:
-    api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
-    for name in (HERE, THERE):
-        cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
-    api.add("pods", gpu_pod(POD, NS))
-    cache.reserve(UID, NS, POD, HERE, ONE_CARD, 0)
-    leader = AlwaysLeader()
-    failures: list[str] = []
-    bind = Binder(
-        api,
-        cache,
-        EventRecorder(api, rate=0),
-        now=lambda: NOW,
-        locks=locks,
-        leadership=leader,
-        budget=budget,
-        on_failure=failures.append,
-        before_binding=before_binding(api) if before_binding else None,
-        **binder,
-    )
-    return World(api, cache, leader, bind, failures)
-
 
 # --- the read-back matrix -------------------------------------------------------------------------
 

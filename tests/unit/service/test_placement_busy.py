@@ -6,8 +6,8 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.service.placement import Placement
-from tests.builders import registered_node, t4s
-from tests.unit.cache.test_store import Clock, pod
+from tests.builders import allocated_pod, registered_node, t4s
+from tests.fakes.clock import Clock
 
 
 def gpu_pod(uid: str) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
 ) -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
-    cache.replace_pods([pod("held", "GPU-0")])  # on node n
+    cache.replace_pods([allocated_pod("held", "GPU-0")])  # on node n
     placement = Placement(cache)
     placement.busy = lambda name: int(name in busy)
     outcome = placement.filter(gpu_pod("new"), ["m", "n"])
@@ -55,7 +55,7 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
 def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
-    cache.replace_pods([pod("held", "GPU-0")])
+    cache.replace_pods([allocated_pod("held", "GPU-0")])
     placement = Placement(cache)
     placement.busy = lambda name: 0
     assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["n"]
@@ -70,7 +70,7 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
 def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
-    cache.replace_pods([pod("held", "GPU-0")])
+    cache.replace_pods([allocated_pod("held", "GPU-0")])
     placement = Placement(cache)
     ahead = {"n": 3, "m": 1}
     placement.busy = ahead.__getitem__

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hami.service.pluginrefusal import REASON, PluginRefusals, refused_writer
-from tests.unit.runtime.test_reporting import _Recorded
+from tests.fakes.events import RecordedEvents
 
 POLICY = Path(__file__).resolve().parents[3] / "helm/hami/templates/admission-policy.yaml"
 USER = "system:serviceaccount:gpu-operator:nvidia-device-plugin"
@@ -60,7 +60,7 @@ def test_other_pods_say_nothing(other: dict[str, Any]) -> None:
 async def test_refused_writes_are_logged_once_and_each_pod_gets_the_event(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    events = _Recorded()
+    events = RecordedEvents()
     leading = [False]
     refusals = PluginRefusals(events, lambda: leading[0])
     with caplog.at_level(logging.ERROR, "hami.service.pluginrefusal"):

@@ -8,15 +8,8 @@ import pytest
 
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.requeue import Requeuer
+from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def refused(uid: str) -> FilterOutcome:
@@ -30,7 +23,7 @@ def pod(uid: str, node: str = "") -> dict[str, object]:
 
 
 def test_waiting_counts_refused_pods_from_their_first_refusal() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     r = Requeuer(FakeKube(), clock=clock)
     assert r.waiting() == (0, 0.0)
     r.filtered(refused("a"))
@@ -46,14 +39,14 @@ def test_waiting_counts_refused_pods_from_their_first_refusal() -> None:
 
 
 def test_errors_and_pods_without_gpus_are_not_waiting_for_a_card() -> None:
-    r = Requeuer(FakeKube(), clock=Clock())
+    r = Requeuer(FakeKube(), clock=Clock(100.0))
     r.filtered(FilterOutcome(PodRef("ns", "e", "e"), error="cannot filter"))
     r.filtered(FilterOutcome(PodRef("ns", "g", "g"), node_names=[], gpu=False))
     assert r.waiting() == (0, 0.0)
 
 
 def test_the_bound_drops_the_oldest_and_their_age() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     r = Requeuer(FakeKube(), clock=clock, limit=2)
     for uid in "abc":
         r.filtered(refused(uid))
@@ -64,7 +57,7 @@ def test_the_bound_drops_the_oldest_and_their_age() -> None:
 async def test_a_rescue_is_logged_from_the_release_to_the_placement(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     kube = FakeKube()
     kube.add("pods", {"metadata": {"namespace": "ns", "name": "a", "uid": "a"}})
     r = Requeuer(kube, clock=clock, rate=1000.0)
@@ -88,7 +81,7 @@ async def test_a_rescue_is_logged_from_the_release_to_the_placement(
 
 
 def test_a_pod_placed_without_a_requeue_logs_nothing_here(caplog: pytest.LogCaptureFixture) -> None:
-    r = Requeuer(FakeKube(), clock=Clock())
+    r = Requeuer(FakeKube(), clock=Clock(100.0))
     r.filtered(refused("a"))
     with caplog.at_level(logging.INFO, logger="hami.service.requeue"):
         r.filtered(FilterOutcome(PodRef("ns", "a", "a"), node_names=["n"]))

@@ -13,7 +13,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
-from tests.unit.engine.test_lab14_replay import SCENARIO, STEP_7
+from tests.reference.lab14 import SCENARIO, STEP_7
 
 NODE = "node-a"
 CARDS = (

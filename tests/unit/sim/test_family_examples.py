@@ -26,7 +26,7 @@ from hami.service.explain import explain
 from hami.service.status import status
 from hami.sim.run import Simulation, StepResult
 from hami.sim.scenario import load
-from tests.unit.engine.families.test_hami_fixtures import DELIBERATE_DIFFERENCES
+from tests.unit.engine.families.differences import DELIBERATE_DIFFERENCES
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "families"

@@ -100,8 +100,8 @@ def test_a_section_of_the_wrong_shape_is_refused(config: dict[str, Any], message
     not (HAMI_SRC / "charts" / "hami").is_dir(), reason="needs HAMi v2.10's source (/work/hami-src)"
 )
 def test_hamis_own_chart_rendering_gives_the_same_families() -> None:
+    from tests.builders.chart import helm_binary
     from tests.reference.record_hami import chart_device_config
-    from tests.unit.test_helm_render import helm_binary
 
     helm = helm_binary()
     config = yaml.safe_load(chart_device_config(helm, HAMI_SRC))

@@ -14,8 +14,8 @@ from hami.engine.model import ContainerDevice
 from hami.service.nodelock.locker import OWN_LOCK_TRUST
 from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import gpu_pod
+from tests.fakes.bindworld import HERE, NOW, NS, ONE_CARD, POD, THERE, UID, world
 from tests.fakes.kubeapi import Fault, server_error
-from tests.unit.service.test_binding import HERE, NOW, NS, ONE_CARD, POD, THERE, UID, world
 
 
 async def test_binds_waiting_on_a_lock_make_the_node_busy_and_hold_filters_until_they_pass() -> (

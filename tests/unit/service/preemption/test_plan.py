@@ -5,39 +5,15 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
-from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
+from hami.engine.model import ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
-from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts, preemptor_of
 from hami.service.preemption.lines import describe, kube_scheduler_words
 from hami.service.preemption.plan import NODES_PER_TURN, Planned, at_once, field, paced
 from tests.builders import registered_node, t4s
-
-
-def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "labels": {"tier": "low"},
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
-            **meta,
-        },
-        "spec": {
-            "nodeName": "n",
-            "priority": priority,
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
-                }
-            ],
-        },
-        "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{start:02d}Z"},
-    }
+from tests.unit.service.preemption.world import LOW, pod
 
 
 def plan_of(*args: Any, **kw: Any) -> Preemption | None:
@@ -56,9 +32,6 @@ def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
 def wants(mem: int, priority: int = 1000) -> Preemptor:
     request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
     return Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": "binpack"}), priority)
-
-
-LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
 
 
 def victims(cache: ClusterCache, facts: PodFacts, **kw: Any) -> list[str] | None:

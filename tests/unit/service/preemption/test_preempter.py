@@ -6,18 +6,16 @@ real thing is exercised in tests/e2e/test_preemption.py.
 
 import asyncio
 import copy
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.kube.errors import KubeError, NotFound, Unavailable
-from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
-from hami.service.preemption.facts import PodFacts
-from hami.service.preemption.preempter import Preempter, PreemptingPlacement
+from hami.service.preemption.preempter import PreemptingPlacement
 from tests.builders import registered_node, t4s
+from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube, Fault
-from tests.unit.service.preemption.test_plan import LOW
+from tests.unit.service.preemption.world import LOW, preempting
 
 BUDGET = {
     "metadata": {"namespace": "ns", "name": "keep"},
@@ -44,13 +42,6 @@ def writes(kube: FakeKube) -> list[tuple[str, str, Any]]:
     return [(short[m], t.rpartition("/")[2], body) for m, t, body in kube.calls if m in short]
 
 
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 HIGH = {
     "metadata": {"uid": "hi", "namespace": "ns", "name": "hi"},
     "spec": {
@@ -72,31 +63,6 @@ def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []
     return preempting(kube, cache, LOW, clock, seen), cache, seen
-
-
-def preempting(
-    kube: FakeKube,
-    cache: ClusterCache,
-    running: Sequence[dict[str, Any]],
-    clock: Callable[[], float],
-    seen: list[tuple[str, str]] | None = None,
-) -> PreemptingPlacement:
-    """Placement with preemption over `cache`, whose `running` pods may be preempted; each
-    outcome and reason observed goes to `seen`."""
-    facts = PodFacts()
-    facts.replace(running)
-    observed = [] if seen is None else seen
-    preempter = Preempter(
-        kube,
-        cache,
-        facts,
-        EventRecorder(kube, rate=0),
-        scheduler_name="hami-scheduler",
-        hold_seconds=60,
-        observe=lambda outcome, reason: observed.append((outcome, reason)),
-        clock=clock,
-    )
-    return PreemptingPlacement(preempter, cache)
 
 
 async def filtered(placement: PreemptingPlacement) -> FilterOutcome:

@@ -10,7 +10,8 @@ from typing import Any
 from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.base import Family
-from hami.engine.model import DeviceInfo
+from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.service.annotations import allocation_annotations
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 
 Obj = dict[str, Any]
@@ -162,4 +163,44 @@ def sample_node(name: str, family: Family, **annotations: str) -> Obj:
             "labels": dict(SAMPLE_LABELS.get(kind, {})),
         },
         "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def allocated_pod(
+    uid: str,
+    card: str = "GPU-0",
+    mem: int = 1000,
+    *,
+    bound: bool = True,
+    phase: str = "Running",
+) -> Obj:
+    """A pod (name and uid `uid`) holding `mem` MiB of `card` on node n, as our bind writes it:
+    the allocation annotations and the request they were written for; unbound when not
+    `bound` (annotated by a bind that never posted the Binding)."""
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
+                }
+            ],
+            **({"nodeName": "n"} if bound else {}),
+        },
+        "status": {"phase": phase},
+    }
+
+
+def pending_pod(uid: str) -> Obj:
+    """A pending pod of one container asking for nothing (name and uid `uid`)."""
+    return {
+        "metadata": {"uid": uid, "namespace": "ns", "name": uid},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Pending"},
     }

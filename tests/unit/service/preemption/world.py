@@ -1,0 +1,65 @@
+"""Preemption's world: low-priority pods holding cards of node n, and Placement with
+preemption over a cache."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.model import ContainerDevice
+from hami.kube.events import EventRecorder
+from hami.service.annotations import allocation_annotations
+from hami.service.preemption.facts import PodFacts
+from hami.service.preemption.preempter import Preempter, PreemptingPlacement
+from tests.fakes.kubeapi import FakeKube
+
+
+def preempting(
+    kube: FakeKube,
+    cache: ClusterCache,
+    running: Sequence[dict[str, Any]],
+    clock: Callable[[], float],
+    seen: list[tuple[str, str]] | None = None,
+) -> PreemptingPlacement:
+    """Placement with preemption over `cache`, whose `running` pods may be preempted; each
+    outcome and reason observed goes to `seen`."""
+    facts = PodFacts()
+    facts.replace(running)
+    observed = [] if seen is None else seen
+    preempter = Preempter(
+        kube,
+        cache,
+        facts,
+        EventRecorder(kube, rate=0),
+        scheduler_name="hami-scheduler",
+        hold_seconds=60,
+        observe=lambda outcome, reason: observed.append((outcome, reason)),
+        clock=clock,
+    )
+    return PreemptingPlacement(preempter, cache)
+
+
+def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "labels": {"tier": "low"},
+            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+            **meta,
+        },
+        "spec": {
+            "nodeName": "n",
+            "priority": priority,
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
+                }
+            ],
+        },
+        "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{start:02d}Z"},
+    }
+
+
+LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
