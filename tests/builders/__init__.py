@@ -52,17 +52,20 @@ def gpu_pod(
     *,
     gpus: int = 1,
     mem: int | None = 1000,
+    limits: dict[str, Any] | None = None,
     uid: str = "",
     node: str = "",
     annotations: dict[str, str] | None = None,
     phase: str = "Pending",
 ) -> Obj:
     """A pod of one container asking for `gpus` cards of `mem` MiB each (None: whole cards),
-    with uid uid-<name> unless given, bound to `node` when one is given."""
-    # Quantities as the API server gives them: strings.
-    limits = {"nvidia.com/gpu": str(gpus)}
-    if mem is not None:
-        limits["nvidia.com/gpumem"] = str(mem)
+    or for `limits` when given, with uid uid-<name> unless given, bound to `node` when one is
+    given."""
+    if limits is None:
+        # Quantities as the API server gives them: strings.
+        limits = {"nvidia.com/gpu": str(gpus)}
+        if mem is not None:
+            limits["nvidia.com/gpumem"] = str(mem)
     spec: Obj = {
         "schedulerName": "hami-scheduler",
         "containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}],
@@ -204,3 +207,31 @@ def pending_pod(uid: str) -> Obj:
         "spec": {"containers": [{"name": "c"}]},
         "status": {"phase": "Pending"},
     }
+
+
+def container(limits: dict[str, Any] | None = None, name: str = "c", **fields: Any) -> Obj:
+    """A busybox container with `limits` (none: no resources at all) and `fields` added."""
+    made: Obj = {"name": name, "image": "busybox", **fields}
+    if limits is not None:
+        made["resources"] = {"limits": limits}
+    return made
+
+
+def submitted_pod(*containers: Obj, name: str = "p", namespace: str = "", **spec: Any) -> Obj:
+    """A Pod as a user submits it, the webhook's input: `containers` and `spec`'s fields, no
+    uid, scheduler name or status yet, in `namespace` when one is given (the admission review
+    names it otherwise)."""
+    metadata: Obj = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": list(containers), **spec},
+    }
+
+
+def submitted_gpu_pod(*sidecars: Obj, namespace: str = "team", **spec: Any) -> Obj:
+    """submitted_pod whose first container, cuda, asks for 1000 MiB of one card, beside
+    `sidecars`."""
+    cuda = container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, "cuda")
+    return submitted_pod(cuda, *sidecars, namespace=namespace, **spec)

@@ -5,20 +5,14 @@ import pytest
 
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.jsonpatch import apply, diff
+from tests.builders import container, submitted_pod
 
 CFG = AdmissionConfig()
 
 
 def pod(limits: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": "busybox"}
-    if limits is not None:
-        container["resources"] = {"limits": limits}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": [container], **spec},
-    }
+    """submitted_pod of one container, named main as the refusals quote it."""
+    return submitted_pod(container(limits, "main"), **spec)
 
 
 def test_gpu_pod_gets_our_scheduler() -> None:

@@ -11,6 +11,7 @@ from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import diff
 from hami.service.admission import AdmissionService
+from tests.builders import submitted_gpu_pod
 
 CFG = AdmissionConfig()
 STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
@@ -22,7 +23,6 @@ GKE_STANDALONE = AdmissionConfig(
     )
 )
 NO_OVERWRITE = AdmissionConfig(overwrite_env=False)
-GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
 NO_SWITCHES = {"name": "NVIDIA_NVSWITCH", "value": "disabled"}
@@ -33,21 +33,13 @@ GPU_PINS = [SLICE, NO_CHANNELS, NO_SWITCHES]
 SETTINGS = {"configMapRef": {"name": "settings"}}
 
 
-def gpu_pod(*sidecars: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    cuda = {"name": "cuda", "image": "x", "resources": copy.deepcopy(GPU)}
-    return {
-        "metadata": {"name": "p", "namespace": "team"},
-        "spec": {"containers": [cuda, *sidecars], **spec},
-    }
-
-
 def mounting(path: str, read_only: bool | None, sub_path: str = "") -> dict[str, Any]:
     mount: dict[str, Any] = {"name": "host", "mountPath": "/host"}
     if read_only is not None:
         mount["readOnly"] = read_only
     if sub_path:
         mount["subPath"] = sub_path
-    pod = gpu_pod(volumes=[{"name": "host", "hostPath": {"path": path}}])
+    pod = submitted_gpu_pod(volumes=[{"name": "host", "hostPath": {"path": path}}])
     pod["spec"]["containers"][0]["volumeMounts"] = [mount]
     return pod
 
@@ -122,7 +114,7 @@ def test_a_mount_that_reaches_nothing_of_the_cards_is_admitted(
 
 def test_a_host_path_volume_no_container_mounts_is_admitted() -> None:
     """Ray's worker templates declare volumes their containers may not mount."""
-    admitted(gpu_pod(volumes=[{"name": "dev", "hostPath": {"path": "/dev"}}]))
+    admitted(submitted_gpu_pod(volumes=[{"name": "dev", "hostPath": {"path": "/dev"}}]))
 
 
 def test_a_writable_mount_of_the_configured_hook_folder_is_refused() -> None:
@@ -133,7 +125,7 @@ def test_a_writable_mount_of_the_configured_hook_folder_is_refused() -> None:
 
 
 def test_a_mount_under_a_sidecar_or_init_container_is_judged_too() -> None:
-    pod = gpu_pod(
+    pod = submitted_gpu_pod(
         {"name": "rxdm", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/s"}]}
     )
     pod["spec"]["volumes"] = [{"name": "s", "hostPath": {"path": "/sys"}}]
@@ -145,12 +137,12 @@ def test_a_mount_under_a_sidecar_or_init_container_is_judged_too() -> None:
 def test_standalone_injection_passes_its_own_output_again() -> None:
     """Its cache mount is writable inside the hook folder, the container's own subfolder."""
     for cfg in (STANDALONE, GKE_STANDALONE):
-        once = admitted(gpu_pod(), cfg)
+        once = admitted(submitted_gpu_pod(), cfg)
         assert admitted(once, cfg) == once
 
 
 def test_a_cache_mount_that_names_another_pods_folder_is_refused() -> None:
-    once = admitted(gpu_pod(), STANDALONE)
+    once = admitted(submitted_gpu_pod(), STANDALONE)
     forged = copy.deepcopy(once)
     env = forged["spec"]["containers"][0]["env"]
     uid = next(e for e in env if e["name"] == "HAMI_POD_UID")
@@ -172,7 +164,7 @@ def test_a_cache_mount_that_names_another_pods_folder_is_refused() -> None:
     ],
 )
 def test_annotations_the_runtime_turns_into_devices_are_refused(key: str, who: str) -> None:
-    pod = gpu_pod()
+    pod = submitted_gpu_pod()
     pod["metadata"]["annotations"] = {key: "management.nvidia.com/gpu=all"}
     message = refused(pod)
     assert f"annotation {key} asks {who} for devices (management.nvidia.com/gpu=all)" in message
@@ -181,8 +173,10 @@ def test_annotations_the_runtime_turns_into_devices_are_refused(key: str, who: s
 
 
 def test_host_pid_is_refused_with_or_without_sys_ptrace() -> None:
-    assert "spec.hostPID is true: the pod sees every process" in refused(gpu_pod(hostPID=True))
-    pod = gpu_pod(hostPID=False)
+    assert "spec.hostPID is true: the pod sees every process" in refused(
+        submitted_gpu_pod(hostPID=True)
+    )
+    pod = submitted_gpu_pod(hostPID=False)
     pod["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
     admitted(pod)  # its own processes only
 
@@ -197,7 +191,7 @@ def test_host_pid_is_refused_with_or_without_sys_ptrace() -> None:
     ],
 )
 def test_each_capability_refused_names_what_it_reaches(capability: str, says: str) -> None:
-    pod = gpu_pod()
+    pod = submitted_gpu_pod()
     pod["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": [capability]}}
     message = refused(pod)
     assert f"adds {capability} (spec.containers[0].securityContext.capabilities.add)" in message
@@ -214,7 +208,7 @@ def test_every_gpu_pod_leaves_with_its_pins() -> None:
         "image": "x",
         "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}],
     }
-    out = admitted(gpu_pod(sidecar, initContainers=[init]))
+    out = admitted(submitted_gpu_pod(sidecar, initContainers=[init]))
     cuda, log = out["spec"]["containers"]
     assert SLICE in cuda["env"] and not any(
         e["name"] == "NVIDIA_VISIBLE_DEVICES" for e in cuda["env"]
@@ -222,11 +216,11 @@ def test_every_gpu_pod_leaves_with_its_pins() -> None:
     assert log["env"] == SIDECAR_PINS
     assert out["spec"]["initContainers"][0]["env"] == [*init["env"], NO_SWITCHES], "kept"
     # Without --overwrite-env the GPU-less containers keep what their image says.
-    assert "env" not in admitted(gpu_pod(sidecar), NO_OVERWRITE)["spec"]["containers"][1]
+    assert "env" not in admitted(submitted_gpu_pod(sidecar), NO_OVERWRITE)["spec"]["containers"][1]
 
 
 def test_a_capability_list_the_author_wrote_is_kept() -> None:
-    pod = gpu_pod()
+    pod = submitted_gpu_pod()
     pod["spec"]["containers"][0]["env"] = [
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute"}
     ]
@@ -243,9 +237,9 @@ def test_a_pod_without_gpu_resources_gets_no_pins() -> None:
 
 
 def test_env_from_without_a_prefix_is_admitted_where_a_pin_covers_it() -> None:
-    pod = gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]})
+    pod = submitted_gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]})
     assert admitted(pod)["spec"]["containers"][1]["env"] == SIDECAR_PINS
-    gpu_env_from = gpu_pod()
+    gpu_env_from = submitted_gpu_pod()
     gpu_env_from["spec"]["containers"][0]["envFrom"] = [SETTINGS, {"secretRef": {"name": "hf"}}]
     for cfg in (STANDALONE, GKE_STANDALONE):
         admitted(gpu_env_from, cfg)  # the injection's own NVIDIA_VISIBLE_DEVICES reference
@@ -257,9 +251,11 @@ def test_env_from_without_a_prefix_is_admitted_where_a_pin_covers_it() -> None:
         # The device plugin's value is not known at admission, and an envFrom key beats it.
         (
             {
-                **gpu_pod(),
+                **submitted_gpu_pod(),
                 "spec": {
-                    "containers": [{**gpu_pod()["spec"]["containers"][0], "envFrom": [SETTINGS]}]
+                    "containers": [
+                        {**submitted_gpu_pod()["spec"]["containers"][0], "envFrom": [SETTINGS]}
+                    ]
                 },
             },
             CFG,
@@ -267,12 +263,12 @@ def test_env_from_without_a_prefix_is_admitted_where_a_pin_covers_it() -> None:
             "nothing pins NVIDIA_VISIBLE_DEVICES in it",
         ),
         (
-            gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]}),
+            submitted_gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]}),
             NO_OVERWRITE,
             "container proxy takes every variable of ConfigMap settings",
         ),
         (
-            gpu_pod(
+            submitted_gpu_pod(
                 {
                     "name": "proxy",
                     "image": "x",
@@ -294,14 +290,16 @@ def test_env_from_that_no_pin_covers_is_refused_with_a_fix_that_works(
 
 
 def test_a_foreign_gpu_pods_env_from_is_judged_against_its_own_entries() -> None:
-    pod = gpu_pod({"name": "proxy", "image": "x", "envFrom": [SETTINGS]}, schedulerName="volcano")
+    pod = submitted_gpu_pod(
+        {"name": "proxy", "image": "x", "envFrom": [SETTINGS]}, schedulerName="volcano"
+    )
     assert admitted(pod)["spec"]["containers"][1]["env"] == SIDECAR_PINS
     pod["spec"]["containers"][0]["envFrom"] = [SETTINGS]
     assert "container cuda takes every variable" in refused(pod)
 
 
 def test_ephemeral_containers_are_pinned_and_the_service_patches_them() -> None:
-    running = gpu_pod(nodeName="gpu-07")
+    running = submitted_gpu_pod(nodeName="gpu-07")
     debug = {"name": "debug", "image": "nvidia/cuda", "envFrom": [SETTINGS]}
     updated = copy.deepcopy(running)
     updated["spec"]["ephemeralContainers"] = [debug]
@@ -365,14 +363,14 @@ def test_a_pod_translated_from_a_kai_share_passes_the_same_checks(
 
 def test_a_container_given_a_default_card_passes_the_same_checks() -> None:
     """default_gpu_num turns a container that asks for memory only into a GPU container."""
-    pod = gpu_pod()
+    pod = submitted_gpu_pod()
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpumem": 1000}}
     pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert "is privileged" in refused(pod)
 
 
 def test_the_pins_are_idempotent() -> None:
-    pod = gpu_pod({"name": "proxy", "image": "x"})
+    pod = submitted_gpu_pod({"name": "proxy", "image": "x"})
     for cfg in (CFG, STANDALONE, GKE_STANDALONE):
         once = admitted(pod, cfg)
         assert diff(once, admitted(once, cfg)) == []

@@ -15,33 +15,26 @@ from hami.engine.hostpaths import HostFolders, mount_reach, reaches_devices
 from hami.engine.injection import InjectionConfig
 from hami.engine.requests import ResourceNames, names_gpu
 from hami.service.admission import AdmissionService
+from tests.builders import submitted_gpu_pod
 
 CFG = AdmissionConfig()
 STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
-GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
-
-
-def gpu_pod(**spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "p", "namespace": "team"},
-        "spec": {"containers": [{"name": "cuda", "image": "x", "resources": GPU}], **spec},
-    }
 
 
 def with_sidecar(**container: Any) -> dict[str, Any]:
-    p = gpu_pod()
+    p = submitted_gpu_pod()
     p["spec"]["containers"].append({"name": "sidecar", "image": "x", **container})
     return p
 
 
 def in_gpu_container(**container: Any) -> dict[str, Any]:
-    p = gpu_pod()
+    p = submitted_gpu_pod()
     p["spec"]["containers"][0].update(container)
     return p
 
 
 def in_init(**container: Any) -> dict[str, Any]:
-    return gpu_pod(initContainers=[{"name": "setup", "image": "x", **container}])
+    return submitted_gpu_pod(initContainers=[{"name": "setup", "image": "x", **container}])
 
 
 def env(name: str, value: str) -> dict[str, Any]:
@@ -49,7 +42,7 @@ def env(name: str, value: str) -> dict[str, Any]:
 
 
 def host_path(path: str) -> dict[str, Any]:
-    p = gpu_pod(volumes=[{"name": "host", "hostPath": {"path": path}}])
+    p = submitted_gpu_pod(volumes=[{"name": "host", "hostPath": {"path": path}}])
     p["spec"]["containers"][0]["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
     return p
 
@@ -85,9 +78,12 @@ CONFIG_MAP_ENV = {
 
 REFUSED = [
     # (pod, what the denial must say: the field and the fix)
-    (gpu_pod(nodeName="gpu-07"), "spec.nodeName is set (gpu-07)"),
-    (labelled(gpu_pod(nodeName="gpu-07"), **{"hami.io/webhook": "ignore"}), "remove spec.nodeName"),
-    (other_scheduler(gpu_pod(nodeName="gpu-07")), "spec.nodeName is set"),
+    (submitted_gpu_pod(nodeName="gpu-07"), "spec.nodeName is set (gpu-07)"),
+    (
+        labelled(submitted_gpu_pod(nodeName="gpu-07"), **{"hami.io/webhook": "ignore"}),
+        "remove spec.nodeName",
+    ),
+    (other_scheduler(submitted_gpu_pod(nodeName="gpu-07")), "spec.nodeName is set"),
     (other_scheduler(in_gpu_container(**PRIVILEGED)), "spec.containers[0].securityContext"),
     (labelled(in_gpu_container(**PRIVILEGED), **{"hami.io/webhook": "ignore"}), "is privileged"),
     (with_sidecar(**PRIVILEGED), "container sidecar is privileged"),
@@ -135,13 +131,13 @@ REFUSED = [
     ),
     (
         {
-            **gpu_pod(),
+            **submitted_gpu_pod(),
             "metadata": {"name": "p", "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}},
         },
         "annotation cdi.k8s.io/x asks the container runtime (CDI) for devices",
     ),
     (
-        gpu_pod(ephemeralContainers=[{"name": "debug", "image": "x", **PRIVILEGED}]),
+        submitted_gpu_pod(ephemeralContainers=[{"name": "debug", "image": "x", **PRIVILEGED}]),
         "spec.ephemeralContainers[0].securityContext.privileged",
     ),
     # Issue 39: the channels still open.
@@ -200,13 +196,15 @@ REFUSED = [
         "the card has no memory or core limit; mount it elsewhere",
     ),
     (
-        gpu_pod(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]),
+        submitted_gpu_pod(
+            resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+        ),
         # Unread here: hami.engine.claims (tests/unit/engine/test_claims.py) for the classes.
         "spec.resourceClaims[0] (gpu) names ResourceClaimTemplate single-gpu, whose DeviceClass "
         "could not be read",
     ),
     (
-        gpu_pod(resourceClaims=[{"name": "shared", "resourceClaimName": "shared-gpu"}]),
+        submitted_gpu_pod(resourceClaims=[{"name": "shared", "resourceClaimName": "shared-gpu"}]),
         "names ResourceClaim shared-gpu, whose DeviceClass could not be read",
     ),
 ]
@@ -234,7 +232,7 @@ ADMITTED = [
     host_path("/dev/shm"),
     host_path("/data/models"),
     host_path("/sys/class/net"),
-    other_scheduler(gpu_pod()),
+    other_scheduler(submitted_gpu_pod()),
     # Issue 39: what reaches no other card.
     in_gpu_container(**env("NVIDIA_IMEX_CHANNELS", "void")),
     in_gpu_container(**env("NVIDIA_NVSWITCH", "disabled")),
@@ -295,7 +293,7 @@ def test_a_foreign_gpu_pod_that_stays_in_its_slice_is_admitted_with_only_the_pin
 
 
 def test_a_denial_lists_five_problems_and_counts_the_rest() -> None:
-    pod = gpu_pod(nodeName="n")
+    pod = submitted_gpu_pod(nodeName="n")
     pod["spec"]["containers"] += [
         {"name": f"s{i}", **PRIVILEGED, **env("NVIDIA_VISIBLE_DEVICES", "all")} for i in range(3)
     ]
@@ -307,7 +305,7 @@ def test_a_denial_lists_five_problems_and_counts_the_rest() -> None:
 
 def test_a_second_pass_over_our_own_standalone_injection_is_admitted() -> None:
     """kube-apiserver may call the webhook again on its own output (reinvocationPolicy)."""
-    once = admit(gpu_pod(), STANDALONE)
+    once = admit(submitted_gpu_pod(), STANDALONE)
     assert once.allowed
     visible = next(e for e in once.pod["spec"]["containers"][0]["env"] if "VISIBLE" in e["name"])
     assert visible["valueFrom"]["configMapKeyRef"] == {
@@ -359,7 +357,7 @@ def test_ephemeral_containers_added_to_a_gpu_pod_are_held_to_the_same_checks() -
 
 
 def test_the_service_reviews_the_ephemeral_containers_subresource() -> None:
-    running = debugged(gpu_pod())
+    running = debugged(submitted_gpu_pod())
     request = {
         "uid": "u",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -439,7 +437,7 @@ def test_an_update_that_adds_a_device_annotation_to_a_gpu_pod_is_refused(
     """Judged as at creation: a Pending GPU pod patched with the annotation is refused, through
     the pod and through its status, and so is a change of one the pod was created with (in a
     namespace exempt then)."""
-    pending = admit(gpu_pod(schedulingGates=[{"name": "example.com/hold"}]), CFG).pod
+    pending = admit(submitted_gpu_pod(schedulingGates=[{"name": "example.com/hold"}]), CFG).pod
     outcome = AdmissionService(CFG).review(updated(pending, sub, **{key: value}))
     assert not outcome.allowed and outcome.code == 403, outcome
     assert f"GPU pod refused: annotation {key} asks" in outcome.message
@@ -460,7 +458,7 @@ def test_updates_of_pods_without_a_gpu_and_spec_changes_through_status_are_not_j
         AdmissionService(CFG).review(updated(cpu, **{"cdi.k8s.io/x": "nvidia.com/gpu=all"})).allowed
     )
     # kube-apiserver puts a status update's spec back: only its metadata is judged.
-    running = gpu_pod(nodeName="gpu-07")
+    running = submitted_gpu_pod(nodeName="gpu-07")
     request = updated(running, "status")
     request["object"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     assert AdmissionService(CFG).review(request).allowed
@@ -475,5 +473,5 @@ def test_a_core_policy_limiting_less_than_the_schedulers_is_refused_as_hami_core
         assert "limits its cores less than the scheduler's policy (force)" in verdict.message
     assert admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", "FORCE")), forced).allowed
     # The webhook's own entry, seen again on a second pass, is the policy itself.
-    once = admit(gpu_pod(), forced).pod
+    once = admit(submitted_gpu_pod(), forced).pod
     assert admit(once, forced).allowed

@@ -12,7 +12,7 @@ from hami.engine.families.registry import FAMILIES, Families
 from hami.engine.familyadmit import claim_families
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.requests import ResourceDefaults
-from tests.builders import family_limits
+from tests.builders import container, family_limits, submitted_pod
 
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
@@ -24,16 +24,8 @@ STANDALONE = AdmissionConfig(
 
 
 def pod(*limits: dict[str, str], **spec: Any) -> dict[str, Any]:
-    containers = [
-        {"name": f"c{i}", "image": "busybox", "resources": {"limits": dict(lim)}}
-        for i, lim in enumerate(limits)
-    ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": containers, **spec},
-    }
+    """submitted_pod of a container c<i> per limits, as the refusals quote them."""
+    return submitted_pod(*(container(dict(lim), f"c{i}") for i, lim in enumerate(limits)), **spec)
 
 
 @pytest.mark.parametrize("family", FAMILIES.others, ids=lambda f: f.wire.type)

@@ -8,7 +8,7 @@ import pytest
 from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
 from hami.engine.families.registry import FAMILIES
 from hami.engine.familyescapes import family_escapes
-from tests.builders import family_limits
+from tests.builders import family_limits, submitted_pod
 
 BY_TYPE = FAMILIES.by_type()
 ASCEND = BY_TYPE["Ascend910B3"]
@@ -32,12 +32,7 @@ def container(name: str, limits: dict[str, str] | None = None, **env: Any) -> di
 
 
 def pod(*containers: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns"},
-        "spec": {"containers": list(containers)},
-    }
+    return submitted_pod(*containers, namespace="ns")
 
 
 def asking(family: Any, **env: Any) -> dict[str, Any]:

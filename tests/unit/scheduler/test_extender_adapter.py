@@ -29,7 +29,7 @@ from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import registered_node, t4s
+from tests.builders import gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]
@@ -52,21 +52,9 @@ def bare_node(name: str) -> Obj:
 def pod(
     uid: str = "uid-1", memory: int | None = 100, annotations: dict[str, str] | None = None
 ) -> Obj:
+    """gpu_pod pod-<uid> asking for one card of `memory` MiB (None: a pod asking for nothing)."""
     limits = {} if memory is None else {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(memory)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"pod-{uid}",
-            "namespace": "team-a",
-            "uid": uid,
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": limits}}],
-        },
-    }
+    return gpu_pod(f"pod-{uid}", "team-a", uid=uid, limits=limits, annotations=annotations)
 
 
 class NeverBinder(Binder):

@@ -9,6 +9,7 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
+from tests.builders import gpu_pod
 
 
 def nodes(**gpu_node: Any) -> list[dict[str, Any]]:
@@ -60,23 +61,10 @@ def cluster() -> ClusterCache:
 
 
 def pod(policy: str = "mutex", **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": "p",
-            "namespace": "ns",
-            "name": "p",
-            "annotations": {"hami.io/gpu-scheduler-policy": policy},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
-                }
-            ],
-            **spec,
-        },
-    }
+    """gpu_pod p under the GPU policy `policy`, its spec's fields (tolerations, nodeName) added."""
+    p = gpu_pod("p", annotations={"hami.io/gpu-scheduler-policy": policy})
+    p["spec"].update(spec)
+    return p
 
 
 def test_pending_pod_gets_kube_schedulers_sentence_and_each_nodes_reason() -> None:

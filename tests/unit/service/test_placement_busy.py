@@ -1,32 +1,13 @@
 """Under contention a pod goes to a node a bind would not wait on (binpack bursts)."""
 
-from typing import Any
-
 import pytest
 
 from hami.cache.store import ClusterCache
 from hami.service.placement import Placement
-from tests.builders import allocated_pod, registered_node, t4s
+from tests.builders import allocated_pod, gpu_pod, registered_node, t4s
 from tests.fakes.clock import Clock
 
-
-def gpu_pod(uid: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "annotations": {"hami.io/node-scheduler-policy": "binpack"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
-                }
-            ]
-        },
-    }
+BINPACK = {"hami.io/node-scheduler-policy": "binpack"}
 
 
 @pytest.mark.parametrize(
@@ -46,9 +27,9 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
     cache.replace_pods([allocated_pod("held", "GPU-0")])  # on node n
     placement = Placement(cache)
     placement.busy = lambda name: int(name in busy)
-    outcome = placement.filter(gpu_pod("new"), ["m", "n"])
+    outcome = placement.filter(gpu_pod("new", annotations=BINPACK), ["m", "n"])
     assert outcome.node_names == [chosen]
-    reservation = cache.reservation("new")
+    reservation = cache.reservation("uid-new")
     assert reservation is not None and reservation.node == chosen
 
 
@@ -58,13 +39,13 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
     cache.replace_pods([allocated_pod("held", "GPU-0")])
     placement = Placement(cache)
     placement.busy = lambda name: 0
-    assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["n"]
+    assert placement.filter(gpu_pod("a", annotations=BINPACK), ["m", "n"]).node_names == ["n"]
     # a's bind has not shown in the watch: b goes to the node nobody is binding to.
-    assert placement.filter(gpu_pod("b"), ["m", "n"]).node_names == ["m"]
+    assert placement.filter(gpu_pod("b", annotations=BINPACK), ["m", "n"]).node_names == ["m"]
     # Both nodes now await a bind: binpack's choice stands.
-    assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
+    assert placement.filter(gpu_pod("c", annotations=BINPACK), ["m", "n"]).node_names == ["n"]
     # The pod placed again is not in its own way.
-    assert placement.filter(gpu_pod("c"), ["m", "n"]).node_names == ["n"]
+    assert placement.filter(gpu_pod("c", annotations=BINPACK), ["m", "n"]).node_names == ["n"]
 
 
 def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> None:
@@ -74,4 +55,4 @@ def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> 
     placement = Placement(cache)
     ahead = {"n": 3, "m": 1}
     placement.busy = ahead.__getitem__
-    assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["m"]
+    assert placement.filter(gpu_pod("a", annotations=BINPACK), ["m", "n"]).node_names == ["m"]

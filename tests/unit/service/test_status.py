@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
+from tests.builders import gpu_pod, registered_node
 from tests.reference.lab14 import SCENARIO, STEP_7
 
 NODE = "node-a"
@@ -22,53 +22,39 @@ CARDS = (
 )
 
 
-def gpu_pod(name: str, limits: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "metadata": {"uid": name, "namespace": "team", "name": name, "annotations": {}},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-        "status": {"phase": "Pending"},
-    }
-    for key, value in extra.items():
-        pod[key].update(value)
-    return pod
+def pod(name: str, limits: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return gpu_pod(name, "team", uid=name, limits=limits, **fields)
 
 
 def bound(name: str, devices: tuple[ContainerDevice, ...]) -> dict[str, Any]:
-    return gpu_pod(
+    return pod(
         name,
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem": devices[0].usedmem},
-        metadata={"annotations": allocation_annotations(NODE, (devices,), 0)},
-        spec={"nodeName": NODE},
-        status={"phase": "Running"},
+        annotations=allocation_annotations(NODE, (devices,), 0),
+        node=NODE,
+        phase="Running",
     )
 
 
 def cluster() -> tuple[ClusterCache, list[dict[str, Any]]]:
     cache = ClusterCache(clock=lambda: 0.0)
-    register = {"hami.io/node-nvidia-register": encode_node_devices(CARDS)}
     cache.replace_nodes(
-        [
-            {"metadata": {"name": NODE, "annotations": register},
-             "status": {"allocatable": {"nvidia.com/gpu": "14"}}},
-            {"metadata": {"name": "cpu-only"}, "status": {}},
-        ]
-    )  # fmt: skip
+        [registered_node(NODE, CARDS), {"metadata": {"name": "cpu-only"}, "status": {}}]
+    )
     unschedulable = {
         "type": "PodScheduled",
         "status": "False",
         "reason": "Unschedulable",
         "message": "0/2 nodes are available: 1 2/2 CardInsufficientMemory, 1 node unregistered.",
     }
+    big = pod("big", {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000})
+    big["status"]["conditions"] = [unschedulable]
     pods = [
         bound("trainer", (ContainerDevice("GPU-a", 3000, 30),)),
         bound("notebook", (ContainerDevice("GPU-a", 1000, 0),)),
-        gpu_pod(
-            "big",
-            {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000},
-            status={"conditions": [unschedulable]},
-        ),
-        gpu_pod("new", {"nvidia.com/gpu": 1}),
-        gpu_pod("web", {"cpu": "1"}),  # no GPU: not listed
+        big,
+        pod("new", {"nvidia.com/gpu": 1}),
+        pod("web", {"cpu": "1"}),  # no GPU: not listed
         {**bound("done", (ContainerDevice("GPU-b", 500, 0),)), "status": {"phase": "Succeeded"}},
     ]
     cache.replace_pods(pods)

@@ -5,11 +5,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.model import ContainerDevice
 from hami.kube.events import EventRecorder
-from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.preempter import Preempter, PreemptingPlacement
+from tests.builders import allocated_pod
 from tests.fakes.kubeapi import FakeKube
 
 
@@ -39,27 +38,12 @@ def preempting(
 
 
 def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "labels": {"tier": "low"},
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
-            **meta,
-        },
-        "spec": {
-            "nodeName": "n",
-            "priority": priority,
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
-                }
-            ],
-        },
-        "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{start:02d}Z"},
-    }
+    """allocated_pod at `priority`, started `start` seconds into 2026, labelled tier=low."""
+    p = allocated_pod(uid, card, mem)
+    p["metadata"].update(labels={"tier": "low"}, **meta)
+    p["spec"]["priority"] = priority
+    p["status"]["startTime"] = f"2026-01-01T00:00:{start:02d}Z"
+    return p
 
 
 LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
