@@ -217,11 +217,17 @@ def container(limits: dict[str, Any] | None = None, name: str = "c", **fields: A
     return made
 
 
-def submitted_pod(*containers: Obj, name: str = "p", namespace: str = "", **spec: Any) -> Obj:
+def submitted_pod(
+    *containers: Obj,
+    name: str = "p",
+    namespace: str = "",
+    metadata: Obj | None = None,
+    **spec: Any,
+) -> Obj:
     """A Pod as a user submits it, the webhook's input: `containers` and `spec`'s fields, no
     uid, scheduler name or status yet, in `namespace` when one is given (the admission review
-    names it otherwise)."""
-    metadata: Obj = {"name": name, **({"namespace": namespace} if namespace else {})}
+    names it otherwise), `metadata`'s fields (labels, annotations) added."""
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {}), **(metadata or {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

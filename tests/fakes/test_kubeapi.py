@@ -9,6 +9,7 @@ from tests.fakes.kubeapi import FakeKube, Fault, lost
 
 
 def node(name: str = "n") -> dict[str, object]:
+    """Any object for the fake to store; what it holds does not matter here."""
     return {"metadata": {"name": name, "annotations": {"a": "1"}}}
 
 

@@ -32,6 +32,8 @@ def card(
 
 
 def node(name: str = "a100", *cards: dict[str, Any]) -> dict[str, Any]:
+    """An A100 node registered in MIG mode: the register annotation lists the cards' MIG
+    profiles, which registered_node's T4-style cards do not have."""
     listed = list(cards) or [card()]
     return {
         "metadata": {
@@ -48,6 +50,9 @@ def pod(
     init: tuple[dict[str, Any], ...] = (),
     mode: str | None = None,
 ) -> dict[str, Any]:
+    """A pod of containers c<i> (and init containers i<i>) with `limits`, its vGPU mode annotated
+    when given; uid and name are `name`."""
+
     def ctr(prefix: str, i: int, lim: dict[str, Any]) -> dict[str, Any]:
         return {"name": f"{prefix}{i}", "resources": {"limits": lim}}
 

@@ -32,6 +32,7 @@ def container(name: str, limits: dict[str, str] | None = None, **env: Any) -> di
 
 
 def pod(*containers: dict[str, Any]) -> dict[str, Any]:
+    """submitted_pod of `containers` in namespace ns."""
     return submitted_pod(*containers, namespace="ns")
 
 

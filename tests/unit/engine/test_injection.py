@@ -14,6 +14,7 @@ from hami.engine.injection import (
 )
 from hami.engine.jsonpatch import diff
 from hami.engine.model import ContainerDevice
+from tests.builders import submitted_pod
 
 GKE = AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke")))
 STANDALONE = AdmissionConfig(
@@ -28,10 +29,9 @@ STANDALONE = AdmissionConfig(
 def pod(
     *containers: dict[str, Any], init: tuple[dict[str, Any], ...] = (), **meta: Any
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": list(containers)}
-    if init:
-        spec["initContainers"] = list(init)
-    return {"metadata": {"name": "p", **meta}, "spec": spec}
+    """submitted_pod of `containers` and `init` containers, `meta` in its metadata."""
+    spec: dict[str, Any] = {"initContainers": list(init)} if init else {}
+    return submitted_pod(*containers, metadata=meta, **spec)
 
 
 def gpu(name: str = "cuda", mem: int = 1000, **extra: Any) -> dict[str, Any]:

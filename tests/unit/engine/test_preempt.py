@@ -16,6 +16,7 @@ T4 = 15360
 
 
 def node(name: str, cards: int = 4, split: int = 10) -> NodeState:
+    """The engine's NodeState of `cards` T4s (not a Node object: preemption is decided on it)."""
     devices = [
         DeviceInfo(f"{name}-{i}", i, split, T4, 100, "NVIDIA-Tesla T4") for i in range(cards)
     ]

@@ -101,6 +101,8 @@ async def test_a_silent_watch_is_abandoned(serve: Serve) -> None:
 
 
 def pod(name: str, rv: str) -> dict[str, Any]:
+    """Only what a list or watch of pods carries that the client reads: identity and
+    resourceVersion."""
     return {"metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": rv}}
 
 
@@ -301,6 +303,7 @@ async def test_an_expired_continue_token_relists_from_the_start(serve: Serve) ->
 
 
 def gpu_pod(name: str, rv: str, node: str) -> dict[str, Any]:
+    """pod() with our allocation on `node`, as the watch shows a bound GPU pod."""
     obj = pod(name, rv)
     obj["metadata"]["annotations"] = {
         "hami.io/vgpu-node": node,

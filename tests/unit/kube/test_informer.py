@@ -20,6 +20,7 @@ from hami.kube.informer import (
 
 
 def pod(uid: str, rv: str, **metadata: Any) -> dict[str, Any]:
+    """Only what the informer reads of an object: identity and resourceVersion."""
     return {
         "kind": "Pod",
         "metadata": {"name": "p", "namespace": "ns", "uid": uid, "resourceVersion": rv, **metadata},

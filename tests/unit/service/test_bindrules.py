@@ -9,6 +9,7 @@ from hami.service.bindrules import Budget, Found, PodState, go_duration, read_ba
 
 
 def pod(uid: str = "u1", node: str = "", deleting: bool = False) -> dict[str, Any]:
+    """Only what the bind rules read of a pod: who it is, its node, whether it is being deleted."""
     metadata: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": uid}
     if deleting:
         metadata["deletionTimestamp"] = "2026-12-04T10:00:00Z"

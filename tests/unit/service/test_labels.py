@@ -8,6 +8,8 @@ from hami.service.labels import missing_label
 
 
 def pod(annotation: str | None, node: str | None, label: str | None, phase: str = "Pending") -> Any:
+    """A pod by where its node is written (our annotation, the Binding's label, spec.nodeName),
+    the three things the label mender compares."""
     return {
         "metadata": {
             "annotations": {"hami.io/vgpu-node": annotation} if annotation else {},

@@ -25,6 +25,8 @@ REJECTED = (
 
 
 def pod(uid: str, message: str = REJECTED, phase: str = "Failed") -> dict[str, Any]:
+    """A pod as the kubelet leaves one our device plugin refused at admission: Failed with
+    UnexpectedAdmissionError, no spec needed."""
     return {
         "metadata": {
             "namespace": "ns",

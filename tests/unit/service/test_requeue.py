@@ -19,6 +19,7 @@ def refused(uid: str) -> FilterOutcome:
 
 
 def pod(uid: str, node: str = "") -> dict[str, object]:
+    """Only what the requeuer reads of a pod: its uid, node and phase."""
     return {"metadata": {"uid": uid}, "spec": {"nodeName": node}, "status": {"phase": "Pending"}}
 
 

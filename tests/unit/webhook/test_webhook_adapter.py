@@ -23,6 +23,7 @@ from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
 from hami.runtime.bodies import MAX_BODY
 from hami.service.admission import AdmissionService
+from tests.builders import container, submitted_pod
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"
@@ -33,21 +34,11 @@ Obj = dict[str, Any]
 
 
 def gpu_pod(**extra_container: Any) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "gpu", "namespace": "team-a"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "cuda",
-                    "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                    "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
-                    **extra_container,
-                }
-            ]
-        },
-    }
+    """submitted_pod gpu of team-a, its cuda container on a share of one card, with
+    `extra_container`'s fields."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
+    cuda = container(limits, "cuda", image="nvidia/cuda:12.4.1-base-ubuntu22.04", **extra_container)
+    return submitted_pod(cuda, name="gpu", namespace="team-a")
 
 
 def plain_pod() -> Obj:

@@ -9,6 +9,7 @@ import orjson
 
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
+from tests.builders import submitted_pod
 
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
@@ -40,7 +41,8 @@ def gpu(n: object = 1, **extra: Any) -> dict[str, Any]:
 
 
 def pod(*containers: dict[str, Any], **metadata: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "p", **metadata}, "spec": {"containers": list(containers)}}
+    """submitted_pod of `containers`, `metadata` in its metadata."""
+    return submitted_pod(*containers, metadata=metadata)
 
 
 def worst() -> Iterator[tuple[str, bytes, bool]]:

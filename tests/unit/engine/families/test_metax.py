@@ -28,6 +28,7 @@ BINPACK, SPREAD = NodePolicy.BINPACK, NodePolicy.SPREAD
 
 
 def node(count: str | None = "4", **annotations: str) -> NodeFacts:
+    """The family's NodeFacts (not a Node object): MetaX's count capacity and `annotations`."""
     capacity = {} if count is None else {"metax-tech.com/gpu": count}
     return NodeFacts("n1", capacity, annotations=annotations)
 

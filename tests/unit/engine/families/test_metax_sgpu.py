@@ -562,6 +562,7 @@ def test_annotations_written_for_the_device_plugin() -> None:
 
 
 def pod(**annotations: str) -> dict[str, object]:
+    """Only the annotations the family reads of a pod."""
     return {"metadata": {"annotations": annotations}}
 
 

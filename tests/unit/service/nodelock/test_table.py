@@ -7,6 +7,7 @@ from hami.service.nodelock.table import NodeLocks
 
 
 def node(name: str, lock: str | None, version: str = "") -> dict[str, object]:
+    """Only what the lock table reads of a node: its lock annotation and resourceVersion."""
     annotations = {"hami.io/mutex.lock": lock} if lock else {}
     return {"metadata": {"name": name, "annotations": annotations, "resourceVersion": version}}
 
