@@ -19,21 +19,19 @@ from typing import Any
 
 import pytest
 
+from tests.builders import container, submitted_pod
+
 from .kube import Kube
 
 pytestmark = pytest.mark.e2e
 
 DENIED = 'admission webhook "vgpu.hami.io" denied the request: GPU pod refused'
-WHOLE_CARD = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "100"}}
+WHOLE_CARD = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "100"}
 
 
 def gpu_pod(name: str, scheduler: str = "", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"containers": [{"name": "cuda", "image": "busybox", "resources": WHOLE_CARD}]},
-    }
+    pod = submitted_pod(container(WHOLE_CARD, "cuda"), name=name)
+    pod["metadata"]["labels"] = labels or {}
     if scheduler:
         pod["spec"]["schedulerName"] = scheduler
     return pod

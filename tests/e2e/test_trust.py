@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import container, submitted_pod
 from tests.e2e.lab12 import STANDALONE
 
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
@@ -42,15 +43,7 @@ FULL = ("CardInsufficientMemory", "CardInsufficientCore", "ExclusiveDeviceAlloca
 
 
 def pod(name: str, limits: dict[str, str] = WHOLE_CARD, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}],
-            **spec,
-        },
-    }
+    return submitted_pod(container(limits, "cuda"), name=name, **spec)
 
 
 def create(kube: Kube, obj: dict[str, Any], namespace: str, *user: str) -> None:

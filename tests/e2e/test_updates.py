@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import container, submitted_pod
+
 from .cluster import ControlPlane
 from .kube import Kube
 
@@ -48,16 +50,9 @@ def match_conditions(request: pytest.FixtureRequest, control_plane: ControlPlane
 
 
 def pending_pod(name: str, gpu: bool = True) -> dict[str, Any]:
-    resources = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}} if gpu else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulingGates": [GATE],
-            "containers": [{"name": "cuda", "image": "busybox", "resources": resources}],
-        },
-    }
+    """submitted_pod held by GATE, its container asking for a share of one card unless not `gpu`."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"} if gpu else None
+    return submitted_pod(container(limits, "cuda"), name=name, schedulingGates=[GATE])
 
 
 def patch(
