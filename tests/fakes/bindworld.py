@@ -94,17 +94,39 @@ def world(
     leader = AlwaysLeader()
     failures: list[str] = []
     ended: list[Ended] = []
-    bind = Binder(
+    bind = binder_over(
         api,
         cache,
-        EventRecorder(api, rate=0),
-        now=lambda: NOW,
-        locks=locks,
-        leadership=leader,
+        locks,
         budget=budget,
+        leadership=leader,
         on_failure=failures.append,
         on_unknown=ended.append,
         before_binding=before_binding(api) if before_binding else None,
         **binder,
     )
     return World(api, cache, leader, bind, failures, ended)
+
+
+def binder_over(
+    api: FakeKube,
+    cache: ClusterCache,
+    locks: NodeLocks,
+    *,
+    now: datetime = NOW,
+    budget: Budget = BUDGET,
+    leadership: AlwaysLeader | None = None,
+    **binder: Any,
+) -> Binder:
+    """A Binder over `api` and `cache` at `now`, always the leader, its events posted at once;
+    `binder`: its other arguments."""
+    return Binder(
+        api,
+        cache,
+        EventRecorder(api, rate=0),
+        now=lambda: now,
+        locks=locks,
+        leadership=leadership or AlwaysLeader(),
+        budget=budget,
+        **binder,
+    )

@@ -2,22 +2,16 @@
 lock (the one HAMi's plugins share), the family's allocation annotations in the Binding, and
 HAMi's bind phase; no NVIDIA key."""
 
-from datetime import UTC, datetime
-
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.families.hygon import HYGON
-from hami.kube.events import EventRecorder
-from hami.kube.leader import AlwaysLeader
-from hami.service.binding import Binder
-from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import decode_node_lock
 from hami.service.placement import Placement
 from tests.builders import family_node, family_pod, sample_card
+from tests.fakes.bindworld import binder_over
 from tests.fakes.kubeapi import FakeKube
 
-NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
 WIRE = HYGON.wire
 
 
@@ -32,15 +26,7 @@ async def test_a_dcu_pod_is_filtered_and_bound_with_hygons_annotations() -> None
     cache.upsert_pod(pod)
     out = Placement(cache).filter(pod, ["n"])
     assert out.node_names == ["n"], out
-    binder = Binder(
-        api,
-        cache,
-        EventRecorder(api, rate=0),
-        now=lambda: NOW,
-        locks=locks,
-        leadership=AlwaysLeader(),
-        budget=Budget(total=3.0, verify=0.2, binding=0.2, write=0.2),
-    )
+    binder = binder_over(api, cache, locks)
     await binder.bind("ns", "p", "uid-p", "n")
     bound = api.get("pods", "p", "ns")
     assert bound is not None and bound["spec"]["nodeName"] == "n"

@@ -14,16 +14,14 @@ from hami.engine.families.hygon import HYGON
 from hami.engine.model import ContainerDevice
 from hami.engine.names import NODE_LOCK
 from hami.kube.errors import KubeError
-from hami.kube.events import EventRecorder
-from hami.kube.leader import AlwaysLeader
 from hami.service.binderrors import BindError, BindFailure
 from hami.service.binding import Binder
-from hami.service.bindrules import Budget
 from hami.service.nodelock.rules import Action, Reason, decide_lock
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import decode_node_lock, family_lock, family_locks, lock_keys
 from hami.service.placement import Placement
 from tests.builders import family_pod
+from tests.fakes.bindworld import binder_over
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.families_samples import SAMPLE_ALLOCATABLE
 
@@ -94,16 +92,7 @@ def setup(*pods: str, **annotations: str) -> tuple[FakeKube, Binder]:
         pod = api.add("pods", family_pod(name, CAMBRICON))
         cache.upsert_pod(pod)
         assert Placement(cache).filter(pod, ["n"]).node_names == ["n"]
-    binder = Binder(
-        api,
-        cache,
-        EventRecorder(api, rate=0),
-        now=lambda: NOW,
-        locks=locks,
-        leadership=AlwaysLeader(),
-        budget=Budget(total=3.0, verify=0.2, binding=0.2, write=0.2),
-        lock_wait=1.0,
-    )
+    binder = binder_over(api, cache, locks, now=NOW, lock_wait=1.0)
     return api, binder
 
 
