@@ -4,6 +4,7 @@ Each builder gives the smallest object the product reads as the real thing (a No
 device plugin registers it, a Pod as kube-apiserver holds it); a test adds what it is about.
 """
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -241,3 +242,11 @@ def submitted_gpu_pod(*sidecars: Obj, namespace: str = "team", **spec: Any) -> O
     `sidecars`."""
     cuda = container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, "cuda")
     return submitted_pod(cuda, *sidecars, namespace=namespace, **spec)
+
+
+def gpu_manifest(name: str, mem: int = 1000, *, node: str = "") -> str:
+    """kubectl's manifest of a submitted pod whose cuda container asks for `mem` MiB of one
+    card, held to `node` by its hostname label when one is given."""
+    cuda = container({"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}, "cuda")
+    spec: Obj = {"nodeSelector": {"kubernetes.io/hostname": node}} if node else {}
+    return json.dumps(submitted_pod(cuda, name=name, **spec))

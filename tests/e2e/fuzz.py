@@ -52,6 +52,8 @@ def _container(rng: random.Random, name: str) -> dict[str, Any]:
 
 
 def _pod(rng: random.Random) -> dict[str, Any]:
+    """A random pod as the fuzzer sends it: random containers and, sometimes, a policy or an
+    annotation only the scheduler may write."""
     containers = [_container(rng, f"c{i}") for i in range(rng.choice((1, 1, 2, 3)))]
     annotations = {}
     if rng.random() < 0.3:

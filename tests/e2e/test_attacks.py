@@ -32,6 +32,8 @@ FOUR_CARDS = "".join(f"GPU-{{node}}-{i},NVIDIA,15360,100:" for i in range(4)) + 
 
 
 def gpu_pod(name: str, *, whole_card: bool = False, labels: str = "") -> str:
+    """kubectl's manifest of a GPU pod (a share or a whole card), `labels` spliced into its
+    metadata as flow-style YAML."""
     memory = "nvidia.com/gpumem-percentage: 100" if whole_card else "nvidia.com/gpumem: 1000"
     return f"""\
 apiVersion: v1

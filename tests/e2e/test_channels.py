@@ -19,13 +19,15 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import container, submitted_pod
+
 from .cluster import ControlPlane
 from .kube import Kube, wait_for
 
 pytestmark = pytest.mark.e2e
 
 DENIED = 'admission webhook "vgpu.hami.io" denied the request: GPU pod refused'
-GPU = {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}
+GPU = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
 # What a GPU-less container of a GPU pod leaves with (hami.engine.pins).
@@ -35,13 +37,9 @@ SIDECAR_PINS = [VISIBLE_NONE, {"name": "NVIDIA_NVSWITCH", "value": "disabled"}]
 def gpu_pod(
     *sidecars: dict[str, Any], annotations: dict[str, str] | None = None, **spec: Any
 ) -> dict[str, Any]:
-    cuda = {"name": "cuda", "image": "busybox", "resources": GPU}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "annotations": annotations or {}},
-        "spec": {"containers": [cuda, *sidecars], **spec},
-    }
+    """submitted_pod p: its cuda container on a share of one card, then `sidecars`."""
+    cuda = container(GPU, "cuda")
+    return submitted_pod(cuda, *sidecars, metadata={"annotations": annotations or {}}, **spec)
 
 
 def mounting(path: str, read_only: bool) -> dict[str, Any]:
@@ -134,7 +132,7 @@ REFUSED = {
     "dra-claim": (
         in_cuda(
             gpu_pod(resourceClaims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]),
-            resources={**GPU, "claims": [{"name": "gpus"}]},
+            resources={"limits": GPU, "claims": [{"name": "gpus"}]},
         ),
         "spec.resourceClaims[0] (gpus) names ResourceClaimTemplate two-gpus, whose DeviceClass "
         "could not be read (there is none in the namespace yet)",

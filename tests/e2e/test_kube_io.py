@@ -91,6 +91,9 @@ async def make_node(client: Kube) -> AsyncIterator[Callable[[], Awaitable[str]]]
 
 @pytest.fixture
 def make_pod(client: Kube, namespace: str) -> Callable[..., Awaitable[Obj]]:
+    """Creates pods through the client under test (not kubectl), of a scheduler that is not
+    running, so that they stay as created."""
+
     async def make(name: str, **labels: str) -> Obj:
         body = {
             "metadata": {"name": name, "labels": labels},

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests import applog
+from tests.builders import gpu_manifest
 
 from .cluster import AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for
@@ -43,21 +44,6 @@ def forge_hami_annotations(
 
 def lock_value(namespace: str, pod: str, age: timedelta) -> str:
     return f"{(datetime.now(UTC) - age).strftime('%Y-%m-%dT%H:%M:%SZ')},{namespace},{pod}"
-
-
-def gpu_pod(name: str, node: str) -> str:
-    return f"""\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-spec:
-  nodeSelector: {{kubernetes.io/hostname: {node}}}
-  containers:
-  - name: cuda
-    image: busybox
-    resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}}}}
-"""
 
 
 def holder_pod(name: str, node: str | None = None, finalizer: str | None = None) -> str:
@@ -95,7 +81,7 @@ def assert_binds_promptly(
     control_plane: ControlPlane, kube: Kube, namespace: str, node: str, reason: str
 ) -> None:
     start = time.monotonic()
-    kube.apply(gpu_pod("next", node), namespace)
+    kube.apply(gpu_manifest("next", node=node), namespace)
     kube.wait_ready(namespace, ["next"], timeout=PROMPTLY)
     took = time.monotonic() - start
     assert kube.pod(namespace, "next")["spec"]["nodeName"] == node
@@ -113,7 +99,7 @@ def test_lock_of_a_pod_that_runs_on_another_node_is_reclaimed_at_once(
     a, b = t4_node("reclaim-a"), t4_node("reclaim-b")
     nodesim(a, b)
     # What the killed bind leaves: the pod, placed again, runs on B; A's lock still names it.
-    kube.apply(gpu_pod("moved", b.name), namespace)
+    kube.apply(gpu_manifest("moved", node=b.name), namespace)
     kube.wait_ready(namespace, ["moved"])
     forge_hami_annotations(
         kube, "node", a.name, {LOCK: lock_value(namespace, "moved", timedelta(seconds=30))}
@@ -204,7 +190,7 @@ def test_expired_lock_of_a_pod_awaiting_allocate_is_kept_until_the_plugin_is_don
     lock = lock_value(namespace, "holder", timedelta(minutes=6))
     forge_hami_annotations(kube, "node", node.name, {LOCK: lock})
 
-    kube.apply(gpu_pod("next", node.name), namespace)
+    kube.apply(gpu_manifest("next", node=node.name), namespace)
     messages = wait_for(
         lambda: bind_failures(kube, namespace, "next"), timeout=60, what="a BindingFailed event"
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import gpu_manifest
 from tests.builders.chart import ADMISSION_POLICY_REFUSED
 from tests.reference.geometries import A100_40GB
 
@@ -34,19 +35,6 @@ NODE = "mig-a100"
 CARD = f"GPU-{NODE}-0"
 MIG = "hami.io/vgpu-mig-allocations"
 PENDING = "0/1 nodes are available: 1 1/1 CardMigTopologyInfeasible."
-
-
-def pod(name: str, memory: int) -> str:
-    return f"""\
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  containers:
-  - name: cuda
-    image: busybox
-    resources: {{limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: {memory}}}}}
-"""
 
 
 def plan(kube: Kube, namespace: str, name: str) -> list[tuple[str, int, int, bool]]:
@@ -75,11 +63,11 @@ def test_the_issues_worked_example_as_hami_places_it(
     control_plane: ControlPlane, kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
     nodesim(a100_mig_node(NODE))
-    kube.apply(pod("mig-a", 15000), namespace)
+    kube.apply(gpu_manifest("mig-a", 15000), namespace)
     kube.wait_ready(namespace, ["mig-a"])
-    kube.apply(pod("mig-b", 4000), namespace)
+    kube.apply(gpu_manifest("mig-b", 4000), namespace)
     kube.wait_ready(namespace, ["mig-b"])
-    kube.apply(pod("mig-c", 15000), namespace)
+    kube.apply(gpu_manifest("mig-c", 15000), namespace)
     message = wait_for(
         lambda: kube.pod_scheduled_message(namespace, "mig-c") or "",
         timeout=60,
@@ -121,7 +109,7 @@ def test_the_issues_worked_example_as_hami_places_it(
     # After a restart the instances are read back from the pods: the next 1g.5gb goes to
     # slice 2, the highest one free.
     control_plane.restart_app()
-    kube.apply(pod("mig-d", 4000), namespace)
+    kube.apply(gpu_manifest("mig-d", 4000), namespace)
     kube.wait_ready(namespace, ["mig-d"])
     assert plan(kube, namespace, "mig-d") == [("1g.5gb", 2, 1, True)]
 
@@ -198,7 +186,7 @@ def test_the_stand_in_plugin_refuses_a_missing_or_overlapping_plan(
     kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
     nodesim(a100_mig_node(NODE))
-    kube.apply(pod("holder", 15000), namespace)
+    kube.apply(gpu_manifest("holder", 15000), namespace)
     kube.wait_ready(namespace, ["holder"])
     assert plan(kube, namespace, "holder") == [("3g.20gb", 4, 4, True)]
 
@@ -216,7 +204,7 @@ def test_only_the_device_plugin_may_record_instances_in_a_plan(
     kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
 ) -> None:
     nodesim(a100_mig_node(NODE))
-    kube.apply(pod("holder", 4000), namespace)
+    kube.apply(gpu_manifest("holder", 4000), namespace)
     kube.wait_ready(namespace, ["holder"])
     written = kube.pod_annotation(namespace, "holder", MIG) or ""
     moved = written.replace('"start":6', '"start":0')
@@ -240,7 +228,7 @@ def test_a_card_fills_to_its_last_slice_as_hami_fills_it(
     nodesim(a100_mig_node(NODE, A100_40GB))
     names = [f"slice-{i}" for i in range(7)]
     for name in names:
-        kube.apply(pod(name, 4000), namespace)
+        kube.apply(gpu_manifest(name, 4000), namespace)
     kube.wait_ready(namespace, names, timeout=180)
     # Made by the stand-in device plugin from our plans, which it found complete and disjoint.
     starts = sorted(plan(kube, namespace, n)[0][1] for n in names)

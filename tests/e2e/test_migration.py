@@ -48,6 +48,7 @@ from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
+from tests.builders import gpu_manifest
 from tests.builders.chart import CHART, EXTENDER, Obj, container, helm
 from tests.e2e.chartrun import (
     BOOTSTRAP_FLAGS,
@@ -127,21 +128,6 @@ def lease(namespace: str, holder: str) -> str:
             },
         }
     )
-
-
-def gpu_pod(name: str, mib: int, node: str | None = None) -> str:
-    spec: Obj = {
-        "containers": [
-            {
-                "name": "cuda",
-                "image": "busybox",
-                "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mib}},
-            }
-        ]
-    }
-    if node:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
 
 
 class Hami:
@@ -319,13 +305,13 @@ def migrate(
     placed: dict[str, str] = {}
     for pod, node, card in (("hami-a0", a, f"GPU-{a}-0"), ("hami-a1", a, f"GPU-{a}-1"),
                             ("hami-b0", b, f"GPU-{b}-0")):  # fmt: skip
-        kube.apply(gpu_pod(pod, MIB, node), namespace)
+        kube.apply(gpu_manifest(pod, MIB, node=node), namespace)
         placed[pod] = hami.place(pod, node, card)[DEVICES_ALLOCATED]
         kube.wait_ready(namespace, [pod], timeout=60)
     # HAMi <= v2.7 gave up node b's handshake.
     kube("annotate", *AS_PLUGIN, "--overwrite", "node", b, f"{HANDSHAKE}=Deleted_2025-08-18")
     # HAMi's last bind: allocation, lock and Binding written; the device plugin not done.
-    kube.apply(gpu_pod("hami-inflight", MIB, a), namespace)
+    kube.apply(gpu_manifest("hami-inflight", MIB, node=a), namespace)
     placed["hami-inflight"] = hami.place("hami-inflight", a, f"GPU-{a}-2")[DEVICES_ALLOCATED]
     held = kube.get("node", a)["metadata"]["annotations"][NODE_LOCK]
     assert held.endswith(f",{namespace},hami-inflight")
@@ -337,8 +323,8 @@ def migrate(
         timeout=30,
         what="ours to take HAMi's Lease",
     )
-    kube.apply(gpu_pod("new-0", NEW_MIB), namespace)
-    kube.apply(gpu_pod("new-1", NEW_MIB), namespace)
+    kube.apply(gpu_manifest("new-0", NEW_MIB), namespace)
+    kube.apply(gpu_manifest("new-1", NEW_MIB), namespace)
     kube.wait_ready(namespace, ["hami-inflight", "new-0", "new-1"], timeout=120)
     for pod in ("hami-a0", "hami-a1", "hami-b0", "hami-inflight"):
         assert allocation(kube, namespace, pod) == placed[pod], pod

@@ -51,6 +51,8 @@ FINALIZER = "e2e.hami.io/terminating"
 
 
 def gpu_pod(name: str, mem: int, priority: str, policy: str = "binpack", card: str = "") -> str:
+    """kubectl's manifest of a pod of priority class hami-e2e-<priority> under `policy`, pinned
+    to `card` when given; a low one lingers behind FINALIZER so that its eviction can be seen."""
     pin = f", nvidia.com/use-gpuuuid: {card}" if card else ""
     lingers = f"\n  finalizers: [{FINALIZER}]" if priority == "low" else ""
     return f"""\

@@ -39,6 +39,8 @@ spec:
 
 
 def pod(name: str, limits: str, annotations: str = "{}") -> str:
+    """kubectl's manifest of a pod whose limits and annotations are YAML as the quota tests write
+    them (flow style, quantities as typed)."""
     return f"""\
 apiVersion: v1
 kind: Pod
