@@ -172,33 +172,33 @@ def sample_node(name: str, family: Family, **annotations: str) -> Obj:
 
 def allocated_pod(
     uid: str,
-    card: str = "GPU-0",
-    mem: int = 1000,
+    card: str | None = "GPU-0",
+    mem: int | None = 1000,
     *,
-    bound: bool = True,
+    gpus: int = 1,
+    node: str | None = "n",
+    written_node: str = "n",
+    scheduler: str = "hami-scheduler",
     phase: str = "Running",
 ) -> Obj:
-    """A pod (name and uid `uid`) holding `mem` MiB of `card` on node n, as our bind writes it:
-    the allocation annotations and the request they were written for; unbound when not
-    `bound` (annotated by a bind that never posted the Binding)."""
-    return {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": mem}},
-                }
-            ],
-            **({"nodeName": "n"} if bound else {}),
-        },
-        "status": {"phase": phase},
+    """A GPU pod (name and uid `uid`) on `node`, holding `mem` MiB of `card` (None: whole cards)
+    by the allocation annotations our bind writes, for `written_node`, and asking for what they
+    were written for. `card` None: no allocation (another scheduler's pod); `node` None:
+    unbound (annotated by a bind that never posted the Binding)."""
+    limits: Obj = {"nvidia.com/gpu": gpus}
+    if mem is not None:
+        limits["nvidia.com/gpumem"] = mem
+    metadata: Obj = {"uid": uid, "namespace": "ns", "name": uid}
+    if card is not None:
+        share = ContainerDevice(card, mem or T4_MIB, 0 if mem else 100)
+        metadata["annotations"] = allocation_annotations(written_node, ((share,),), 0)
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"limits": limits}}],
     }
+    if node is not None:
+        spec["nodeName"] = node
+    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
 
 
 def pending_pod(uid: str) -> Obj:

@@ -99,7 +99,7 @@ def test_refilter_releases_what_an_unbound_pod_held() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(
-        allocated_pod("a", bound=False)
+        allocated_pod("a", node=None)
     )  # annotated by a bind that never posted the Binding
     cache.upsert_pod(allocated_pod("b"))
     cache.release_unbound("a")

@@ -20,7 +20,7 @@ from hami.engine.outside import kubelet_gpus
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import encode_node_lock
-from tests.builders import registered_node, t4s
+from tests.builders import allocated_pod, registered_node, t4s
 from tests.fakes.clock import Clock
 
 CARDS = t4s(4)
@@ -31,33 +31,6 @@ def node(name: str = "n", cards: tuple[DeviceInfo, ...] = CARDS, lock: str = "")
     """A registered node; `lock`: the pod its node lock names."""
     annotations = {"hami.io/mutex.lock": encode_node_lock(_now(), "ns", lock)} if lock else {}
     return registered_node(name, cards, **annotations)
-
-
-def gpu_pod(
-    uid: str,
-    card: str | None = "GPU-0",
-    *,
-    mem: int | None = 1000,
-    gpus: int = 1,
-    on: str | None = "n",
-    written_node: str = "n",
-    scheduler: str = "hami-scheduler",
-) -> dict[str, Any]:
-    """A GPU pod; `card` None: no allocation; `mem` None: whole cards; `on` None: unbound."""
-    limits: dict[str, Any] = {"nvidia.com/gpu": gpus}
-    if mem is not None:
-        limits["nvidia.com/gpumem"] = mem
-    meta: dict[str, Any] = {"uid": uid, "namespace": "ns", "name": uid}
-    if card is not None:
-        share = ContainerDevice(card, mem or 15360, 0 if mem else 100)
-        meta["annotations"] = allocation_annotations(written_node, ((share,),), 0)
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "c", "resources": {"limits": limits}}],
-    }
-    if on is not None:
-        spec["nodeName"] = on
-    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
 
 
 def edited(pod: dict[str, Any], annotations: dict[str, str | None]) -> dict[str, Any]:
@@ -87,7 +60,7 @@ class Told:
 def whole_card_tenant(told: Told | None = None) -> tuple[ClusterCache, dict[str, Any]]:
     cache = ClusterCache(Clock(), on_edit_ignored=told)
     cache.replace_nodes([node()])
-    tenant = gpu_pod("tenant", "GPU-0", mem=None)
+    tenant = allocated_pod("tenant", "GPU-0", mem=None)
     cache.upsert_pod(tenant)
     assert cards(cache)["GPU-0"] == WHOLE
     return cache, tenant
@@ -167,10 +140,10 @@ def test_what_the_device_plugin_and_the_kubelet_record_later_still_counts() -> N
 @pytest.mark.parametrize(
     ("pod", "why"),
     [
-        (gpu_pod("x", None, mem=None, scheduler="volcano"), "bound by volcano without an"),
-        (gpu_pod("x", None, mem=None, scheduler=""), "bound by default-scheduler"),
-        (gpu_pod("x", "GPU-9"), "which node n does not have"),
-        (gpu_pod("x", "GPU-0", written_node="other"), "allocated on node other but"),
+        (allocated_pod("x", None, mem=None, scheduler="volcano"), "bound by volcano without an"),
+        (allocated_pod("x", None, mem=None, scheduler=""), "bound by default-scheduler"),
+        (allocated_pod("x", "GPU-9"), "which node n does not have"),
+        (allocated_pod("x", "GPU-0", written_node="other"), "allocated on node other but"),
     ],
 )
 def test_a_bound_gpu_pod_without_an_allocation_of_ours_counts_as_whole_cards(
@@ -178,7 +151,7 @@ def test_a_bound_gpu_pod_without_an_allocation_of_ours_counts_as_whole_cards(
 ) -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([node()])
-    cache.upsert_pod(gpu_pod("ours", "GPU-3"))  # the least used cards are taken first
+    cache.upsert_pod(allocated_pod("ours", "GPU-3"))  # the least used cards are taken first
     cache.upsert_pod(pod)
     assert cards(cache) == {
         "GPU-0": Usage(),
@@ -197,15 +170,15 @@ def test_whole_cards_fill_the_node_and_then_over_commit_it_as_it_is() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([node()])
     for i in range(3):
-        cache.upsert_pod(gpu_pod(f"ours-{i}", f"GPU-{i}", mem=14000))
-    cache.upsert_pod(gpu_pod("two", None, mem=None, gpus=2, scheduler="other"))
+        cache.upsert_pod(allocated_pod(f"ours-{i}", f"GPU-{i}", mem=14000))
+    cache.upsert_pod(allocated_pod("two", None, mem=None, gpus=2, scheduler="other"))
     # One free card, then the least used of the rest.
     assert cards(cache)["GPU-3"] == WHOLE
     assert cards(cache)["GPU-2"] == Usage(2, 14000 + 15360, 100)
     both = ((ContainerDevice("GPU-2", 0, 0), ContainerDevice("GPU-3", 0, 0)),)
     assert cache.overcommitted("n", both) == ["GPU-2 (29360 MiB counted of 15360)"]
     # More than the node has: at most every card once.
-    cache.upsert_pod(gpu_pod("eight", None, mem=None, gpus=8, scheduler="other"))
+    cache.upsert_pod(allocated_pod("eight", None, mem=None, gpus=8, scheduler="other"))
     assert sum(u.used for u in cards(cache).values()) == 3 + 2 + 4
 
 
@@ -214,7 +187,7 @@ def test_an_unbound_allocation_counts_only_while_the_node_lock_names_the_pod() -
     cache = ClusterCache(Clock(), on_release=freed.append, locks=NodeLocks())
     cache.replace_nodes([node()])
     freed.clear()
-    squat = gpu_pod("squat", "GPU-0", mem=None, gpus=1, on=None)
+    squat = allocated_pod("squat", "GPU-0", mem=None, gpus=1, node=None)
     cache.upsert_pod(squat)
     assert all(u == Usage() for u in cards(cache).values()), "no bind of anyone holds it"
     # A bind that writes the allocation before its Binding (HAMi, an older release) holds it.
@@ -225,7 +198,7 @@ def test_an_unbound_allocation_counts_only_while_the_node_lock_names_the_pod() -
     cache.upsert_node(node(lock="other"))
     assert cards(cache)["GPU-0"] == Usage() and freed == ["n"]
     cache.upsert_node(locked)
-    cache.upsert_pod(gpu_pod("squat", "GPU-0", mem=None))  # the Binding landed: fixed now
+    cache.upsert_pod(allocated_pod("squat", "GPU-0", mem=None))  # the Binding landed: fixed now
     cache.upsert_node(node())
     assert cards(cache)["GPU-0"] == WHOLE
 
@@ -239,7 +212,9 @@ def _now() -> Any:
 def test_cards_a_node_registers_later_decide_how_its_pods_count() -> None:
     """Pods may come before their node, and a node may lose a card: the count follows."""
     cache = ClusterCache(Clock())
-    cache.replace_pods([gpu_pod("a", "GPU-3", mem=None), gpu_pod("b", "GPU-9", mem=None)])
+    cache.replace_pods(
+        [allocated_pod("a", "GPU-3", mem=None), allocated_pod("b", "GPU-9", mem=None)]
+    )
     cache.replace_nodes([node()])
     assert cards(cache) == {"GPU-0": Usage(), "GPU-1": Usage(), "GPU-2": WHOLE, "GPU-3": WHOLE}
     assert [c.name for c in cache.outside("n")] == ["b"]
@@ -253,7 +228,7 @@ def test_an_allocation_written_after_a_bare_bind_is_ignored() -> None:
     told = Told()
     cache = ClusterCache(Clock(), on_edit_ignored=told)
     cache.replace_nodes([node()])
-    bare = gpu_pod("bare", None, mem=None, scheduler="other")
+    bare = allocated_pod("bare", None, mem=None, scheduler="other")
     cache.upsert_pod(bare)
     claimed = edited(
         bare, {"hami.io/vgpu-node": "n", "hami.io/vgpu-devices-allocated": "GPU-0,NVIDIA,1,0:;"}
@@ -272,7 +247,7 @@ def test_an_allocation_written_after_a_bare_bind_is_ignored() -> None:
 def test_a_pod_whose_gpus_are_not_devices_of_the_kubelet_counts_nothing_outside() -> None:
     cache = ClusterCache(Clock())
     cache.replace_nodes([node()])
-    cache.upsert_pod(gpu_pod("none", None, mem=1000, gpus=0, scheduler="other"))
+    cache.upsert_pod(allocated_pod("none", None, mem=1000, gpus=0, scheduler="other"))
     assert list(cache.outside()) == [] and all(u == Usage() for u in cards(cache).values())
 
 
@@ -324,7 +299,9 @@ def test_any_order_of_events_counts_the_same_as_a_fresh_list(
     """What a restarted scheduler counts equals what the running one counts, outside pods and
     their whole cards included: their cards depend on the node's usage, not on event order."""
     pods = [
-        gpu_pod(f"p{i}", card, mem=mem, gpus=n if card is None else 1, on="n" if bound else None)
+        allocated_pod(
+            f"p{i}", card, mem=mem, gpus=n if card is None else 1, node="n" if bound else None
+        )
         for i, (card, mem, n, bound) in enumerate(shapes)
     ]
     live = ClusterCache(Clock())
