@@ -333,9 +333,10 @@ def validate(s: Settings) -> None:
     device_config(s)
 
 
-def device_config(s: Settings) -> DeviceConfig:
+def device_config(s: Settings, *, nvidia_flags: bool = True) -> DeviceConfig:
     """The device families the process schedules: --device-config-file's, or the chart's
-    defaults without one."""
+    defaults without one. With `nvidia_flags` (serve's), the file's NVIDIA defaults must be the
+    settings' (--default-memory and the others)."""
     if not s.device_config_file:
         return chart_device_config(
             s.ascend_runtime_class_name, s.ascend_hami_vnpu_core, enabled_families(s)
@@ -350,7 +351,11 @@ def device_config(s: Settings) -> DeviceConfig:
                 "vnpus.hamiVnpuCore in the file instead"
             )
     try:
-        config = read_device_config(s.device_config_file, resource_defaults(s), enabled_families(s))
+        config = read_device_config(
+            s.device_config_file,
+            resource_defaults(s) if nvidia_flags else None,
+            enabled_families(s),
+        )
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
     if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):

@@ -37,6 +37,7 @@ import aiohttp
 import orjson
 import pytest
 
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests.e2e.cluster import ControlPlane, Process, ensure_binaries
@@ -131,7 +132,7 @@ def pod_body(index: int, nodes: Sequence[str], now: int) -> tuple[str, bytes]:
             "name": f"pod-{index:06d}",
             "namespace": namespace,
             "labels": {"app": "memory-bench", **allocation_labels(node)},
-            "annotations": allocation_annotations(node, devices, now),
+            "annotations": allocation_annotations(node, devices, now, families=FAMILIES),
         },
         "spec": {
             "nodeName": node,

@@ -17,6 +17,7 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor
@@ -52,7 +53,9 @@ def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
                         "uid": uid,
                         "namespace": "ns",
                         "name": uid,
-                        "annotations": allocation_annotations(f"n{n}", devices, 0),
+                        "annotations": allocation_annotations(
+                            f"n{n}", devices, 0, families=FAMILIES
+                        ),
                     },
                     "spec": {
                         "nodeName": f"n{n}",
@@ -62,7 +65,7 @@ def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
                     "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{k:02d}Z"},
                 }
             )
-    cache = ClusterCache(time.monotonic)
+    cache = ClusterCache(time.monotonic, families=FAMILIES)
     cache.replace_nodes(node_objs)
     cache.replace_pods(pods)
     facts = PodFacts()

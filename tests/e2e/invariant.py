@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
@@ -68,7 +69,7 @@ def overcommitted(kube: Kube) -> list[str]:
 
 def rebuilt(kube: Kube) -> CardUsage:
     """Per-card usage of a cache built from a fresh LIST, as a restarted process would see it."""
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     cache.replace_nodes(_items(kube, "nodes"))
     cache.replace_pods(_items(kube, "pods"))
     return {c.info.id: c.usage for node in cache.view.values() for c in node.cards}

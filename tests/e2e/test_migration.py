@@ -43,6 +43,7 @@ import pytest
 import yaml
 
 from hami.engine.codec import decode_pod_devices
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
@@ -156,7 +157,9 @@ class Hami:
     def place(self, pod: str, node: str, card: str) -> dict[str, str]:
         devices = ((ContainerDevice(card, MIB, 0),),)
         now = int(dt.datetime.now(dt.UTC).timestamp())
-        written = allocation_annotations(node, devices, now)  # bind-phase allocating
+        written = allocation_annotations(
+            node, devices, now, families=FAMILIES
+        )  # bind-phase allocating
         ns = ("-n", self.namespace)
         values = [f"{k}={v}" for k, v in written.items()]
         self.kube("annotate", *self.act, "--overwrite", "pod", pod, *values, *ns)

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.cache.store import ClusterCache
 from hami.engine.decide import node_order
+from hami.engine.families.registry import FAMILIES
 from hami.engine.fit import _sort_key
 from hami.engine.policy import (
     CardFilter,
@@ -52,7 +53,9 @@ def listed(text: str) -> set[str]:
 
 
 def test_the_bind_failure_metrics_help_names_every_reason() -> None:
-    m = Metrics(ClusterCache(lambda: 0.0), lambda: 0.0, lambda: 0, writes=WriteLimiter(1))
+    m = Metrics(
+        ClusterCache(lambda: 0.0, families=FAMILIES), lambda: 0.0, lambda: 0, writes=WriteLimiter(1)
+    )
     m.bind_failures.labels(BindFailure.API_ERROR).inc()
     text = b"".join(m.render(m.snapshot())).decode()
     (family,) = [f for f in text_string_to_metric_families(text) if f.name == "hami_bind_failures"]

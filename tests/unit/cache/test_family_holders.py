@@ -46,7 +46,7 @@ def sgpu_pod(name: str, **annotations: str) -> dict[str, Any]:
 
 
 def cluster(policy: str = "fixed-share") -> tuple[ClusterCache, Placement]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     cache.replace_nodes([sgpu_node(policy)])
     return cache, Placement(cache)
 
@@ -67,6 +67,7 @@ def bind(cache: ClusterCache, pod: dict[str, Any], outcome: FilterOutcome) -> No
             0,
             containers=tuple(spec["containers"]),
             cards=cache.family_cards(d.node),
+            families=FAMILIES,
         )
     )
     spec["nodeName"] = d.node
@@ -121,7 +122,7 @@ def test_preemption_sees_the_card_without_its_victims() -> None:
 
 
 def test_families_that_read_no_holders_keep_none() -> None:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     cache.replace_nodes([family_node("dcu", HYGON, [sample_card(HYGON, 0)])])
     pod = family_pod("p", HYGON, mem=1000)
     out = Placement(cache).filter(pod, ["dcu"])

@@ -8,7 +8,7 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import from_device_config
+from hami.engine.families.registry import FAMILIES, from_device_config
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations
@@ -23,7 +23,7 @@ QUOTA = {
 
 
 def cluster() -> tuple[ClusterCache, Placement]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     cards = [sample_card(HYGON, i, uuid=f"n-DCU-{i}") for i in range(2)]
     cache.replace_nodes([family_node("n", HYGON, cards)])
     cache.quotas.replace([QUOTA])
@@ -51,7 +51,9 @@ def test_a_namespaces_dcu_memory_is_counted_and_released() -> None:
     assert quota is not None
     assert quota.used["hygon.com/dcumem"] == 2000
     assert cache.quotas.used("ns") == QuotaUsage()  # NVIDIA's quota does not count DCUs
-    pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+    pod["metadata"]["annotations"].update(
+        allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+    )
     pod["spec"]["nodeName"] = d.node
     cache.upsert_pod(pod)
     assert cache.quotas.family_quota("ns") == quota  # the bind's annotation: the same pod

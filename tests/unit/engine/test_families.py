@@ -119,7 +119,7 @@ def test_a_dcu_pod_is_placed_on_the_tail_card_and_annotated_for_hygons_plugin() 
     d = decide(nodes, [family_limits(HYGON, 1, 1000)])
     assert d.node == "n"
     assert d.devices == ((ContainerDevice("DCU-1", 1000, 100, "DCU"),),)
-    out = allocation_annotations("n", d.devices, 0)
+    out = allocation_annotations("n", d.devices, 0, families=FAMILIES)
     assert (
         out[DCU.allocated_annotation] == out[DCU.to_allocate_annotation] == "DCU-1,DCU,1000,100:;"
     )
@@ -190,7 +190,7 @@ def test_a_pod_asking_two_families_fits_both_or_neither() -> None:
         (ContainerDevice("GPU-0", 1000, 0),),
         (ContainerDevice("DCU-0", 32768, 100, "DCU"),),
     )
-    out = allocation_annotations("n", both.devices, 0)
+    out = allocation_annotations("n", both.devices, 0, families=FAMILIES)
     assert decode_pod_devices(out["hami.io/vgpu-devices-allocated"]) == (
         (ContainerDevice("GPU-0", 1000, 0),),
         (),
@@ -227,7 +227,7 @@ def test_a_pods_dcu_allocation_counts_against_its_cards() -> None:
             "uid": "u",
             "namespace": "ns",
             "name": "p",
-            "annotations": allocation_annotations("n", devices, 0),
+            "annotations": allocation_annotations("n", devices, 0, families=FAMILIES),
         },
         "spec": {"containers": [{"name": "c", "resources": {"limits": family_limits(HYGON, 1)}}]},
     }

@@ -24,6 +24,7 @@ from pytest_aiohttp import AiohttpServer
 
 from hami.cache.store import ClusterCache
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving
+from hami.engine.families.registry import FAMILIES
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Unavailable
@@ -341,7 +342,7 @@ async def test_the_cache_forgets_an_allocation_that_vanished_between_lists(serve
 
     server.watch = watch
     kube = await serve({"/api/v1/pods": server})
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     await run_until(Informer(kube, "pods", CacheSink(cache)), lambda: watches == 2)
     assert sorted(a.name for a in cache.pods()) == ["b", "c"]
 

@@ -213,7 +213,7 @@ def test_one_series_per_container_and_card_holding_the_sum(legacy: bool) -> None
 def every_family() -> tuple[ClusterCache, dict[str, ContainerDevices]]:
     """A node of each family but NVIDIA, as its device plugin registers it, and a pod on each,
     placed by /filter and bound with what /bind writes; each family's devices, by type."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     cache.replace_nodes([sample_node(f"node-{f.wire.type}", f) for f in FAMILIES.others])
     placed = {}
     for family in FAMILIES.others:
@@ -228,6 +228,7 @@ def every_family() -> tuple[ClusterCache, dict[str, ContainerDevices]]:
             PHASE_SUCCESS,
             containers=tuple(obj["spec"]["containers"]),
             cards=cache.family_cards(decision.node),
+            families=FAMILIES,
         )
         obj["metadata"]["annotations"].update(written)
         obj["spec"]["nodeName"], obj["status"]["phase"] = decision.node, "Running"

@@ -7,6 +7,7 @@ import pytest
 
 from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
+from hami.engine.families.registry import FAMILIES
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
 
@@ -26,7 +27,7 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
 
 @pytest.fixture
 def service() -> AdmissionService:
-    book = QuotaBook()
+    book = QuotaBook(families=FAMILIES)
     book.upsert(
         {
             "metadata": {"uid": "q", "namespace": "team-a", "name": "gpu"},

@@ -4,6 +4,7 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.hygon import HYGON
+from hami.engine.families.registry import FAMILIES
 from hami.runtime.exposition import ClusterExposition
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
@@ -16,12 +17,14 @@ WIRE = HYGON.wire
 
 def cluster() -> tuple[ClusterCache, dict[str, Any]]:
     """One node with two DCUs; pod `held` bound to DCU-1 with 1000 MiB."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     cache.replace_nodes([family_node("n", HYGON, [sample_card(HYGON, i) for i in range(2)])])
     pod = family_pod("held", HYGON, mem=1000)
     decision = Placement(cache).filter(pod, ["n"]).decision
     assert decision is not None and decision.node == "n" and decision.devices is not None
-    pod["metadata"]["annotations"].update(allocation_annotations("n", decision.devices, 0))
+    pod["metadata"]["annotations"].update(
+        allocation_annotations("n", decision.devices, 0, families=FAMILIES)
+    )
     pod["spec"]["nodeName"] = "n"
     pod["status"]["phase"] = "Running"
     cache.upsert_pod(pod)

@@ -8,7 +8,9 @@ import orjson
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
+from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.runtime.choices import serve_defaults
 from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
@@ -37,14 +39,14 @@ def bound(name: str, devices: tuple[ContainerDevice, ...]) -> dict[str, Any]:
     return gpu_pod(
         name,
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem": devices[0].usedmem},
-        metadata={"annotations": allocation_annotations(NODE, (devices,), 0)},
+        metadata={"annotations": allocation_annotations(NODE, (devices,), 0, families=FAMILIES)},
         spec={"nodeName": NODE},
         status={"phase": "Running"},
     )
 
 
 def cluster() -> tuple[ClusterCache, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     register = {"hami.io/node-nvidia-register": encode_node_devices(CARDS)}
     cache.replace_nodes(
         [
@@ -123,7 +125,7 @@ def test_json() -> None:
 
 
 def test_lab14_step_7_as_the_labs_table_shows_it() -> None:
-    sim = Simulation(load(Path(SCENARIO)))
+    sim = Simulation(load(Path(SCENARIO), families=FAMILIES), serve_defaults())
     sim.run()
     pods = [p.obj for p in sim.pods.values()]
     text = render_text(status(sim.cache, pods))

@@ -369,7 +369,7 @@ def test_a_chip_kind_is_placed_on_its_own_cards_only() -> None:
     """A deliberate difference (docs/families.md): HAMi offers an `Ascend910B4` request the
     `Ascend910B4-1` NPUs too (the type as a substring of the card's), and writes an allocation
     no plugin on that node reads; the registration's kind decides here."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     b4_1 = FAMILIES.by_type()["Ascend910B4-1"]
     cache.replace_nodes([sample_node("n", b4_1)])
     pod = family_pod("p", FAMILIES.by_type()["Ascend910B4"])

@@ -64,7 +64,7 @@ def placed_and_rechecked(
 ) -> tuple[int, list[str]]:
     """Each pod filtered onto the node in turn: how many were placed, and what the re-check
     refused of them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     cache.replace_nodes([node_obj])
     placement = Placement(cache)
     placed, refused = 0, []

@@ -23,7 +23,9 @@ def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -
             "namespace": "ns",
             "name": uid,
             "labels": {"tier": "low"},
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+            "annotations": allocation_annotations(
+                "n", ((ContainerDevice(card, mem, 0),),), 0, families=FAMILIES
+            ),
             **meta,
         },
         "spec": {
@@ -45,7 +47,7 @@ def plan_of(*args: Any, **kw: Any) -> Preemption | None:
 
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
-    cache = ClusterCache(lambda: 0.0)
+    cache = ClusterCache(lambda: 0.0, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.families.registry import FAMILIES
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
@@ -67,7 +68,7 @@ HIGH = {
 
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []
