@@ -68,7 +68,7 @@ class ClusterCache:
         reservation_ttl: float = 120.0,
         gpu_resource: str = nv.GPU,
         *,
-        resources: ResourceDefaults = ResourceDefaults(),
+        resources: ResourceDefaults,
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
         on_edit_ignored: EditIgnored | None = None,

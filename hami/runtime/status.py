@@ -29,7 +29,7 @@ async def read(kube: Kube, choices: Choices) -> Status:
     cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
-    return status(cache, pods)
+    return status(cache, pods, choices.resources)
 
 
 def _json(s: Status, indent: bool) -> str:

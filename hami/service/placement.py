@@ -53,8 +53,8 @@ class Placement:
     def __init__(
         self,
         cache: ClusterCache,
-        policies: Defaults = Defaults(),
-        resources: ResourceDefaults = ResourceDefaults(),
+        policies: Defaults,
+        resources: ResourceDefaults,
     ) -> None:
         self.cache = cache
         self.policies = policies

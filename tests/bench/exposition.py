@@ -21,6 +21,7 @@ import orjson
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
+from hami.engine.requests import ResourceDefaults
 from hami.kube.listwatch import LIST_PAGE
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--changed", type=int, default=300, help="nodes given a new pod between scrapes")
     args = p.parse_args(argv)
     node_objs, pod_objs = objects(args.nodes, args.pods)
-    cache = ClusterCache(time.monotonic, families=FAMILIES)
+    cache = ClusterCache(time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     started = time.process_time()
     cache.replace_nodes(node_objs)
     first = True

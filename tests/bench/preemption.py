@@ -21,6 +21,7 @@ from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor
+from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
 from hami.service.annotations import allocation_annotations
@@ -65,7 +66,7 @@ def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
                     "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{k:02d}Z"},
                 }
             )
-    cache = ClusterCache(time.monotonic, families=FAMILIES)
+    cache = ClusterCache(time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(node_objs)
     cache.replace_pods(pods)
     facts = PodFacts()

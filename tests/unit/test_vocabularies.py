@@ -26,6 +26,7 @@ from hami.engine.policy import (
     parse_gpu_policy,
     parse_node_policy,
 )
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventReason
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.metrics import Metrics
@@ -54,7 +55,10 @@ def listed(text: str) -> set[str]:
 
 def test_the_bind_failure_metrics_help_names_every_reason() -> None:
     m = Metrics(
-        ClusterCache(lambda: 0.0, families=FAMILIES), lambda: 0.0, lambda: 0, writes=WriteLimiter(1)
+        ClusterCache(lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()),
+        lambda: 0.0,
+        lambda: 0,
+        writes=WriteLimiter(1),
     )
     m.bind_failures.labels(BindFailure.API_ERROR).inc()
     text = b"".join(m.render(m.snapshot())).decode()

@@ -12,7 +12,9 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, Usage
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 from tests.builders import family_node, family_pod, sample_card, t4
@@ -22,7 +24,9 @@ NODES = ("node-0", "node-1")
 
 def cluster() -> tuple[ClusterCache, Placement]:
     """Two DCUs on each node; node-0 has two T4s (split 4) beside them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = [
         family_node(n, HYGON, [sample_card(HYGON, i, uuid=f"{n}-DCU-{i}") for i in range(2)])
         for n in NODES
@@ -31,7 +35,7 @@ def cluster() -> tuple[ClusterCache, Placement]:
     nodes[0]["metadata"]["annotations"][names.NODE_REGISTER] = encode_node_devices(t4s)
     nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] = "8"
     cache.replace_nodes(nodes)
-    return cache, Placement(cache)
+    return cache, Placement(cache, Defaults(), ResourceDefaults())
 
 
 def dcu_usage(cache: ClusterCache) -> dict[str, Usage]:
@@ -167,7 +171,9 @@ def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
 
 def test_a_dcu_on_a_node_whose_nvidia_cards_come_from_gfd_labels_takes_the_lock() -> None:
     """GKE's NVIDIA plugin knows nothing of HAMi's lock; the DCU vendor's plugin does."""
-    cache = ClusterCache(clock=lambda: 0.0, gfd_split=2, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, gfd_split=2, families=FAMILIES, resources=ResourceDefaults()
+    )
     node = family_node("n", HYGON, [sample_card(HYGON, 0)])
     node["metadata"]["labels"] = {
         "nvidia.com/gpu.count": "1",

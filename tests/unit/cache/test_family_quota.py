@@ -9,7 +9,9 @@ from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.registry import FAMILIES, from_device_config
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import quota_lines
@@ -23,11 +25,13 @@ QUOTA = {
 
 
 def cluster() -> tuple[ClusterCache, Placement]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cards = [sample_card(HYGON, i, uuid=f"n-DCU-{i}") for i in range(2)]
     cache.replace_nodes([family_node("n", HYGON, cards)])
     cache.quotas.replace([QUOTA])
-    return cache, Placement(cache)
+    return cache, Placement(cache, Defaults(), ResourceDefaults())
 
 
 def review(mem: int) -> dict[str, Any]:
@@ -109,7 +113,9 @@ def test_with_a_device_config_renaming_dcus_the_quota_is_on_the_new_names() -> N
         }
     )
     dcu = families.by_type()["DCU"]
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=families)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=families, resources=ResourceDefaults()
+    )
     cache.replace_nodes([family_node("n", dcu, [sample_card(dcu, i) for i in range(2)])])
     renamed = {
         "metadata": {"uid": "r", "namespace": "ns", "name": "dcu-renamed"},
@@ -118,7 +124,12 @@ def test_with_a_device_config_renaming_dcus_the_quota_is_on_the_new_names() -> N
         },
     }
     cache.quotas.replace([QUOTA, renamed])
-    assert Placement(cache).filter(family_pod("held", dcu, mem=2000), ["n"]).decision is not None
+    assert (
+        Placement(cache, Defaults(), ResourceDefaults())
+        .filter(family_pod("held", dcu, mem=2000), ["n"])
+        .decision
+        is not None
+    )
     quota = cache.quotas.family_quota("ns")
     assert quota is not None
     assert (quota.limits, quota.used) == (

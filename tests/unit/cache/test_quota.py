@@ -11,7 +11,9 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import DeviceInfo
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaLimits, QuotaUsage, allocation_usage
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 from tests.unit.engine.test_properties import container, manifest
@@ -112,11 +114,13 @@ def recount(cache: ClusterCache, namespace: str) -> QuotaUsage:
 def test_no_namespace_ever_exceeds_its_quota(
     quotas: tuple[dict[str, str], dict[str, str]], operations: list[Any]
 ) -> None:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = gpu_nodes()
     cache.replace_nodes(nodes)
     cache.quotas.replace([rq("qa", "a", **quotas[0]), rq("qb", "b", **quotas[1])])
-    placement = Placement(cache)
+    placement = Placement(cache, Defaults(), ResourceDefaults())
     names = [n["metadata"]["name"] for n in nodes]
     live: list[dict[str, Any]] = []
     reserved: dict[str, str] = {}  # uid -> namespace

@@ -8,6 +8,7 @@ from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, Usage
+from hami.engine.requests import ResourceDefaults
 from tests.builders import registered_node, t4s
 
 from .test_store import Clock, pending, pod, usage
@@ -16,7 +17,13 @@ CARD = ((ContainerDevice("GPU-0", 15360, 0),),)
 
 
 def placed(clock: Clock, *, known: bool = False) -> ClusterCache:
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5, families=FAMILIES)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     if known:
         cache.upsert_pod(pending("a"))
@@ -82,7 +89,7 @@ def test_a_failed_bind_gives_the_decision_its_ttl_back() -> None:
 
 def test_a_relist_settles_landed_binds_the_watch_never_showed() -> None:
     clock = Clock()
-    cache = ClusterCache(clock, families=FAMILIES)
+    cache = ClusterCache(clock, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     for uid, card in (("gone", "GPU-0"), ("unbound", "GPU-1"), ("late", "GPU-1")):
         cache.reserve(uid, "ns", uid, "n", ((ContainerDevice(card, 1000, 0),),), 0)
@@ -116,7 +123,13 @@ def test_no_bind_that_may_have_landed_is_ever_uncounted_by_time(
     """Whatever the order and timing, a reservation whose bind started or landed is only ever
     dropped by a relist that began after it landed, never by the clock."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=30, unknown_pod_ttl=5, families=FAMILIES)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=30,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     landed: dict[str, int] = {}  # uid -> relists begun before it landed
     relists = 0
@@ -175,7 +188,7 @@ def test_freshness_bounds_silence_and_lag() -> None:
 
 def test_a_node_made_again_under_its_name_survives_the_old_ones_delete() -> None:
     """A relist upserts the new Node, then deletes the old uid it no longer lists."""
-    cache = ClusterCache(Clock(), families=FAMILIES)
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     old, new = registered_node("n", t4s(2)), registered_node("n", t4s(2))
     old["metadata"]["uid"], new["metadata"]["uid"] = "uid-1", "uid-2"
     cache.upsert_node(old)
@@ -203,7 +216,13 @@ def test_the_reservations_per_node_follow_every_reservation(
     """Kept as reservations come and go (placement reads it on every filter under contention),
     the count per node always equals a count of the reservations held."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5, families=FAMILIES)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     for what, uid, node in steps:
         clock.now += 2

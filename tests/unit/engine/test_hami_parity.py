@@ -25,6 +25,8 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.families.registry import FAMILIES
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 from tests.reference import hami_v210 as hami
@@ -209,7 +211,7 @@ class Foreign:
 
 
 def run_steps(cluster: dict[str, list[hami.Card]], steps: list[Any]) -> None:
-    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
+    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     ours.replace_nodes([node_object(n, cards) for n, cards in cluster.items()])
     model = hami.Cluster(cluster)
     placed: dict[str, dict[str, Any]] = {}
@@ -235,7 +237,7 @@ def run_steps(cluster: dict[str, list[hami.Card]], steps: list[Any]) -> None:
             step.vgpu_mode,
         )
         obj = pod_object(name, step)
-        outcome = Placement(ours).filter(obj, candidates)
+        outcome = Placement(ours, Defaults(), ResourceDefaults()).filter(obj, candidates)
         if not any((*pod.init, *pod.app)):
             assert outcome.gpu is False
             continue
@@ -442,7 +444,7 @@ def test_same_nodes_registered_as_hami(start: str | None, passes: list[Any]) -> 
     now = datetime(2026, 12, 4, 12, 0, 0)
     handshake = start
     hami_nodes = hami_register.Registry()
-    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
+    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     devices = (DeviceInfo("GPU-0", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     for written, allocatable, later in passes:
         now += timedelta(seconds=later)

@@ -9,6 +9,8 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import DeviceInfo
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
 
@@ -40,7 +42,9 @@ ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=40)
 
 
 def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = []
     for n in range(3):
         devs = tuple(
@@ -57,7 +61,7 @@ def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
             }
         )
     cache.replace_nodes(nodes)
-    return cache, Placement(cache), nodes
+    return cache, Placement(cache, Defaults(), ResourceDefaults()), nodes
 
 
 def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:

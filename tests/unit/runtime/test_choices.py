@@ -16,6 +16,7 @@ from hami.engine.families.registry import Families
 from hami.runtime.choices import of_flags, of_settings, serve_defaults
 from hami.runtime.config import load_settings
 from hami.service.nodelock.table import NodeLocks
+from hami.service.placement import Placement
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
 
@@ -38,6 +39,19 @@ def test_a_part_built_without_the_run_s_families_is_an_error_not_every_family() 
         load(ASCEND)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="parts"):
         Simulation(load(LAB14, serve_defaults().families))  # type: ignore[call-arg]
+
+
+def test_a_filter_or_a_cache_without_the_run_s_policies_or_resources_is_an_error() -> None:
+    """The node and card policies and NVIDIA's resource defaults are choices of the run too:
+    before the root, a Placement built without them decided with spread and binpack whatever
+    serve's flags said."""
+    choices = serve_defaults()
+    with pytest.raises(TypeError, match="resources"):
+        ClusterCache(lambda: 0.0, families=choices.families)  # type: ignore[call-arg]
+    cache = choices.cache(lambda: 0.0, locks=choices.locks(), reservation_ttl=1.0)
+    with pytest.raises(TypeError, match="policies"):
+        Placement(cache)  # type: ignore[call-arg]
+    assert choices.placement(cache).policies == choices.policies
 
 
 def _seen(families: Families) -> list[Any]:

@@ -22,6 +22,8 @@ from hami.cache.store import ClusterCache
 from hami.engine import reasons
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.runtime.bodies import MAX_BODY
@@ -80,11 +82,13 @@ class NeverBinder(Binder):
 
 class Harness:
     def __init__(self) -> None:
-        self.cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
+        self.cache = ClusterCache(
+            clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+        )
         self.cache.replace_nodes(
             [*(registered_node(n, t4s(2, f"GPU-{n}")) for n in REGISTERED), bare_node(BARE)]
         )
-        self.placement = Placement(self.cache)
+        self.placement = Placement(self.cache, Defaults(), ResourceDefaults())
         self.closed: str | None = None
         self.paced = 0
         self.filtered: list[FilterOutcome] = []

@@ -21,6 +21,7 @@ from hami.engine import names, nvidianames
 from hami.engine.families.registry import FAMILIES
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import NotFound
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -85,7 +86,9 @@ def world(
 ) -> World:
     api = FakeKube()
     locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     for name in (HERE, THERE):
         cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
     api.add("pods", gpu_pod(POD, NS))
@@ -326,7 +329,9 @@ async def test_a_node_without_the_handshake_is_bound_with_no_lock() -> None:
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
     w.api.add("nodes", gfd)
-    cache = ClusterCache(clock=lambda: 0.0, gfd_split=4, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, gfd_split=4, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(w.api.get("nodes", "gfd") or {})
     assert not cache.handshake("gfd")
     w.binder.cache = cache

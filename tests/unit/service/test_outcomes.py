@@ -18,6 +18,7 @@ from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.service.binderrors import BindError
@@ -77,7 +78,9 @@ def world(filter_saw: str | None = None) -> World:
     stored)."""
     api = FakeKube()
     locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(api.add("nodes", registered_node(NODE, t4s(2))))
     stored = api.add("pods", gpu_pod(POD, NS))
     rv = stored["metadata"]["resourceVersion"] if filter_saw is None else filter_saw

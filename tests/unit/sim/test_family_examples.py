@@ -20,7 +20,9 @@ import pytest
 
 from hami.cli import main
 from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
 from hami.engine.reasons import unschedulable_message
+from hami.engine.requests import ResourceDefaults
 from hami.runtime.choices import serve_defaults
 from hami.runtime.deviceconfig import read_device_config
 from hami.service.annotations import written_cards
@@ -188,15 +190,15 @@ def test_status_and_explain_read_the_configured_families(tmp_path: Path) -> None
     )
     simulation.run()
     pods = [p.obj for p in simulation.pods.values()]
-    shown = status(simulation.cache, pods).pods
+    shown = status(simulation.cache, pods, ResourceDefaults()).pods
     assert all(p.allocated and "DCU" in p.allocated for p in shown if p.node)
     waiting = next(p for p in pods if not p["spec"].get("nodeName"))
     assert {p.name for p in shown if p.node is None} >= {waiting["metadata"]["name"]}
-    lines = explain(simulation.cache, waiting)
+    lines = explain(simulation.cache, waiting, Defaults(), ResourceDefaults())
     assert "is pending" in lines[0] and "CardInsufficientMemory" in "\n".join(lines), lines
     defaults = Simulation(load(scenario_path, families=FAMILIES), EVERY_FAMILY).cache
     defaults.replace_pods(pods)
-    assert "asks for no GPU" in explain(defaults, waiting)[0]
+    assert "asks for no GPU" in explain(defaults, waiting, Defaults(), ResourceDefaults())[0]
 
 
 def test_a_device_config_hami_could_not_read_stops_simulate_naming_the_field(

@@ -16,6 +16,8 @@ from hami.cache.store import ClusterCache
 from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
 from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.placement import Placement
 from tests.builders import sample_node
 
@@ -64,9 +66,11 @@ def placed_and_rechecked(
 ) -> tuple[int, list[str]]:
     """Each pod filtered onto the node in turn: how many were placed, and what the re-check
     refused of them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([node_obj])
-    placement = Placement(cache)
+    placement = Placement(cache, Defaults(), ResourceDefaults())
     placed, refused = 0, []
     for p in pods:
         cache.upsert_pod(p)

@@ -14,6 +14,8 @@ from hami.engine.families.hygon import HYGON
 from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.names import NODE_LOCK
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -89,12 +91,16 @@ def mlu_node(**annotations: str) -> dict[str, Any]:
 def setup(*pods: str, **annotations: str) -> tuple[FakeKube, Binder]:
     api = FakeKube()
     locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks, families=FAMILIES)
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(api.add("nodes", mlu_node(**annotations)))
     for name in pods:
         pod = api.add("pods", family_pod(name, CAMBRICON))
         cache.upsert_pod(pod)
-        assert Placement(cache).filter(pod, ["n"]).node_names == ["n"]
+        assert Placement(cache, Defaults(), ResourceDefaults()).filter(pod, ["n"]).node_names == [
+            "n"
+        ]
     binder = Binder(
         api,
         cache,

@@ -9,6 +9,7 @@ from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts, preemptor_of
 from hami.service.preemption.lines import describe, kube_scheduler_words
@@ -47,7 +48,7 @@ def plan_of(*args: Any, **kw: Any) -> Preemption | None:
 
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
-    cache = ClusterCache(lambda: 0.0, families=FAMILIES)
+    cache = ClusterCache(lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()

@@ -11,6 +11,8 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
@@ -68,7 +70,7 @@ HIGH = {
 
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
-    cache = ClusterCache(clock, families=FAMILIES)
+    cache = ClusterCache(clock, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []
@@ -97,7 +99,7 @@ def preempting(
         observe=lambda outcome, reason: observed.append((outcome, reason)),
         clock=clock,
     )
-    return PreemptingPlacement(preempter, cache)
+    return PreemptingPlacement(preempter, cache, Defaults(), ResourceDefaults())
 
 
 async def filtered(placement: PreemptingPlacement) -> FilterOutcome:
