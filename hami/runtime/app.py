@@ -24,9 +24,9 @@ from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.apps import each
-from hami.runtime.certsetup import certificates, pair
+from hami.runtime.certsetup import certificates, pair, serving_context
 from hami.runtime.choices import of_settings
-from hami.runtime.config import Settings, bind_budget, serving_context
+from hami.runtime.config import Settings, bind_budget
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy
