@@ -280,7 +280,7 @@ async def build(settings: Settings) -> Runtime:
             success_events=settings.success_events,
         ),
         admission=AdmissionService(
-            choices.admission(settings),
+            choices.serve_admission(settings),
             cache.quotas.quota,
             cache.quotas.family_quota,
             kube.get_claim_source,

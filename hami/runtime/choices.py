@@ -3,7 +3,7 @@ built from them.
 
 Every `hami` command that decides starts here: `hami serve` from its Settings, `hami simulate`,
 `hami explain` and `hami status` from the same device flags as serve's (of_flags), `hami bench`
-as serve runs with no flags (of_settings(Settings())). A run's choices are the device families
+as serve runs with no flags (serve_defaults). A run's choices are the device families
 (the device config and the --enable-* flags), the default card and node policies, NVIDIA's
 resource names and defaults and GFD splitting; the cache, its quota book, the node locks, the
 placement and the admission rules are built from them here and nowhere else. Each of those
@@ -96,16 +96,18 @@ class Choices:
             return PreemptingPlacement(preempter, cache, self.policies, self.resources)
         return Placement(cache, self.policies, self.resources)
 
-    def admission(self, s: Settings | None = None) -> AdmissionConfig:
-        """The webhook's rules: serve's from its Settings; a command's (no Settings) as serve's
-        defaults, with this run's families, resources and policies."""
-        if s is None:
-            return AdmissionConfig(
-                resources=self.resources,
-                policies=self.policies,
-                gpu_core_policy=self.gpu_core_policy,
-                families=self.families,
-            )
+    def admission(self) -> AdmissionConfig:
+        """A replay's admission rules (`hami simulate`): the webhook's with this run's
+        families, resources, policies and core policy, and nothing of serve's own flags."""
+        return AdmissionConfig(
+            resources=self.resources,
+            policies=self.policies,
+            gpu_core_policy=self.gpu_core_policy,
+            families=self.families,
+        )
+
+    def serve_admission(self, s: Settings) -> AdmissionConfig:
+        """`hami serve`'s admission rules: the run's choices and serve's own flags."""
         return AdmissionConfig(
             scheduler_name=s.scheduler_name,
             force_overwrite_default_scheduler=s.force_overwrite_default_scheduler,
