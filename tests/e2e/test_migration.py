@@ -157,9 +157,8 @@ class Hami:
     def place(self, pod: str, node: str, card: str) -> dict[str, str]:
         devices = ((ContainerDevice(card, MIB, 0),),)
         now = int(dt.datetime.now(dt.UTC).timestamp())
-        written = allocation_annotations(
-            node, devices, now, families=FAMILIES
-        )  # bind-phase allocating
+        # bind-phase allocating
+        written = allocation_annotations(node, devices, now, families=FAMILIES)
         ns = ("-n", self.namespace)
         values = [f"{k}={v}" for k, v in written.items()]
         self.kube("annotate", *self.act, "--overwrite", "pod", pod, *values, *ns)
