@@ -45,7 +45,8 @@ class ClusterCache:
     What holds a pod's cards goes through these states, by pod uid (the shape of
     kube-scheduler's cache interface: assume, forget, expire, add, remove):
 
-        unseen --reserve (filter)--> RESERVED (its stages: hami.cache.reservations)
+        unseen --reserve (filter)--> RESERVED (its stages: hami.cache.reservations, moved
+                                               by binds and relists through `binds`)
         RESERVED --the watch shows its allocation (our Binding landed)--> COUNTED
         RESERVED --forget, expire, the pod deleted or finished or gone from a relist--> unseen
         unseen --a bound pod with an allocation of ours (a restart)--> COUNTED
