@@ -6,12 +6,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from hami.engine import reasons as r
-from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.registry import FAMILIES, Families
-from hami.engine.familyfit import fit_families
-from hami.engine.fit import fit_pod
-from hami.engine.inventory import merge_devices
+from hami.engine.familyfit import fit_node
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -81,12 +78,12 @@ def schedule(
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 
-    HAMi fits every node and then sorts the ones that fit; trying nodes in
-    sorted order and stopping at the first fit gives the same answer without
-    fitting nodes that could never win. A node whose summary shows that the pod
-    cannot fit is turned down with the reason fitting it would give, without
-    walking its cards. With a namespace quota every node is fitted card by card,
-    since the quota is checked before each card's room, as HAMi checks it.
+    Every node is fitted by one function over every family (fit_node). HAMi fits every node
+    and then sorts the ones that fit. For a pod asking only families that offer FastPath
+    (hami.engine.families.base), whose node score is known before fitting, trying nodes in
+    sorted order and stopping at the first fit gives the same answer without fitting nodes
+    that could never win, and a node whose summary shows that the pod cannot fit is turned
+    down with the reason fitting it would give, without walking its cards.
     """
     names = list(cluster) if candidates is None else list(candidates)
     failed: dict[str, str] = {}
@@ -94,11 +91,28 @@ def schedule(
     known = list(filter(None, map(cluster.get, names)))
     if len(known) < len(names):
         failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
-    if request.families:
-        return _schedule_families(known, request, options, failed, quota, families)
-    scores: list[CardScores] = []
     key = hash((request, options, quota))
-    summaries = summary_check(request, options) if quota is None else None
+    walked = families.walked_by_type
+    if any(a.type in walked for asks in request.families for a in asks):
+        return _best_fit(known, request, options, failed, quota, families, key)
+    return _first_fit(known, request, options, failed, quota, families, key)
+
+
+def _first_fit(
+    known: list[NodeState],
+    request: PodRequest,
+    options: PodOptions,
+    failed: dict[str, str],
+    quota: NamespaceQuota | None,
+    families: Families,
+    key: int,
+) -> Decision:
+    """schedule for a pod asking only FastPath families: nodes in policy order, the first that
+    fits wins. The first FastPath family's summaries turn nodes down unwalked: its reason is
+    the one fitting the node would give first."""
+    scores: list[CardScores] = []
+    fast = families.fast
+    summaries = fast[0].summaries(request, options, quota) if fast else None
     if summaries is not None:
         every = summaries.nowhere(known)
         if every is not None:
@@ -113,38 +127,35 @@ def schedule(
         if reason is not None:
             failed[node.name] = reason
             continue
-        fit = fit_pod(node, request, options, key, quota)
-        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        fit = fit_node(node, request, options, families, key, quota)
+        scores.extend(fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), rank(node))
         failed[node.name] = fit.reason
     return Decision(None, None, failed, tuple(scores))
 
 
-def _schedule_families(
+def _best_fit(
     known: list[NodeState],
     request: PodRequest,
     options: PodOptions,
     failed: dict[str, str],
     quota: NamespaceQuota | None,
     families: Families,
+    key: int,
 ) -> Decision:
-    """schedule for a pod asking another device family: every node is fitted, NVIDIA's asks
-    first, and the nodes that fit are ordered by HAMi's node score with each family's
-    ScoreNode added (which depends on the devices chosen, so no node can be skipped)."""
+    """schedule for a pod asking a family without FastPath: every node is fitted, and the
+    nodes that fit are ordered by HAMi's node score with each family's ScoreNode added (which
+    depends on the devices chosen, so no node can be skipped)."""
     scores: list[CardScores] = []
     fits: list[tuple[NodeState, PodDevices, float]] = []
     for node in known:
-        fit = fit_pod(node, request, options, None, quota)
-        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        fit = fit_node(node, request, options, families, key, quota)
+        scores.extend(fit.scores)
         if fit.devices is None:
             failed[node.name] = fit.reason
             continue
-        other = fit_families(node, request, options, families)
-        if other.devices is None:
-            failed[node.name] = other.reason
-            continue
-        fits.append((node, merge_devices(fit.devices, other.devices), node.score + other.score))
+        fits.append((node, fit.devices, node.score + fit.score))
     by_name = sorted(fits, key=lambda f: f[0].name)
     busiest_first = ORDERS[NodePolicy(options.node_policy)].busiest_first
     ranked = sorted(by_name, key=lambda f: f[2], reverse=busiest_first)

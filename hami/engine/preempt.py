@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from hami.engine.families.registry import FAMILIES, Families
-from hami.engine.familyfit import fit_families
-from hami.engine.fit import fit_pod
-from hami.engine.inventory import merge_devices
+from hami.engine.familyfit import fit_node
 from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -99,11 +97,7 @@ def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
     """Where the pod fits on the node: NVIDIA's asks and, for a pod asking them, the other
     families' (without them, a pod asking only a DCU would fit anywhere, and evict for it)."""
     key = hash((pod.request, pod.options, pod.quota))
-    devices = fit_pod(node, pod.request, pod.options, key, pod.quota).devices
-    if devices is None or not pod.request.families:
-        return devices
-    other = fit_families(node, pod.request, pod.options, pod.families)
-    return None if other.devices is None else merge_devices(devices, other.devices)
+    return fit_node(node, pod.request, pod.options, pod.families, key, pod.quota).devices
 
 
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:

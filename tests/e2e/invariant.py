@@ -21,7 +21,7 @@ from hami.engine.codec import CodecError, decode_node_devices, decode_pod_device
 from hami.engine.model import Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
 
 from .cluster import ControlPlane
 from .kube import Kube

@@ -14,7 +14,7 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import pod_options
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
 from tests.builders import registered_node, t4s
