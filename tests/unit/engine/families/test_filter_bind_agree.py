@@ -1,5 +1,6 @@
-"""Whatever /filter chose, /bind's re-check accepts on the same cache, for every family: a
-node registered as each vendor's device plugin registers it (tests.builders.sample_node),
+"""Whatever /filter chose, /bind's re-check accepts on the same cache, for every family,
+NVIDIA's included (its fit through the FastPath, its re-check its room rule): a node
+registered as each vendor's device plugin registers it (tests.builders.sample_node),
 pods of drawn shapes filtered onto it one after the other (each reservation counted), and
 after each placement ClusterCache.overcommitted, which /bind asks, names no card. The two ask
 each family's one room rule (Family.room); an Ascend soft-split pod (`huawei.com/vnpu-mode:
@@ -19,7 +20,7 @@ from hami.engine.families.registry import FAMILIES
 from hami.service.placement import Placement
 from tests.builders import sample_node
 
-KINDS = [f.wire.type for f in FAMILIES.others]
+KINDS = [f.wire.type for f in FAMILIES.members]
 ASCEND = [k for k in KINDS if k.startswith("Ascend")]
 
 
