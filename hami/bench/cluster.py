@@ -13,11 +13,14 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as nv
 from hami.engine.codec import encode_node_devices
+from hami.engine.families.registry import from_device_config
 from hami.engine.model import ContainerDevice, DeviceInfo, NodeState, Usage
 from hami.service.annotations import allocation_annotations
 
 SPLIT, DEVMEM, DEVCORE = 10, 15360, 100
 # (MiB, cores) of the pods binpack filled the cluster with; (1000, 0) is the smallest.
+# The bench schedules every family as the chart's default device config configures them.
+FAMILIES = from_device_config({})
 FILL_SHAPES = ((1000, 0), (2000, 0), (4000, 0), (6000, 0), (1000, 20), (2000, 50), (3000, 100))
 
 
@@ -56,7 +59,9 @@ def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]
             "uid": f"uid-{uid}",
             "namespace": "bench",
             "name": f"pod-{uid}",
-            "annotations": allocation_annotations(node, ((ContainerDevice(card, mem, cores),),), 0),
+            "annotations": allocation_annotations(
+                node, ((ContainerDevice(card, mem, cores),),), 0, families=FAMILIES
+            ),
         },
         "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
         "status": {"phase": "Running"},
@@ -66,7 +71,7 @@ def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]
 def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
     """`pods` pods of 1000 MiB, each on a card drawn at random."""
     rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     infos = _register(cache, nodes, cards)
     names = list(infos)
     pod_objs = []
@@ -94,7 +99,7 @@ def build_filled_cluster(nodes: int, cards: int, seed: int, full: float = 0.9) -
     no shape fits there any more; the others get up to three pods per card.
     """
     rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     infos = _register(cache, nodes, cards)
     pod_objs: list[dict[str, Any]] = []
     for n, (node, devs) in enumerate(infos.items()):

@@ -54,6 +54,7 @@ def _server_app(
     from hami.service.binding import Binder
     from hami.service.bindrules import Budget
     from hami.service.nodelock.table import NodeLocks
+    from hami.service.nodelock.wire import lock_keys
     from hami.service.placement import FilterOutcome, Placement
 
     started = time.perf_counter()
@@ -75,7 +76,7 @@ def _server_app(
         cache,
         events,
         now=lambda: datetime.now(UTC),
-        locks=NodeLocks(),
+        locks=NodeLocks(keys=lock_keys(cache.families)),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )

@@ -21,7 +21,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations, Stage
 from hami.engine import nvidianames as nv
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyholders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
     NodeInventory,
@@ -76,7 +76,7 @@ class ClusterCache:
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
         locks: LockTable | None = None,
-        families: Families = FAMILIES,
+        families: Families,
     ) -> None:
         self._clock = clock
         self._resources = resources

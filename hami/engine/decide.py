@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from hami.engine import reasons as r
 from hami.engine.codec import encode_pod_devices
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyfit import fit_node
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import NodePolicy, PodOptions
@@ -74,7 +74,8 @@ def schedule(
     options: PodOptions,
     candidates: Iterable[str] | None = None,
     quota: NamespaceQuota | None = None,
-    families: Families = FAMILIES,
+    *,
+    families: Families,
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from hami.engine import reasons as r
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.basic import int32
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
 from hami.engine.inventory import merge_devices
@@ -103,7 +103,7 @@ class _Cards:
 
 
 def fit_families(
-    node: NodeState, request: PodRequest, opts: PodOptions, families: Families = FAMILIES
+    node: NodeState, request: PodRequest, opts: PodOptions, families: Families
 ) -> FamiliesFit:
     """The asks of the families walked here (those without FastPath) on the node."""
     by_type = families.walked_by_type

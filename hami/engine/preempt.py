@@ -22,9 +22,9 @@ facts (priority, start time, whether a PDB forbids evicting it).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyfit import fit_node
 from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
@@ -63,10 +63,10 @@ class Preemptor:
     # giving quota back, so a plan never relies on it (a pod over quota preempts nobody).
     quota: NamespaceQuota | None = None
     # The device families the process schedules (its device config's), for a pod asking them.
-    families: Families = FAMILIES
+    families: Families = field(kw_only=True)
 
 
-def without(node: NodeState, gone: Iterable[Victim], families: Families = FAMILIES) -> NodeState:
+def without(node: NodeState, gone: Iterable[Victim], families: Families) -> NodeState:
     usage = {c.info.id: c.usage for c in node.all_cards()}
     for victim in gone:
         for uuid, u in victim.usage.items():
@@ -89,7 +89,7 @@ def without(node: NodeState, gone: Iterable[Victim], families: Families = FAMILI
         kinds,
         holders,
         node.annotations,
-        families,
+        registry=families,
     )
 
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Mapping
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyscore import unasked_scores
 from hami.engine.inventory import PodAllocation
 from hami.engine.mig import stray_instances, untrusted
@@ -29,7 +29,8 @@ def build_node(
     families: Iterable[tuple[str, Iterable[DeviceInfo]]] = (),
     holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] | None = None,
     annotations: Mapping[str, str] | None = None,
-    registry: Families = FAMILIES,
+    *,
+    registry: Families,
 ) -> NodeState:
     """The node's state; cards unchanged since `previous` (its last state) are reused as they
     are, so a pod arriving costs one card's score, not every card's. `families` are the other

@@ -49,6 +49,7 @@ from hami.service.binding import Binder
 from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.placement import Placement
 from hami.service.pluginrefusal import PluginRefusals
 from hami.service.preemption.facts import PodFacts
@@ -181,7 +182,7 @@ async def build(settings: Settings) -> Runtime:
         log.warning("device config", extra={"note": note})
     families = devices.families
     policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
-    locks = NodeLocks()
+    locks = NodeLocks(keys=lock_keys(families))
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
     requeue = requeuer.released if settings.requeue_rate > 0 else None
     cache = ClusterCache(

@@ -15,6 +15,7 @@ from hami.runtime.deviceconfig import command_families
 from hami.runtime.logs import one_line
 from hami.service.explain import explain
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.preemption.lines import preemption_lines
 
 
@@ -43,7 +44,10 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
     finally:
         await kube.close()
     cache = ClusterCache(
-        clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks(), families=families
+        clock=time.monotonic,
+        gfd_split=args.gfd_split_count,
+        locks=NodeLocks(keys=lock_keys(families)),
+        families=families,
     )
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)

@@ -11,13 +11,14 @@ from typing import TextIO
 import orjson
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.deviceconfig import command_families
 from hami.runtime.logs import one_line
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.status import Status, render_json, render_text, status
 
 # Cursor home, then each line cleared to its end, then the rest of the screen: a redraw
@@ -25,11 +26,14 @@ from hami.service.status import Status, render_json, render_text, status
 HOME, CLEAR_LINE, CLEAR_BELOW, CLEAR_SCREEN = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
 
 
-async def read(kube: Kube, gfd_split: int, families: Families = FAMILIES) -> Status:
+async def read(kube: Kube, gfd_split: int, families: Families) -> Status:
     nodes, _ = await kube.list_objects("nodes")
     pods, _ = await kube.list_objects("pods")
     cache = ClusterCache(
-        clock=time.monotonic, gfd_split=gfd_split, locks=NodeLocks(), families=families
+        clock=time.monotonic,
+        gfd_split=gfd_split,
+        locks=NodeLocks(keys=lock_keys(families)),
+        families=families,
     )
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)

@@ -8,7 +8,7 @@ and the cache learns it through the same upsert a watch event would cause.
 import copy
 import itertools
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -17,6 +17,7 @@ from hami.engine.nvidianames import MIG_ALLOCATIONS
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.placement import Placement
 from hami.service.status import lab_card
 from hami.sim.scenario import Scenario
@@ -57,7 +58,7 @@ class _Pod:
 @dataclass
 class Simulation:
     scenario: Scenario
-    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    admission: AdmissionConfig
 
     def __post_init__(self) -> None:
         ticks = itertools.count()
@@ -65,7 +66,7 @@ class Simulation:
         self.cache = ClusterCache(
             clock=lambda: float(next(ticks)),
             reservation_ttl=float("inf"),
-            locks=NodeLocks(),
+            locks=NodeLocks(keys=lock_keys(self.admission.families)),
             families=self.admission.families,
         )
         self.cache.replace_nodes(self.scenario.nodes)

@@ -24,6 +24,7 @@ from hami.kube.listwatch import LIST_PAGE
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
 from tests.bench.memory import CARDS, node_body, node_names, pod_body
+from tests.builders import FAMILIES
 from tests.e2e.nodespec import t4_node
 
 
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--changed", type=int, default=300, help="nodes given a new pod between scrapes")
     args = p.parse_args(argv)
     node_objs, pod_objs = objects(args.nodes, args.pods)
-    cache = ClusterCache(time.monotonic)
+    cache = ClusterCache(time.monotonic, families=FAMILIES)
     started = time.process_time()
     cache.replace_nodes(node_objs)
     first = True

@@ -22,6 +22,7 @@ from hami.engine.model import Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
 from hami.engine.usage import pod_usage
+from tests.builders import FAMILIES
 
 from .cluster import ControlPlane
 from .kube import Kube
@@ -68,7 +69,7 @@ def overcommitted(kube: Kube) -> list[str]:
 
 def rebuilt(kube: Kube) -> CardUsage:
     """Per-card usage of a cache built from a fresh LIST, as a restarted process would see it."""
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     cache.replace_nodes(_items(kube, "nodes"))
     cache.replace_pods(_items(kube, "pods"))
     return {c.info.id: c.usage for node in cache.view.values() for c in node.cards}

@@ -1,6 +1,6 @@
 """The one list of device families, and lookups by the names the wire carries.
 
-Adding a family is one module under hami.engine.families, one entry in FAMILIES, its
+Adding a family is one module under hami.engine.families, one entry in `configured`, its
 tests and its chart values.
 """
 
@@ -168,11 +168,6 @@ def _distinct(families: Families) -> None:
         for name in family.wire.resources.all():
             if owner.setdefault(name, kind) != kind:
                 raise ValueError(f"resource {name} is named for both {owner[name]} and {kind}")
-
-
-# Every family HAMi schedules, as the chart's default device-config.yaml configures them, the
-# gated ones included: what the engine's callers get unless a process says otherwise.
-FAMILIES = from_device_config({})
 
 
 def _gated_members() -> Mapping[str, tuple[Family, ...]]:

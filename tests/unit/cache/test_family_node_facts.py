@@ -5,9 +5,8 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.metax.config import GPU_LOSSES
-from hami.engine.families.registry import FAMILIES
 from hami.service.placement import Placement
-from tests.builders import family_pod
+from tests.builders import FAMILIES, family_pod
 
 GPU = FAMILIES.by_type()["Metax-GPU"]
 
@@ -29,7 +28,7 @@ def metax_node(name: str, loss_of_one: int) -> dict[str, Any]:
 
 
 def test_binpack_prefers_the_node_with_the_lower_link_loss_and_follows_its_changes() -> None:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     cache.replace_nodes([metax_node("a", 100), metax_node("b", 0)])
     placement = Placement(cache)
     pod = family_pod("p", GPU)

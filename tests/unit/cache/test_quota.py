@@ -13,6 +13,7 @@ from hami.engine.model import DeviceInfo
 from hami.engine.quota import QuotaLimits, QuotaUsage, allocation_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.unit.engine.test_properties import container, manifest
 
 
@@ -25,7 +26,7 @@ def rq(uid: str, namespace: str, **hard: str) -> dict[str, Any]:
 
 def test_book_follows_resourcequota_objects_and_reports_loosening() -> None:
     loosened: list[str] = []
-    book = QuotaBook(on_loosened=loosened.append)
+    book = QuotaBook(on_loosened=loosened.append, families=FAMILIES)
     book.replace([rq("a", "team", gpumem="8000"), rq("b", "team", gpucores="100")])
     quota = book.quota("team")
     assert quota is not None and quota.limits == QuotaLimits(8000, 100)
@@ -47,7 +48,7 @@ def test_book_follows_resourcequota_objects_and_reports_loosening() -> None:
 
 
 def test_book_lines_for_metrics() -> None:
-    book = QuotaBook()
+    book = QuotaBook(families=FAMILIES)
     book.upsert(rq("a", "limited", gpumem="8000"))
     book.add("free", QuotaUsage(1000, 10))
     book.add("limited", QuotaUsage(3000, 0))
@@ -111,7 +112,7 @@ def recount(cache: ClusterCache, namespace: str) -> QuotaUsage:
 def test_no_namespace_ever_exceeds_its_quota(
     quotas: tuple[dict[str, str], dict[str, str]], operations: list[Any]
 ) -> None:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     nodes = gpu_nodes()
     cache.replace_nodes(nodes)
     cache.quotas.replace([rq("qa", "a", **quotas[0]), rq("qb", "b", **quotas[1])])
@@ -135,7 +136,7 @@ def test_no_namespace_ever_exceeds_its_quota(
             continue
         if bind:
             pod["metadata"]["annotations"] = allocation_annotations(
-                decision.node, decision.devices, 0
+                decision.node, decision.devices, 0, families=FAMILIES
             )
             pod["spec"]["nodeName"] = decision.node
             cache.upsert_pod(pod)

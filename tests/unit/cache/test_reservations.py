@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
 from hami.engine.model import ContainerDevice, Usage
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 
 from .test_store import Clock, pending, pod, usage
 
@@ -15,7 +15,7 @@ CARD = ((ContainerDevice("GPU-0", 15360, 0),),)
 
 
 def placed(clock: Clock, *, known: bool = False) -> ClusterCache:
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     if known:
         cache.upsert_pod(pending("a"))
@@ -81,7 +81,7 @@ def test_a_failed_bind_gives_the_decision_its_ttl_back() -> None:
 
 def test_a_relist_settles_landed_binds_the_watch_never_showed() -> None:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     for uid, card in (("gone", "GPU-0"), ("unbound", "GPU-1"), ("late", "GPU-1")):
         cache.reserve(uid, "ns", uid, "n", ((ContainerDevice(card, 1000, 0),),), 0)
@@ -115,7 +115,7 @@ def test_no_bind_that_may_have_landed_is_ever_uncounted_by_time(
     """Whatever the order and timing, a reservation whose bind started or landed is only ever
     dropped by a relist that began after it landed, never by the clock."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=30, unknown_pod_ttl=5)
+    cache = ClusterCache(clock, reservation_ttl=30, unknown_pod_ttl=5, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     landed: dict[str, int] = {}  # uid -> relists begun before it landed
     relists = 0
@@ -174,7 +174,7 @@ def test_freshness_bounds_silence_and_lag() -> None:
 
 def test_a_node_made_again_under_its_name_survives_the_old_ones_delete() -> None:
     """A relist upserts the new Node, then deletes the old uid it no longer lists."""
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES)
     old, new = registered_node("n", t4s(2)), registered_node("n", t4s(2))
     old["metadata"]["uid"], new["metadata"]["uid"] = "uid-1", "uid-2"
     cache.upsert_node(old)
@@ -202,7 +202,7 @@ def test_the_reservations_per_node_follow_every_reservation(
     """Kept as reservations come and go (placement reads it on every filter under contention),
     the count per node always equals a count of the reservations held."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     for what, uid, node in steps:
         clock.now += 2

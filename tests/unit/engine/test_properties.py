@@ -10,6 +10,7 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 
 POLICIES = [
     "spread",
@@ -39,7 +40,7 @@ ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=40)
 
 
 def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     nodes = []
     for n in range(3):
         devs = tuple(
@@ -101,7 +102,9 @@ def replay(operations: list[Any]) -> tuple[ClusterCache, list[str | None]]:
             continue
         if "mutex" in op[2]:
             assert all(users_before[x.uuid] == 0 for c in d.devices for x in c)
-        pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+        pod["metadata"]["annotations"].update(
+            allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+        )
         pod["spec"]["nodeName"] = d.node
         cache.upsert_pod(pod)
         live.append(pod)

@@ -31,6 +31,7 @@ from hami.kube.informer import Informer
 from hami.kube.leader import NotLeading, Term
 from hami.kube.limiter import WriteLimiter
 from hami.kube.listwatch import LIST_PAGE
+from tests.builders import FAMILIES
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Serve = Callable[[dict[str, Handler]], Awaitable[Kube]]
@@ -341,7 +342,7 @@ async def test_the_cache_forgets_an_allocation_that_vanished_between_lists(serve
 
     server.watch = watch
     kube = await serve({"/api/v1/pods": server})
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES)
     await run_until(Informer(kube, "pods", CacheSink(cache)), lambda: watches == 2)
     assert sorted(a.name for a in cache.pods()) == ["b", "c"]
 

@@ -28,8 +28,9 @@ from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]
@@ -78,7 +79,7 @@ class NeverBinder(Binder):
 
 class Harness:
     def __init__(self) -> None:
-        self.cache = ClusterCache(clock=lambda: 0.0)
+        self.cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
         self.cache.replace_nodes(
             [*(registered_node(n, t4s(2, f"GPU-{n}")) for n in REGISTERED), bare_node(BARE)]
         )
@@ -115,7 +116,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube
         h.cache,
         EventRecorder(kube),
         now=lambda: datetime.now(UTC),
-        locks=NodeLocks(),
+        locks=NodeLocks(keys=lock_keys(FAMILIES)),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )
@@ -194,7 +195,7 @@ async def test_filter_of_a_pod_the_cache_knows_bound_places_nothing(
 ) -> None:
     bound = pod(
         annotations=allocation_annotations(
-            "node-a", ((ContainerDevice("GPU-node-a-0", 100, 0),),), 0
+            "node-a", ((ContainerDevice("GPU-node-a-0", 100, 0),),), 0, families=FAMILIES
         )
     )
     bound["spec"]["nodeName"] = "node-a"

@@ -9,6 +9,7 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
+from tests.builders import FAMILIES
 
 
 def nodes(**gpu_node: Any) -> list[dict[str, Any]]:
@@ -28,7 +29,7 @@ def nodes(**gpu_node: Any) -> list[dict[str, Any]]:
 
 
 def cluster() -> ClusterCache:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     cache.replace_nodes(nodes())
     cache.replace_pods(
         [
@@ -38,7 +39,7 @@ def cluster() -> ClusterCache:
                     "namespace": "ns",
                     "name": "tenant",
                     "annotations": allocation_annotations(
-                        "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0
+                        "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0, families=FAMILIES
                     ),
                 },
                 "spec": {

@@ -9,19 +9,21 @@ from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
 from hami.service.placement import Placement
 from hami.service.status import render_json, render_text, status
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 
 WIRE = HYGON.wire
 
 
 def cluster() -> tuple[ClusterCache, dict[str, Any]]:
     """One node with two DCUs; pod `held` bound to DCU-1 with 1000 MiB."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     cache.replace_nodes([family_node("n", HYGON, [sample_card(HYGON, i) for i in range(2)])])
     pod = family_pod("held", HYGON, mem=1000)
     decision = Placement(cache).filter(pod, ["n"]).decision
     assert decision is not None and decision.node == "n" and decision.devices is not None
-    pod["metadata"]["annotations"].update(allocation_annotations("n", decision.devices, 0))
+    pod["metadata"]["annotations"].update(
+        allocation_annotations("n", decision.devices, 0, families=FAMILIES)
+    )
     pod["spec"]["nodeName"] = "n"
     pod["status"]["phase"] = "Running"
     cache.upsert_pod(pod)

@@ -23,8 +23,9 @@ from hami.service.binderrors import BindError
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.outcomes import Ended
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault, lost, server_error
 
 NS, POD, UID, NODE = "ns", "p", "uid-p", "node-a"
@@ -74,8 +75,8 @@ def world(filter_saw: str | None = None) -> World:
     """A pod reserved on one card of NODE, as filter saw it at `filter_saw` (default: as
     stored)."""
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(clock=lambda: 0.0, locks=locks, families=FAMILIES)
     cache.upsert_node(api.add("nodes", registered_node(NODE, t4s(2))))
     stored = api.add("pods", gpu_pod(POD, NS))
     rv = stored["metadata"]["resourceVersion"] if filter_saw is None else filter_saw

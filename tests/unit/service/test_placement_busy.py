@@ -6,7 +6,7 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.service.placement import Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 
@@ -41,7 +41,7 @@ def gpu_pod(uid: str) -> dict[str, Any]:
 def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
     busy: set[str], chosen: str
 ) -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     cache.replace_pods([pod("held", "GPU-0")])  # on node n
     placement = Placement(cache)
@@ -53,7 +53,7 @@ def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
 
 
 def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     cache.replace_pods([pod("held", "GPU-0")])
     placement = Placement(cache)
@@ -68,7 +68,7 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
 
 
 def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     cache.replace_pods([pod("held", "GPU-0")])
     placement = Placement(cache)

@@ -7,12 +7,14 @@ from typing import Any
 import orjson
 
 from hami.cache.store import ClusterCache
+from hami.engine.admission import AdmissionConfig
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.test_lab14_replay import SCENARIO, STEP_7
 
 NODE = "node-a"
@@ -37,14 +39,14 @@ def bound(name: str, devices: tuple[ContainerDevice, ...]) -> dict[str, Any]:
     return gpu_pod(
         name,
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem": devices[0].usedmem},
-        metadata={"annotations": allocation_annotations(NODE, (devices,), 0)},
+        metadata={"annotations": allocation_annotations(NODE, (devices,), 0, families=FAMILIES)},
         spec={"nodeName": NODE},
         status={"phase": "Running"},
     )
 
 
 def cluster() -> tuple[ClusterCache, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES)
     register = {"hami.io/node-nvidia-register": encode_node_devices(CARDS)}
     cache.replace_nodes(
         [
@@ -123,7 +125,9 @@ def test_json() -> None:
 
 
 def test_lab14_step_7_as_the_labs_table_shows_it() -> None:
-    sim = Simulation(load(Path(SCENARIO)))
+    sim = Simulation(
+        load(Path(SCENARIO), families=FAMILIES), admission=AdmissionConfig(families=FAMILIES)
+    )
     sim.run()
     pods = [p.obj for p in sim.pods.values()]
     text = render_text(status(sim.cache, pods))

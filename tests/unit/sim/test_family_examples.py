@@ -26,6 +26,7 @@ from hami.service.explain import explain
 from hami.service.status import status
 from hami.sim.run import Simulation, StepResult
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.families.test_hami_fixtures import DELIBERATE_DIFFERENCES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,8 +69,8 @@ def _hami_steps(name: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_pod_gets_hamis_answer_until_the_first_delete(name: str) -> None:
-    scenario = load(EXAMPLES / f"{name}.yaml")
-    results = Simulation(scenario).run()
+    scenario = load(EXAMPLES / f"{name}.yaml", families=FAMILIES)
+    results = Simulation(scenario, AdmissionConfig(families=FAMILIES)).run()
     hami = _hami_steps(name)
     placed = pending = compared = 0
     drawn: list[str] = []
@@ -93,7 +94,9 @@ def test_each_pod_gets_hamis_answer_until_the_first_delete(name: str) -> None:
             placed += 1
             assert ours.node == answer["node_names"][0], pod
             if skip != "annotations":
-                assert ours.allocated == written_cards(answer["annotations"]), pod
+                assert ours.allocated == written_cards(answer["annotations"], families=FAMILIES), (
+                    pod
+                )
         else:
             pending += 1
             if skip != "failed_nodes":
@@ -186,7 +189,9 @@ def test_status_and_explain_read_the_configured_families(tmp_path: Path) -> None
     assert {p.name for p in shown if p.node is None} >= {waiting["metadata"]["name"]}
     lines = explain(simulation.cache, waiting)
     assert "is pending" in lines[0] and "CardInsufficientMemory" in "\n".join(lines), lines
-    defaults = Simulation(load(scenario_path)).cache
+    defaults = Simulation(
+        load(scenario_path, families=FAMILIES), admission=AdmissionConfig(families=FAMILIES)
+    ).cache
     defaults.replace_pods(pods)
     assert "asks for no GPU" in explain(defaults, waiting)[0]
 

@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from hami.cache.store import ClusterCache
 from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES
 from hami.service.placement import Placement
-from tests.builders import sample_node
+from tests.builders import FAMILIES, sample_node
 
 KINDS = [f.wire.type for f in FAMILIES.members]
 ASCEND = [k for k in KINDS if k.startswith("Ascend")]
@@ -65,7 +64,7 @@ def placed_and_rechecked(
 ) -> tuple[int, list[str]]:
     """Each pod filtered onto the node in turn: how many were placed, and what the re-check
     refused of them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES)
     cache.replace_nodes([node_obj])
     placement = Placement(cache)
     placed, refused = 0, []

@@ -15,7 +15,7 @@ from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.preempter import Preempter, PreemptingPlacement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.unit.service.preemption.test_plan import LOW
 
@@ -67,7 +67,7 @@ HIGH = {
 
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES)
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []
