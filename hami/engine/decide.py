@@ -93,8 +93,8 @@ def schedule(
     if len(known) < len(names):
         failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
     key = hash((request, options, quota))
-    walked = families.walked_by_type
-    if any(a.type in walked for asks in request.families for a in asks):
+    fast = families.fast_types
+    if any(a.type not in fast for asks in request.families for a in asks):
         return _best_fit(known, request, options, failed, quota, families, key)
     return _first_fit(known, request, options, failed, quota, families, key)
 

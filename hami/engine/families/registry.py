@@ -48,6 +48,11 @@ class Families:
         return tuple(f for f in self.members if isinstance(f, FastPath))
 
     @cached_property
+    def fast_types(self) -> frozenset[str]:
+        """The type of each member offering FastPath."""
+        return frozenset(f.wire.type for f in self.members if isinstance(f, FastPath))
+
+    @cached_property
     def walked_by_type(self) -> Mapping[str, Family]:
         """The members without FastPath, by type: where hami.engine.familyfit walks their asks
         (a type of a FastPath family's must find none there)."""
