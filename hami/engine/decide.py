@@ -8,7 +8,7 @@ from typing import NamedTuple
 from hami.engine import reasons as r
 from hami.engine.codec import encode_pod_devices
 from hami.engine.families.registry import Families
-from hami.engine.familyfit import fit_node
+from hami.engine.familyfit import NodeFitted, fit_node
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -92,28 +92,34 @@ def schedule(
     known = list(filter(None, map(cluster.get, names)))
     if len(known) < len(names):
         failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
-    key = hash((request, options, quota))
+    ask = _Ask(request, options, quota, families, hash((request, options, quota)))
     fast = families.fast_types
     if any(a.type not in fast for asks in request.families for a in asks):
-        return _best_fit(known, request, options, failed, quota, families, key)
-    return _first_fit(known, request, options, failed, quota, families, key)
+        return _best_fit(known, ask, failed)
+    return _first_fit(known, ask, failed)
 
 
-def _first_fit(
-    known: list[NodeState],
-    request: PodRequest,
-    options: PodOptions,
-    failed: dict[str, str],
-    quota: NamespaceQuota | None,
-    families: Families,
-    key: int,
-) -> Decision:
+class _Ask(NamedTuple):
+    """One decision's pod, what it is fitted with, and `key`, hash((request, options, quota)),
+    computed once for every node's memo."""
+
+    request: PodRequest
+    options: PodOptions
+    quota: NamespaceQuota | None
+    families: Families
+    key: int
+
+    def fit(self, node: NodeState) -> NodeFitted:
+        return fit_node(node, self.request, self.options, self.families, self.key, self.quota)
+
+
+def _first_fit(known: list[NodeState], ask: _Ask, failed: dict[str, str]) -> Decision:
     """schedule for a pod asking only FastPath families: nodes in policy order, the first that
     fits wins. The first FastPath family's summaries turn nodes down unwalked: its reason is
     the one fitting the node would give first."""
     scores: list[CardScores] = []
-    fast = families.fast
-    summaries = fast[0].summaries(request, options, quota) if fast else None
+    fast = ask.families.fast
+    summaries = fast[0].summaries(ask.request, ask.options, ask.quota) if fast else None
     if summaries is not None:
         every = summaries.nowhere(known)
         if every is not None:
@@ -122,13 +128,13 @@ def _first_fit(
             failed.update(zip(map(_NAME, known), texts, strict=True))
             return Decision(None, None, failed, tuple(logged))
     turned_down = None if summaries is None else summaries.check
-    rank = ORDERS[NodePolicy(options.node_policy)].rank
-    for node in node_order(known, options.node_policy):
+    rank = ORDERS[NodePolicy(ask.options.node_policy)].rank
+    for node in node_order(known, ask.options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:
             failed[node.name] = reason
             continue
-        fit = fit_node(node, request, options, families, key, quota)
+        fit = ask.fit(node)
         scores.extend(fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), rank(node))
@@ -136,29 +142,21 @@ def _first_fit(
     return Decision(None, None, failed, tuple(scores))
 
 
-def _best_fit(
-    known: list[NodeState],
-    request: PodRequest,
-    options: PodOptions,
-    failed: dict[str, str],
-    quota: NamespaceQuota | None,
-    families: Families,
-    key: int,
-) -> Decision:
+def _best_fit(known: list[NodeState], ask: _Ask, failed: dict[str, str]) -> Decision:
     """schedule for a pod asking a family without FastPath: every node is fitted, and the
     nodes that fit are ordered by HAMi's node score with each family's ScoreNode added (which
     depends on the devices chosen, so no node can be skipped)."""
     scores: list[CardScores] = []
     fits: list[tuple[NodeState, PodDevices, float]] = []
     for node in known:
-        fit = fit_node(node, request, options, families, key, quota)
+        fit = ask.fit(node)
         scores.extend(fit.scores)
         if fit.devices is None:
             failed[node.name] = fit.reason
             continue
         fits.append((node, fit.devices, node.score + fit.score))
     by_name = sorted(fits, key=lambda f: f[0].name)
-    busiest_first = ORDERS[NodePolicy(options.node_policy)].busiest_first
+    busiest_first = ORDERS[NodePolicy(ask.options.node_policy)].busiest_first
     ranked = sorted(by_name, key=lambda f: f[2], reverse=busiest_first)
     if not ranked:
         return Decision(None, None, failed, tuple(scores))
