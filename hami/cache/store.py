@@ -32,8 +32,9 @@ from hami.engine.inventory import (
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
 from hami.engine.outside import OutsideClaim
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import held, pod_usage
+from hami.engine.state import held
 from hami.engine.trust import asks_for_no_card, count, observe
+from hami.engine.usage import pod_usage
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]

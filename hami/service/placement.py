@@ -92,7 +92,9 @@ class Placement:
         (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
         quota = self.cache.quotas.quota(namespace)
-        return schedule(self.cache.view, request, options, node_names, quota, self.cache.families)
+        return schedule(
+            self.cache.view, request, options, node_names, quota, families=self.cache.families
+        )
 
     def _elsewhere(
         self,

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 import orjson
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.requests import ResourceDefaults
 from hami.kube.listwatch import LIST_PAGE
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
 from tests.bench.memory import CARDS, node_body, node_names, pod_body
+from tests.builders import FAMILIES
 from tests.e2e.nodespec import t4_node
 
 

@@ -37,9 +37,9 @@ import aiohttp
 import orjson
 import pytest
 
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.service.annotations import allocation_annotations, allocation_labels
+from tests.builders import FAMILIES
 from tests.e2e.cluster import ControlPlane, Process, ensure_binaries
 from tests.e2e.nodespec import (
     GPU_RESOURCE,

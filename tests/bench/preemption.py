@@ -17,7 +17,6 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor
@@ -28,6 +27,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.plan import at_once, field
 from hami.service.preemption.preempter import Preempter
+from tests.builders import FAMILIES
 
 
 def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
@@ -115,7 +115,12 @@ def main() -> None:
     print(f"{args.nodes} nodes x 4 T4, {args.nodes * args.pods_per_node} GPU pods (3000 MiB)")
     for mem, priority, policy in ((15000, 5, "binpack"), (6000, 2, "mutex"), (15000, 0, "spread")):
         request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
-        pod = Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": policy}), priority)
+        pod = Preemptor(
+            request,
+            pod_options({"hami.io/gpu-scheduler-policy": policy}),
+            priority,
+            families=FAMILIES,
+        )
         start = time.perf_counter()
         found = field(cache, facts, pod, "pending", names)
         scan = time.perf_counter() - start

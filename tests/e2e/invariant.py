@@ -18,12 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
+from tests.builders import FAMILIES
 
 from .cluster import ControlPlane
 from .kube import Kube

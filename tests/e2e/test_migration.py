@@ -43,12 +43,12 @@ import pytest
 import yaml
 
 from hami.engine.codec import decode_pod_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
+from tests.builders import FAMILIES
 from tests.unit.test_helm_render import CHART, EXTENDER, Obj, container, helm
 
 from .cluster import AS_PLUGIN, DEVICE_PLUGIN_USER, SCHEDULER_USER, ControlPlane, NodeSim

@@ -6,11 +6,11 @@ import orjson
 
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE, registration
 
 GPU = "GPU-9c1b4c4e-7a4b-2b4d-b2a4-0b0e5b9f3a11"

@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.cache.store import ClusterCache
 from hami.engine.decide import node_order
-from hami.engine.families.registry import FAMILIES
 from hami.engine.fit import _sort_key
 from hami.engine.policy import (
     CardFilter,
@@ -31,6 +30,7 @@ from hami.kube.events import EventReason
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.metrics import Metrics
 from hami.service.binderrors import BindError, BindFailure
+from tests.builders import FAMILIES
 from tests.unit.monitoring.dashboard import load, panels
 
 REPO = Path(__file__).resolve().parents[2]

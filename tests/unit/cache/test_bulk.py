@@ -5,10 +5,9 @@ import pytest
 
 import hami.cache.nodes
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 

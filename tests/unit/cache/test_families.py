@@ -10,14 +10,13 @@ from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, Usage
 from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card, t4
+from tests.builders import FAMILIES, family_node, family_pod, sample_card, t4
 
 NODES = ("node-0", "node-1")
 

@@ -8,13 +8,12 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.metax.config import APP_CLASS, QOS_POLICY
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.preempt import Victim, without
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
 from tests.unit.service.preemption.test_preempter import preempting
 
@@ -120,9 +119,9 @@ def test_preemption_sees_the_card_without_its_victims() -> None:
     bind(cache, pod, place(placement, pod))
     node = cache.view[NODE]
     victim = Victim("uid-a", "ns", "a", 0, 0.0, {CARD: cache.usage()[NODE][CARD]})
-    assert without(node, [victim]).holders == {}
+    assert without(node, [victim], families=FAMILIES).holders == {}
     other = Victim("uid-x", "ns", "x", 0, 0.0, {})
-    assert without(node, [other]).holders == node.holders
+    assert without(node, [other], families=FAMILIES).holders == node.holders
 
 
 def test_families_that_read_no_holders_keep_none() -> None:

@@ -5,11 +5,10 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.metax.config import GPU_LOSSES
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import family_pod
+from tests.builders import FAMILIES, family_pod
 
 GPU = FAMILIES.by_type()["Metax-GPU"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES, from_device_config
+from hami.engine.families.registry import from_device_config
 from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
 from hami.engine.requests import ResourceDefaults
@@ -16,7 +16,7 @@ from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import quota_lines
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 
 QUOTA = {
     "metadata": {"uid": "q", "namespace": "ns", "name": "dcu"},
@@ -71,7 +71,9 @@ def test_the_webhook_refuses_a_pod_past_its_namespaces_dcu_quota() -> None:
     cache, placement = cluster()
     held = family_pod("held", HYGON, mem=2000)
     assert placement.filter(held, ["n"]).decision is not None
-    service = AdmissionService(AdmissionConfig(), cache.quotas.quota, cache.quotas.family_quota)
+    service = AdmissionService(
+        AdmissionConfig(families=FAMILIES), cache.quotas.quota, cache.quotas.family_quota
+    )
     assert service.review(review(1000)).allowed
     refused = service.review(review(1001))
     assert (refused.allowed, refused.message, refused.code) == (

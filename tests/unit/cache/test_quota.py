@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from hami.cache.quota import QuotaBook, QuotaLine
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import DeviceInfo
 from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaLimits, QuotaUsage, allocation_usage
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.unit.engine.test_properties import container, manifest
 
 

@@ -6,10 +6,9 @@ from hypothesis import strategies as st
 
 from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, Usage
 from hami.engine.requests import ResourceDefaults
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 
 from .test_store import Clock, pending, pod, usage
 

@@ -6,7 +6,6 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine.capacity import summary_check
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import (
     ContainerDevice,
     ContainerRequest,
@@ -16,11 +15,11 @@ from hami.engine.model import (
 )
 from hami.engine.policy import pod_options
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import lock_keys
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 
 
 class Clock:

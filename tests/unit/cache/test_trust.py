@@ -15,14 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, DeviceInfo, Usage
 from hami.engine.outside import kubelet_gpus
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import encode_node_lock, lock_keys
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 
 from .test_store import Clock
 

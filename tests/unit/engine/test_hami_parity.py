@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.reference import hami_v210 as hami
 from tests.reference import hami_v210_mig as hami_mig
 from tests.reference import hami_v210_register as hami_register

@@ -24,7 +24,6 @@ from pytest_aiohttp import AiohttpServer
 
 from hami.cache.store import ClusterCache
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving
-from hami.engine.families.registry import FAMILIES
 from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
@@ -33,6 +32,7 @@ from hami.kube.informer import Informer
 from hami.kube.leader import NotLeading, Term
 from hami.kube.limiter import WriteLimiter
 from hami.kube.listwatch import LIST_PAGE
+from tests.builders import FAMILIES
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Serve = Callable[[dict[str, Handler]], Awaitable[Kube]]

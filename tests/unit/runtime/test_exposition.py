@@ -16,7 +16,6 @@ from prometheus_client.registry import Collector
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
-from hami.engine.families.registry import FAMILIES
 from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevices
 from hami.engine.names import PHASE_SUCCESS
@@ -37,7 +36,7 @@ from hami.runtime.metrics import Metrics
 from hami.runtime.promtext import ZONE, go_float
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.builders import family_pod, sample_node
+from tests.builders import FAMILIES, family_pod, sample_node
 from tests.e2e.cluster import built_tool
 from tests.unit import mig_cluster as mc
 

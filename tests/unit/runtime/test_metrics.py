@@ -2,13 +2,13 @@
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.quota import QuotaUsage
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.metrics import BIND_FAILURE_REASONS, PREEMPTION_OUTCOMES, Metrics, Probes
 from hami.service.annotations import allocation_annotations
 from hami.service.binderrors import BindError, BindFailure
+from tests.builders import FAMILIES
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:

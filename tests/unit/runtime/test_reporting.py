@@ -6,13 +6,12 @@ from collections.abc import Mapping
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder, EventType
 from hami.runtime.reporting import FilterReporter, LineBudget
 from hami.service.placement import Placement
-from tests.builders import gpu_pod, registered_node, t4
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4
 from tests.fakes.kubeapi import FakeKube
 
 

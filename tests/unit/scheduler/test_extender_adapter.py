@@ -20,7 +20,6 @@ from pytest_aiohttp import AiohttpClient
 import hami.extender.routes
 from hami.cache.store import ClusterCache
 from hami.engine import reasons
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
@@ -33,7 +32,7 @@ from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import lock_keys
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]

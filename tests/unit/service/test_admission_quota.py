@@ -7,9 +7,9 @@ import pytest
 
 from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
-from hami.engine.families.registry import FAMILIES
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 
 def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def service() -> AdmissionService:
         }
     )
     book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(), book.quota)
+    return AdmissionService(AdmissionConfig(families=FAMILIES), book.quota)
 
 
 @pytest.mark.parametrize(

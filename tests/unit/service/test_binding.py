@@ -18,7 +18,6 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
-from hami.engine.families.registry import FAMILIES
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice, PodDevices
 from hami.engine.requests import ResourceDefaults
@@ -31,7 +30,7 @@ from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import encode_node_lock, lock_keys
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import (
     FakeKube,
     Fault,

@@ -6,12 +6,12 @@ import pytest
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
+from tests.builders import FAMILIES
 
 
 def nodes(**gpu_node: Any) -> list[dict[str, Any]]:

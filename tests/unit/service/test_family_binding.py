@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
@@ -17,7 +16,7 @@ from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import decode_node_lock, lock_keys
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)

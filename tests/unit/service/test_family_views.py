@@ -4,7 +4,6 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.exposition import ClusterExposition
@@ -12,7 +11,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
 from hami.service.placement import Placement
 from hami.service.status import render_json, render_text, status
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 
 WIRE = HYGON.wire
 

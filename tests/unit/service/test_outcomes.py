@@ -16,7 +16,6 @@ import pytest
 from hami.cache.reservations import Stage
 from hami.cache.store import ClusterCache
 from hami.engine import names
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, PodDevices
 from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
@@ -27,7 +26,7 @@ from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import lock_keys
 from hami.service.outcomes import Ended
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault, lost, server_error
 
 NS, POD, UID, NODE = "ns", "p", "uid-p", "node-a"

@@ -5,11 +5,10 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 

@@ -8,7 +8,6 @@ import orjson
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.choices import serve_defaults
@@ -16,6 +15,7 @@ from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.test_lab14_replay import SCENARIO, STEP_7
 
 NODE = "node-a"

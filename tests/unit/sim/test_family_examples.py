@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from hami.cli import main
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import ResourceDefaults
@@ -30,6 +29,7 @@ from hami.service.explain import explain
 from hami.service.status import status
 from hami.sim.run import Simulation, StepResult
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.families.test_hami_fixtures import DELIBERATE_DIFFERENCES
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,12 +14,11 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError
 from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
 from hami.engine.policy import Defaults, NodePolicy
 from hami.engine.requests import RequestError, ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import family_pod, sample_node
+from tests.builders import FAMILIES, family_pod, sample_node
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
 KINDS = {f.wire.type: f for f in from_config(DEFAULT_VNPUS)}

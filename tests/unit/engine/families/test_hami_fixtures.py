@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import PodRequest
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
+from tests.builders import FAMILIES
 
 FIXTURES = Path(__file__).resolve().parents[3] / "reference" / "fixtures" / "hami_v210"
 CLOCK = "<time>"  # how the recorder wrote an annotation holding a clock reading

@@ -11,7 +11,6 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine.families.cambricon import FAMILY as CAMBRICON
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.names import NODE_LOCK
 from hami.engine.policy import Defaults
@@ -26,7 +25,7 @@ from hami.service.nodelock.rules import Action, Reason, decide_lock
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import decode_node_lock, family_lock, family_locks, lock_keys
 from hami.service.placement import Placement
-from tests.builders import family_pod
+from tests.builders import FAMILIES, family_pod
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.families_samples import SAMPLE_ALLOCATABLE
 

@@ -3,9 +3,9 @@ release, not on a timer, and the cache hears when the pod a lock names changes."
 
 import asyncio
 
-from hami.engine.families.registry import FAMILIES
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import lock_keys
+from tests.builders import FAMILIES
 
 
 def node(name: str, lock: str | None, version: str = "") -> dict[str, object]:

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError, NotFound, Unavailable
@@ -18,7 +17,7 @@ from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.preempter import Preempter, PreemptingPlacement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.unit.service.preemption.test_plan import LOW
 
