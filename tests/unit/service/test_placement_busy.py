@@ -10,7 +10,7 @@ from tests.builders import registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 
-def gpu_pod(uid: str) -> dict[str, Any]:
+def gpu_pod(uid: str, memory: int = 1000) -> dict[str, Any]:
     return {
         "metadata": {
             "uid": uid,
@@ -22,7 +22,7 @@ def gpu_pod(uid: str) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}},
                 }
             ]
         },
@@ -77,3 +77,14 @@ def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> 
     ahead = {"n": 3, "m": 1}
     placement.busy = lambda: ahead
     assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["m"]
+
+
+def test_a_pod_that_fits_nowhere_gets_every_candidates_reason_busy_or_not() -> None:
+    cache = ClusterCache(Clock())
+    cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
+    placement = Placement(cache)
+    placement.busy = lambda: {"n": 1}
+    outcome = placement.filter(gpu_pod("big", memory=20000), ["m", "n", "gone"])
+    assert outcome.node_names is None
+    assert sorted(outcome.failed) == ["gone", "m", "n"]
+    assert outcome.failed["n"] == outcome.failed["m"] == "2/2 CardInsufficientMemory"
