@@ -129,6 +129,10 @@ class NodeLocks:
         there, which the next bind to that node waits for."""
         return self._held
 
+    def held_nodes(self) -> list[str]:
+        """The nodes whose HAMi lock is held (held() of them)."""
+        return [node for node, key in self._locks if key == NODE_LOCK]
+
     def holder(self, node: str) -> tuple[str, str] | None:
         """The pod (namespace, name) the node's HAMi lock names."""
         lock = self._locks.get((node, NODE_LOCK))

@@ -448,12 +448,25 @@ async def test_malformed_bind_args_get_an_error_answer(
 
 
 def test_http_bench_runs_on_a_small_cluster() -> None:
-    from hami.bench.http import HttpBenchConfig, run_http_bench
+    from hami.bench.http import SHARE, HttpBenchConfig, Series, run_http_bench
 
-    result = run_http_bench(HttpBenchConfig(nodes=20, cards=2, pods=20, requests=30, warmup=5))
-    assert "answers: {'fit': 30}" in result.text
+    series = (Series(node_policy="binpack"), Series(node_policy="spread", candidates=SHARE))
+    cfg = HttpBenchConfig(
+        nodes=200, cards=2, pods=20, requests=30, warmup=5, series=series, in_flight=2
+    )
+    result = run_http_bench(cfg)
+    assert result.text.count("answers {'fit': 30}, 2 reservations held at the end") == 2
     assert "server, adapter observe hook" in result.text and "client round trip" in result.text
     # The CPU figures are what the envelope bench compares with the 5 ms target.
     assert "server, the handler's CPU" in result.text
-    cpu = result.figures["server_cpu_p99_ms"]
-    assert 0 < cpu <= result.figures["client_round_trip_p99_ms"] * 10
+    binpack, spread = result.figures
+    assert binpack["label"] == "100 MiB, node policy binpack, 200 candidates"
+    # kube-scheduler's default share of 200 nodes: 49 %, at least 100.
+    assert spread["label"] == "100 MiB, node policy spread, 100 candidates"
+    for figures in result.figures:
+        assert figures["fits"] == 30
+        cpu = figures["server_cpu_p99_ms"]
+        assert 0 < cpu <= figures["client_round_trip_p99_ms"] * 10
+        # The whole process's CPU covers the handler's thread's.
+        assert figures["process_cpu_p99_ms"] >= figures["server_cpu_p50_ms"]
+        assert figures["process_cpu_per_request_ms"] > 0

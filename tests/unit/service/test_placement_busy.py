@@ -12,7 +12,7 @@ from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 
-def gpu_pod(uid: str) -> dict[str, Any]:
+def gpu_pod(uid: str, memory: int = 1000) -> dict[str, Any]:
     return {
         "metadata": {
             "uid": uid,
@@ -24,7 +24,7 @@ def gpu_pod(uid: str) -> dict[str, Any]:
             "containers": [
                 {
                     "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}},
                 }
             ]
         },
@@ -32,23 +32,25 @@ def gpu_pod(uid: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("busy", "chosen"),
+    ("busy", "candidates", "chosen"),
     [
-        (set(), "n"),  # binpack: the node in use
-        ({"n"}, "m"),  # ... unless a bind to it would wait: the free node takes the pod
-        ({"n", "m"}, "n"),  # every node busy: binpack's choice stands
-        ({"m"}, "n"),
+        (set(), ["m", "n"], "n"),  # binpack: the node in use
+        ({"n"}, ["m", "n"], "m"),  # ... unless a bind to it would wait: the free node takes it
+        ({"n", "m"}, ["m", "n"], "n"),  # every node busy: binpack's choice stands
+        ({"m"}, ["m", "n"], "n"),
+        # The only candidate without binds ahead takes no pod (unregistered): binpack's choice.
+        ({"n", "m"}, ["m", "n", "unregistered"], "n"),
     ],
 )
 def test_binpack_prefers_a_node_no_bind_waits_on_when_its_choice_is_busy(
-    busy: set[str], chosen: str
+    busy: set[str], candidates: list[str], chosen: str
 ) -> None:
     cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     cache.replace_pods([pod("held", "GPU-0")])  # on node n
     placement = Placement(cache, Defaults(), ResourceDefaults())
-    placement.busy = lambda name: int(name in busy)
-    outcome = placement.filter(gpu_pod("new"), ["m", "n"])
+    placement.busy = lambda: dict.fromkeys(busy, 1)
+    outcome = placement.filter(gpu_pod("new"), candidates)
     assert outcome.node_names == [chosen]
     reservation = cache.reservation("new")
     assert reservation is not None and reservation.node == chosen
@@ -59,7 +61,7 @@ def test_a_decision_not_yet_bound_makes_its_node_busy_for_the_next_pod() -> None
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     cache.replace_pods([pod("held", "GPU-0")])
     placement = Placement(cache, Defaults(), ResourceDefaults())
-    placement.busy = lambda name: 0
+    placement.busy = dict
     assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["n"]
     # a's bind has not shown in the watch: b goes to the node nobody is binding to.
     assert placement.filter(gpu_pod("b"), ["m", "n"]).node_names == ["m"]
@@ -75,5 +77,16 @@ def test_when_every_node_is_busy_the_pod_goes_where_fewest_binds_are_ahead() -> 
     cache.replace_pods([pod("held", "GPU-0")])
     placement = Placement(cache, Defaults(), ResourceDefaults())
     ahead = {"n": 3, "m": 1}
-    placement.busy = ahead.__getitem__
+    placement.busy = lambda: ahead
     assert placement.filter(gpu_pod("a"), ["m", "n"]).node_names == ["m"]
+
+
+def test_a_pod_that_fits_nowhere_gets_every_candidates_reason_busy_or_not() -> None:
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
+    placement = Placement(cache, Defaults(), ResourceDefaults())
+    placement.busy = lambda: {"n": 1}
+    outcome = placement.filter(gpu_pod("big", memory=20000), ["m", "n", "gone"])
+    assert outcome.node_names is None
+    assert sorted(outcome.failed) == ["gone", "m", "n"]
+    assert outcome.failed["n"] == outcome.failed["m"] == "2/2 CardInsufficientMemory"
