@@ -5,9 +5,9 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import orjson
 
@@ -39,18 +39,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from hami.engine.admission import AdmissionConfig
-    from hami.runtime.deviceconfig import command_families
+    from hami.runtime.choices import of_flags
     from hami.sim.run import Simulation, render_json, render_text, unexpected
     from hami.sim.scenario import load
 
     try:
-        families = command_families(args, "simulate")
-        scenario = load(Path(args.scenario), families)
-    except ValueError as e:  # ScenarioError, DeviceConfigError
+        choices = of_flags(args, "simulate")
+        scenario = load(Path(args.scenario), choices.families)
+    except ValueError as e:  # ScenarioError, ConfigError
         print(f"hami simulate: {one_line(e)}", file=sys.stderr)
         return 2
-    results = Simulation(scenario, AdmissionConfig(families=families)).run()
+    results = Simulation(scenario, choices).run()
     if args.json:
         sys.stdout.write(
             orjson.dumps(render_json(results), option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -68,22 +67,65 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+T = TypeVar("T")
+
+
+def _listed(item: Callable[[str], T], name: str) -> Callable[[str], list[T]]:
+    """An argparse type: comma-separated values, each read by `item` (a ValueError: argparse
+    says `invalid <name> value`)."""
+
+    def read(text: str) -> list[T]:
+        return [item(part.strip()) for part in text.split(",")]
+
+    read.__name__ = name
+    return read
+
+
+def _node_policy(text: str) -> str:
+    if text not in ("", "spread", "binpack"):
+        raise ValueError(text)
+    return text
+
+
+def _candidates(text: str) -> str:
+    if text not in ("all", "share"):
+        raise ValueError(text)
+    return text
+
+
+def _bench_problem(args: argparse.Namespace) -> str:
+    """What is wrong with the bench's numbers, or ""."""
+    counts = (("nodes", 1), ("cards", 1), ("pods", 0), ("runs", 1), ("in-flight", 0))
+    for name, least in counts:
+        if getattr(args, name.replace("-", "_")) < least:
+            return f"--{name} must be at least {least}"
+    if min(args.memory) < 1:
+        return "--memory must be at least 1"
+    return ""
+
+
 def _bench(args: argparse.Namespace) -> int:
-    for name, least in (("nodes", 1), ("cards", 1), ("pods", 0), ("runs", 1), ("memory", 1)):
-        if getattr(args, name) < least:
-            print(f"hami bench: --{name} must be at least {least}", file=sys.stderr)
-            return 2
+    problem = _bench_problem(args)
+    if problem:
+        print(f"hami bench: {problem}", file=sys.stderr)
+        return 2
     if args.http:
-        from hami.bench.http import HttpBenchConfig, run_http_bench
+        from hami.bench.http import HttpBenchConfig, Series, run_http_bench
 
         cfg = HttpBenchConfig(
             nodes=args.nodes,
             cards=args.cards,
             pods=args.pods,
             requests=args.runs,
-            memreq=args.memory,
+            series=tuple(
+                Series(memory, node_policy, kind)
+                for memory in args.memory
+                for node_policy in args.node_policy
+                for kind in args.candidates
+            ),
             policy=args.policy,
             keep_reservations=args.keep_reservations,
+            in_flight=args.in_flight,
             log=args.server_log,
             profile=args.profile,
         )
@@ -177,12 +219,38 @@ def parser() -> argparse.ArgumentParser:
     http.add_argument(
         "--http", action="store_true", help="time /filter end to end instead of the engine alone"
     )
-    http.add_argument("--memory", type=int, default=100, help="MiB the pod asks for (--http)")
+    # Lists: every combination is a series of --runs requests, timed in turn on one server.
+    http.add_argument(
+        "--memory",
+        type=_listed(int, "MiB list"),
+        default=[100],
+        help="MiB the pod asks for, or several, comma-separated (--http)",
+    )
     http.add_argument("--policy", default="", help="the pod's hami.io/gpu-scheduler-policy")
+    http.add_argument(
+        "--node-policy",
+        type=_listed(_node_policy, "node policy list (spread, binpack)"),
+        default=[""],
+        help="the pod's hami.io/node-scheduler-policy (spread, binpack; default: none, the "
+        "scheduler's), or several, comma-separated",
+    )
+    http.add_argument(
+        "--candidates",
+        type=_listed(_candidates, "candidates list (all, share)"),
+        default=["all"],
+        help="the node names of each request: all, or share (kube-scheduler's default share: "
+        "500 of 5,000), or all,share",
+    )
     http.add_argument(
         "--keep-reservations",
         action="store_true",
         help="let every decision's reservation pile up (default: release it after the answer)",
+    )
+    http.add_argument(
+        "--in-flight",
+        type=int,
+        default=0,
+        help="hold the reservations of the last N decisions, as binds under way (default 0)",
     )
     http.add_argument(
         "--server-log",

@@ -6,9 +6,10 @@ from hami.engine import names
 from hami.engine import nvidianames as nv
 
 
-def filter_pod(uid: str, memreq: int, policy: str = "") -> dict[str, Any]:
+def filter_pod(uid: str, memreq: int, policy: str = "", node_policy: str = "") -> dict[str, Any]:
     """A GPU pod as kube-scheduler sends it: after our webhook, with managedFields (~3 KB)."""
     limits = {nv.GPU: "1", nv.GPUMEM: str(memreq)}
+    annotations = {names.GPU_POLICY: policy, names.NODE_POLICY: node_policy}
     return {
         "kind": "Pod",
         "apiVersion": "v1",
@@ -19,7 +20,7 @@ def filter_pod(uid: str, memreq: int, policy: str = "") -> dict[str, Any]:
             "resourceVersion": "123456",
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"app": "bench", "hami.run/bench": "true"},
-            "annotations": {names.GPU_POLICY: policy} if policy else {},
+            "annotations": {k: v for k, v in annotations.items() if v},
             "managedFields": [
                 {
                     "manager": "kubectl-client-side-apply",

@@ -7,6 +7,7 @@ as a reservation in the cache and written out by bind.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import filterfalse
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -53,15 +54,16 @@ class Placement:
     def __init__(
         self,
         cache: ClusterCache,
-        policies: Defaults = Defaults(),
-        resources: ResourceDefaults = ResourceDefaults(),
+        policies: Defaults,
+        resources: ResourceDefaults,
     ) -> None:
         self.cache = cache
         self.policies = policies
         self.resources = resources
-        # How many binds a bind to a node would wait for now (hami.service.nodelock.locker); None:
-        # every node is taken as free, as HAMi takes them.
-        self.busy: Callable[[str], int] | None = None
+        # How many binds a bind to each node would wait for now, for the nodes where any
+        # would (hami.service.nodelock.locker); None: every node is taken as free, as HAMi
+        # takes them.
+        self.busy: Callable[[], Mapping[str, int]] | None = None
 
     def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
         """What the pod asks for and under which policies; None for a pod without GPUs.
@@ -92,16 +94,14 @@ class Placement:
         (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
         quota = self.cache.quotas.quota(namespace)
-        return schedule(self.cache.view, request, options, node_names, quota, self.cache.families)
+        return schedule(
+            self.cache.view, request, options, node_names, quota, families=self.cache.families
+        )
 
-    def _elsewhere(
-        self,
-        ref: PodRef,
-        asked: tuple[PodRequest, PodOptions],
-        node_names: Sequence[str],
-        decision: Decision,
+    def _least_busy(
+        self, ref: PodRef, asked: tuple[PodRequest, PodOptions], node_names: Sequence[str]
     ) -> Decision:
-        """The decision among the nodes with the fewest binds ahead, when the one chosen has
+        """The decision among the nodes with the fewest binds ahead where the best node has
         some: binds of ours waiting for its lock, its lock held, decisions awaiting their bind.
 
         Under binpack every pod of a burst goes to the node being filled, and its binds queue
@@ -109,17 +109,39 @@ class Placement:
         (a free one, while there is one); once the burst has passed, the fullest node is free
         again and binpack packs it as before. A deliberate difference from HAMi, which knows
         nothing of binds under way.
+
+        The free candidates are decided first, then (where none takes the pod) the busy
+        ones: each candidate is decided once, and the pod lands where a decision over them
+        all followed by the move would put it (the best node, if free, is also the best free
+        one). Deciding over them all, then counting the binds ahead of every candidate and
+        deciding again made binpack's /filter cost 2.3 times spread's at 5,000 candidates
+        while binds were under way.
         """
         busy = self.busy
-        if busy is None or decision.node is None:
-            return decision
-        # A decision not yet bound is a bind about to queue on its node's lock.
-        reserved = self.cache.reserved_nodes()
-        if not reserved.get(decision.node) and not busy(decision.node):
-            return decision
-        ahead = {n: reserved.get(n, 0) + busy(n) for n in node_names}
-        fewest = min(ahead.values())
-        if fewest >= ahead.get(decision.node, 0):
+        if busy is None:
+            return self.decide(ref.uid, *asked, node_names, ref.namespace)
+        self.cache.release_unbound(ref.uid)  # its own earlier decision is no bind ahead of it
+        ahead = dict(self.cache.reserved_nodes())
+        for node, binds in busy().items():
+            ahead[node] = ahead.get(node, 0) + binds
+        # In C: most candidates have no bind ahead, and only those that do are looked up.
+        free = list(filterfalse(ahead.__contains__, node_names)) if ahead else node_names
+        if free and len(free) < len(node_names):
+            decision = self.decide(ref.uid, *asked, free, ref.namespace)
+            if decision.node is not None:
+                return decision
+            # No free node takes the pod: the best busy one does, as a decision over all the
+            # candidates would choose; the answer gives every candidate's reason.
+            busy_names = list(filter(ahead.__contains__, node_names))
+            other = self.decide(ref.uid, *asked, busy_names, ref.namespace)
+            failed = {**decision.failed, **other.failed}
+            return replace(other, failed=failed, scores=(*decision.scores, *other.scores))
+        decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
+        if free or decision.node is None:
+            return decision  # no candidate has binds ahead, or none takes the pod
+        # Every candidate has binds ahead: those with the fewest, if the best node has more.
+        fewest = min(ahead[n] for n in node_names)
+        if fewest >= ahead[decision.node]:
             return decision
         least = [n for n in node_names if ahead[n] == fewest]
         other = self.decide(ref.uid, *asked, least, ref.namespace)
@@ -141,8 +163,7 @@ class Placement:
                 ref,
                 error=f"pod {ref} is already bound to node {held.node}; there is nothing to place",
             )
-        decision = self.decide(ref.uid, *asked, node_names, ref.namespace)
-        decision = self._elsewhere(ref, asked, node_names, decision)
+        decision = self._least_busy(ref, asked, node_names)
         if decision.node is None or decision.devices is None:
             # `in` over the values runs in C: most answers name no unknown node.
             unknown = reasons.NODE_UNREGISTERED in decision.failed.values()

@@ -1,6 +1,6 @@
 """`python -m tests.bench.envelope`: every figure of the Kubernetes envelope from one run.
 
-    python -m tests.bench.envelope                         # 5,000 nodes, 150,000 pods (~30 min)
+    python -m tests.bench.envelope                         # 5,000 nodes, 150,000 pods (~35 min)
     python -m tests.bench.envelope --nodes 200 --pods 5000 --small-nodes 100 --burst 200
 
 Runs, one after the other on this machine, each bench in its own process (so one's heap and
@@ -8,8 +8,11 @@ threads do not weigh on the next):
 
 1. `tests.bench.memory --nodes N --pods 0,P`: cold start to /readyz, our CPU to ready, RSS
    ready, steady with a scraper attached and peak, each scrape's size and CPU;
-2. `hami bench --http --nodes N`: /filter over HTTPS with all N node names, a pod that fits and
-   one that fits nowhere, the handler's CPU p50/p99;
+2. `hami bench --http --nodes N`, once with no pod placed and once with --filter-pods: /filter
+   over HTTPS for a pod that fits and one that fits nowhere, under the spread and the binpack
+   node policy, with all N node names and with kube-scheduler's default share of them (500 of
+   5,000), the last --in-flight decisions held as binds under way: the whole process's CPU
+   (every thread) p50/p99 while the handler ran, and its CPU per request over the series;
 3. `tests.bench.throughput` at --small-nodes and at N nodes: a burst of --burst GPU pods under
    spread, then binpack, through the real kube-scheduler: pods/s, failed binds per pod, our
    CPU per pod, the binds whose outcome was unknown, pods left Pending with /readyz failing;
@@ -84,14 +87,21 @@ def memory_rows(samples: Sequence[Mapping[str, Any]]) -> list[Row]:
     return rows
 
 
-def filter_rows(nodes: int, fits: Mapping[str, float], nowhere: Mapping[str, float]) -> list[Row]:
-    return [
-        Row(
-            f"/filter CPU p{q}, {kind}, {nodes} candidates", figures[f"server_cpu_p{q}_ms"], "ms", t
-        )
-        for kind, figures in (("fits", fits), ("fits nowhere", nowhere))
-        for q, t in (("50", None), ("99", 5.0))
-    ]
+def filter_rows(pods: int, series: Sequence[Mapping[str, Any]]) -> list[Row]:
+    """Each series of `hami bench --http` at `pods` pods: the process's CPU p50 and p99 while
+    /filter ran (p99 aims at 5 ms), and the process's CPU per request (TLS and HTTP parsing,
+    logging and Events included)."""
+    rows = []
+    for figures in series:
+        kind = "fits" if figures["fits"] else "fits nowhere"
+        policy = figures["node_policy"] or "default"
+        name = f"{kind}, {policy}, {figures['candidate_count']} candidates, {pods} pods"
+        rows += [
+            Row(f"/filter CPU p50, {name}", figures["process_cpu_p50_ms"], "ms"),
+            Row(f"/filter CPU p99, {name}", figures["process_cpu_p99_ms"], "ms", 5.0),
+            Row(f"/filter CPU per request, {name}", figures["process_cpu_per_request_ms"], "ms"),
+        ]
+    return rows
 
 
 def throughput_rows(
@@ -148,12 +158,12 @@ def _ours(run: Mapping[str, Any]) -> float:
 
 
 def table(rows: Sequence[Row]) -> str:
-    lines = [f"  {'figure':<58} {'value':>10} {'target':>10}  verdict"]
+    lines = [f"  {'figure':<70} {'value':>10} {'target':>10}  verdict"]
     for r in rows:
         target = "" if r.target is None else f"{'<=' if r.at_most else '>='} {r.target:g}"
         value = f"{r.value:.2f} {r.unit}".strip()
         note = f"  ({r.note})" if r.note else ""
-        lines.append(f"  {r.figure:<58} {value:>10} {target:>10}  {r.verdict()}{note}")
+        lines.append(f"  {r.figure:<70} {value:>10} {target:>10}  {r.verdict()}{note}")
     return "\n".join(lines)
 
 
@@ -188,8 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=150_000)
     p.add_argument("--small-nodes", type=int, default=1000, help="the throughput reference size")
     p.add_argument("--burst", type=int, default=1000, help="GPU pods of each throughput burst")
-    p.add_argument("--filter-pods", type=int, default=40_000, help="pods placed for /filter")
-    p.add_argument("--filter-runs", type=int, default=300, help="/filter requests timed")
+    p.add_argument(
+        "--filter-pods", type=int, help="pods placed for /filter, after none (default: --pods)"
+    )
+    p.add_argument("--filter-runs", type=int, default=300, help="/filter requests a series")
+    p.add_argument(
+        "--in-flight", type=int, default=4, help="/filter decisions held as binds under way"
+    )
     p.add_argument("--settle", type=float, default=30.0, help="seconds scraped before steady")
     p.add_argument("--step-timeout", type=float, default=1800.0, help="seconds per step at most")
     p.add_argument("--out", help="folder for each step's JSON (default: a temporary one)")
@@ -197,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="hami-envelope-"))
     out.mkdir(parents=True, exist_ok=True)
+    filter_pods = dict.fromkeys((0, args.pods if args.filter_pods is None else args.filter_pods))
     print(
         f"envelope bench: {args.nodes} nodes, {args.pods} pods; figures under {out}; "
         f"{os.cpu_count()} cores, {load.load_average()}",
@@ -211,10 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         *(
             (
                 ["-m", "hami", "bench", "--http", "--nodes", str(args.nodes), "--pods",
-                 str(args.filter_pods), "--runs", str(args.filter_runs), "--memory", str(memory)],
-                out / f"filter-{kind}.json",
+                 str(pods), "--runs", str(args.filter_runs), "--memory", "100,20000",
+                 "--node-policy", "spread,binpack", "--candidates", "all,share",
+                 "--in-flight", str(args.in_flight)],
+                out / f"filter-{pods}.json",
             )
-            for kind, memory in (("fits", 100), ("nowhere", 20_000))
+            for pods in filter_pods
         ),
         *(
             (
@@ -231,10 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures.unlink(missing_ok=True)  # a step that fails leaves no figures of an earlier run
             _step([*step, "--json", str(figures)], args.step_timeout)
     memory = _load(out / "memory.json")
-    fits, nowhere = _load(out / "filter-fits.json"), _load(out / "filter-nowhere.json")
     rows = [
         *(memory_rows(memory) if memory else []),
-        *(filter_rows(args.nodes, fits, nowhere) if fits and nowhere else []),
+        *(
+            row
+            for pods in filter_pods
+            for row in filter_rows(pods, _load(out / f"filter-{pods}.json") or [])
+        ),
         *throughput_rows(
             args.small_nodes,
             _load(out / f"throughput-{args.small_nodes}.json") or [],

@@ -11,9 +11,14 @@ from typing import Any
 from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.base import Family
+from hami.engine.families.registry import Families, from_device_config
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.service.annotations import allocation_annotations
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
+
+# Every family HAMi schedules, as the chart's default device config configures them, the gated
+# ones included: what the tests schedule unless one says otherwise (the engine has no default).
+FAMILIES: Families = from_device_config({})
 
 Obj = dict[str, Any]
 T4 = "NVIDIA-Tesla T4"
@@ -191,7 +196,9 @@ def allocated_pod(
     metadata: Obj = {"uid": uid, "namespace": "ns", "name": uid}
     if card is not None:
         share = ContainerDevice(card, mem or T4_MIB, 0 if mem else 100)
-        metadata["annotations"] = allocation_annotations(written_node, ((share,),), 0)
+        metadata["annotations"] = allocation_annotations(
+            written_node, ((share,),), 0, families=FAMILIES
+        )
     spec: Obj = {
         "schedulerName": scheduler,
         "containers": [{"name": "c", "resources": {"limits": limits}}],

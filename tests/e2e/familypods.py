@@ -8,9 +8,9 @@ import urllib.request
 from typing import Any
 
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import pod_allocation
-from tests.builders import family_limits
+from tests.builders import FAMILIES, family_limits
 from tests.e2e.cluster import ControlPlane
 from tests.e2e.kube import Kube, wait_for
 

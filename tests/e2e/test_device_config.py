@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hami.engine.families.registry import FAMILIES, from_device_config
+from hami.engine.families.registry import from_device_config
+from tests.builders import FAMILIES
 from tests.e2e.chartrun import GPU_POD, dry_run, variant
 from tests.e2e.familypods import counted_then_released, manifest
 

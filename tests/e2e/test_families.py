@@ -22,8 +22,8 @@ import pytest
 
 from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES
 from hami.engine.inventory import pod_allocation
+from tests.builders import FAMILIES
 from tests.e2e.familypods import counted_then_released, manifest
 
 from .cluster import ControlPlane, NodeSim

@@ -13,14 +13,16 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.service.binderrors import BindError
 from hami.service.binding import BeforeBinding, Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.outcomes import Ended
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
@@ -84,8 +86,10 @@ def world(
     """The pod reserved on HERE; `versioned`: reserved at the resourceVersion filter saw (the
     pod as stored), else at none; `binder`: the Binder's other arguments."""
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     for name in (HERE, THERE):
         cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
     stored = api.add("pods", gpu_pod(POD, NS))

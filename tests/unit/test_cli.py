@@ -14,7 +14,8 @@ import yaml
 
 from hami.certs.selfsigned import write_dev_bundle
 from hami.cli import main
-from hami.runtime.config import DEV_PAIR_COMMAND, Settings, serving_context
+from hami.runtime.certsetup import serving_context
+from hami.runtime.config import DEV_PAIR_COMMAND, Settings
 
 
 @pytest.fixture
@@ -178,6 +179,13 @@ BAD_PAIR = "current user's client-certificate-data and client-key-data"
         (["explain", "a/b", "--request-timeout", "-1"], "--request-timeout must be more than 0"),
         (["bench", "--nodes", "0"], "hami bench: --nodes must be at least 1"),
         (["bench", "--runs", "many"], "invalid int value: 'many' (see hami bench --help)"),
+        (["bench", "--memory", "100,0"], "hami bench: --memory must be at least 1"),
+        (["bench", "--in-flight", "-1"], "hami bench: --in-flight must be at least 0"),
+        (
+            ["bench", "--node-policy", "spread,fastest"],
+            "invalid node policy list (spread, binpack) value: 'spread,fastest'",
+        ),
+        (["bench", "--candidates", "some"], "invalid candidates list (all, share) value: 'some'"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

@@ -91,11 +91,15 @@ class NodeLocker:
         hold = self.locks.hold
         return 2 if hold > 0 and hold * 2 <= wait else 1
 
-    def busy(self, node: str) -> int:
-        """How many binds a bind to `node` would wait for now: binds of ours waiting for or
-        taking its lock, and the lock's holder (a device plugin allocating for the last pod
-        bound there)."""
-        return self._waiting.get(node, 0) + (self.locks.value(node) is not None)
+    def busy(self) -> dict[str, int]:
+        """How many binds a bind to each node would wait for now, for the nodes where any
+        would: binds of ours waiting for or taking its lock, and the lock's holder (a device
+        plugin allocating for the last pod bound there). Only those nodes: a filter asks with
+        every candidate, and a count per candidate cost as much as the decision."""
+        ahead = dict(self._waiting)
+        for node in self.locks.held_nodes():
+            ahead[node] = ahead.get(node, 0) + 1
+        return ahead
 
     def _written(self, node: Mapping[str, Any], key: str) -> None:
         """A Node as one of our lock writes returned it: known before the watch shows it."""

@@ -46,16 +46,30 @@ def test_memory_rows_take_the_per_pod_cost_between_the_empty_and_the_full_cluste
     assert rows["a scrape's CPU, the most (the first)"].verdict() == "missed by 700 ms"
 
 
-def test_filter_rows_hold_the_5_ms_cpu_target_for_fits_and_fits_nowhere() -> None:
-    fits = {"server_cpu_p50_ms": 1.0, "server_cpu_p99_ms": 4.0}
-    nowhere = {"server_cpu_p50_ms": 4.0, "server_cpu_p99_ms": 9.0}
-    verdicts = {r.figure: r.verdict() for r in filter_rows(5000, fits, nowhere)}
-    assert verdicts == {
-        "/filter CPU p50, fits, 5000 candidates": "",
-        "/filter CPU p99, fits, 5000 candidates": "met",
-        "/filter CPU p50, fits nowhere, 5000 candidates": "",
-        "/filter CPU p99, fits nowhere, 5000 candidates": "missed by 4 ms",
+def _series(fits: int, policy: str, count: int, p50: float, p99: float) -> dict[str, object]:
+    return {
+        "fits": fits,
+        "node_policy": policy,
+        "candidate_count": count,
+        "process_cpu_p50_ms": p50,
+        "process_cpu_p99_ms": p99,
+        "process_cpu_per_request_ms": p99 + 1,
     }
+
+
+def test_filter_rows_hold_the_5_ms_cpu_target_for_each_series() -> None:
+    series = [_series(300, "spread", 5000, 1.0, 4.0), _series(0, "binpack", 500, 4.0, 9.0)]
+    rows = filter_rows(150_000, series)
+    verdicts = {r.figure: r.verdict() for r in rows}
+    assert verdicts == {
+        "/filter CPU p50, fits, spread, 5000 candidates, 150000 pods": "",
+        "/filter CPU p99, fits, spread, 5000 candidates, 150000 pods": "met",
+        "/filter CPU per request, fits, spread, 5000 candidates, 150000 pods": "",
+        "/filter CPU p50, fits nowhere, binpack, 500 candidates, 150000 pods": "",
+        "/filter CPU p99, fits nowhere, binpack, 500 candidates, 150000 pods": "missed by 4 ms",
+        "/filter CPU per request, fits nowhere, binpack, 500 candidates, 150000 pods": "",
+    }
+    assert rows[2].value == 5.0
 
 
 def _run(label: str, ours: float, failed: float = 0.0) -> dict[str, object]:

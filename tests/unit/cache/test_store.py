@@ -14,16 +14,18 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import pod_options
-from hami.engine.state import pod_usage
+from hami.engine.requests import ResourceDefaults
+from hami.engine.usage import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
-from tests.builders import allocated_pod, pending_pod, registered_node, t4s
+from hami.service.nodelock.wire import lock_keys
+from tests.builders import FAMILIES, allocated_pod, pending_pod, registered_node, t4s
 from tests.fakes.clock import Clock
 from tests.unit.cache.cards import usage
 
 
 def test_usage_follows_pod_events() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(allocated_pod("a"))
     cache.upsert_pod(allocated_pod("b", mem=2000))
@@ -35,7 +37,7 @@ def test_usage_follows_pod_events() -> None:
 
 
 def test_terminating_pods_keep_their_share_until_deleted() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     p = allocated_pod("a")
     p["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
@@ -50,18 +52,18 @@ def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
         allocated_pod("c", mem=3000),
         allocated_pod("d", phase="Failed"),
     ]
-    first = ClusterCache(Clock())
+    first = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     first.replace_nodes([registered_node("n", t4s(2))])
     for p in pods:
         first.upsert_pod(p)
-    second = ClusterCache(Clock())
+    second = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     second.replace_pods(list(reversed(pods)))  # pods may arrive before their node
     second.replace_nodes([registered_node("n", t4s(2))])
     assert first.view == second.view
 
 
 def test_relist_drops_pods_deleted_while_disconnected() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods([allocated_pod("a"), allocated_pod("b")])
     cache.replace_pods([allocated_pod("b")])
@@ -69,7 +71,7 @@ def test_relist_drops_pods_deleted_while_disconnected() -> None:
 
 
 def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_counted() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-1", 500, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
@@ -84,7 +86,7 @@ def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_coun
 
 def test_reservations_expire_without_a_bind() -> None:
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=30)
+    cache = ClusterCache(clock, reservation_ttl=30, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pending_pod("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
@@ -96,7 +98,7 @@ def test_reservations_expire_without_a_bind() -> None:
 
 
 def test_refilter_releases_what_an_unbound_pod_held() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(
         allocated_pod("a", node=None)
@@ -108,7 +110,7 @@ def test_refilter_releases_what_an_unbound_pod_held() -> None:
 
 
 def test_unregistered_nodes_are_explained() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(
         [registered_node("n", t4s(2), allocatable="0"), {"metadata": {"name": "cpu-only"}}]
     )
@@ -120,7 +122,7 @@ def test_unregistered_nodes_are_explained() -> None:
 
 
 def test_cordon_annotation_reaches_the_engine() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2), **{"hami.io/device-cordon": "GPU-1, GPU-9"})])
     assert cache.view["n"].cordoned == frozenset({"GPU-1", "GPU-9"})
 
@@ -141,7 +143,13 @@ def test_init_containers_collapse_and_shrink_once_finished() -> None:
 def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
     """An unauthenticated /filter of a made-up pod must not fence a card off for the full TTL."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.reserve("ghost", "ns", "ghost", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
@@ -173,7 +181,12 @@ ONE_GPU_1000 = {
 
 def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written() -> None:
     told: list[tuple[str, str, str]] = []
-    cache = ClusterCache(Clock(), on_distrust=lambda ns, name, why: told.append((ns, name, why)))
+    cache = ClusterCache(
+        Clock(),
+        on_distrust=lambda ns, name, why: told.append((ns, name, why)),
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     four = "".join(f"GPU-{i % 2},NVIDIA,15360,100:" for i in range(4)) + ";"
     # A pod that asks for no GPU yet claims cards: not counted at all.
@@ -202,7 +215,7 @@ def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written(
 
 
 def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     half = {
         "containers": [
@@ -224,7 +237,7 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
     def reason() -> str | None:
         return check.check(cache.view["n"], [])
 
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert reason() is None
     cache.upsert_pod(allocated_pod("a"))
@@ -242,7 +255,13 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
 def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_its_own() -> None:
     freed: list[str] = []
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=10, on_release=freed.append)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=10,
+        on_release=freed.append,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert freed == ["n"], "a node registering its cards"
     freed.clear()
@@ -270,10 +289,10 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
         "metadata": {"name": "g", "labels": labels},
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
-    off = ClusterCache(Clock())
+    off = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     off.replace_nodes([gke, registered_node("n", t4s(2))])
     assert "g" in off.unregistered and off.handshake("n")
-    cache = ClusterCache(Clock(), gfd_split=3)
+    cache = ClusterCache(Clock(), gfd_split=3, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([gke, registered_node("n", t4s(2))])
     assert [(c.info.id, c.info.count) for c in cache.view["g"].cards] == [("GFD-g-0", 3)]
     assert not cache.handshake("g") and cache.handshake("n")
@@ -293,10 +312,20 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
 )
 def test_which_pods_bind_without_an_allocation(limits: dict[str, Any], no_gpu: bool) -> None:
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
-    assert ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(pod) is no_gpu
+    assert (
+        ClusterCache(
+            clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+        ).asks_for_no_gpu(pod)
+        is no_gpu
+    )
     claim = ((ContainerDevice("GPU-x", 1000, 0),),)
-    forged = {**pod, "metadata": {"annotations": allocation_annotations("n", claim, 0)}}
-    assert not ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(forged)
+    forged = {
+        **pod,
+        "metadata": {"annotations": allocation_annotations("n", claim, 0, families=FAMILIES)},
+    }
+    assert not ClusterCache(
+        clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+    ).asks_for_no_gpu(forged)
 
 
 def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> None:
@@ -312,14 +341,14 @@ def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> 
     }
     hami_v210 = "GPU-0,NVIDIA,1000,0:;" * 2
     for written in (hami_v210, ";" + hami_v210):  # theirs, ours
-        cache = ClusterCache(Clock())
+        cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
         cache.replace_nodes([registered_node("n", t4s(2))])
         cache.upsert_pod(forged("p", written, **spec))
         assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written
 
 
 def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(allocated_pod("a", mem=15000))
 
@@ -336,7 +365,12 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
 
 
 def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:
-    cache = ClusterCache(Clock(), locks=NodeLocks())
+    cache = ClusterCache(
+        Clock(),
+        locks=NodeLocks(keys=lock_keys(FAMILIES)),
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     before = cache.view["n"]
     cache.upsert_node(
@@ -352,7 +386,7 @@ def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None
 
 
 def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-0", 1000, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
@@ -361,7 +395,7 @@ def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
     assert cache.reservation("a") is None
     assert cache.view["n"] is reserved, "the allocation is what the reservation counted"
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
-    fresh = ClusterCache(Clock())
+    fresh = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     fresh.replace_nodes([registered_node("n", t4s(2))])
     fresh.upsert_pod(allocated_pod("a"))
     assert fresh.view == cache.view

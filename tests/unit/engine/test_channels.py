@@ -11,18 +11,19 @@ from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import diff
 from hami.service.admission import AdmissionService
-from tests.builders import submitted_gpu_pod
+from tests.builders import FAMILIES, submitted_gpu_pod
 
-CFG = AdmissionConfig()
-STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
+CFG = AdmissionConfig(families=FAMILIES)
+STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"), families=FAMILIES)
 GKE_STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke"),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
-NO_OVERWRITE = AdmissionConfig(overwrite_env=False)
+NO_OVERWRITE = AdmissionConfig(overwrite_env=False, families=FAMILIES)
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
 NO_SWITCHES = {"name": "NVIDIA_NVSWITCH", "value": "disabled"}
@@ -120,7 +121,9 @@ def test_a_host_path_volume_no_container_mounts_is_admitted() -> None:
 def test_a_writable_mount_of_the_configured_hook_folder_is_refused() -> None:
     pod = mounting("/opt", None)
     admitted(pod)  # /opt is nothing of the default installation
-    cfg = AdmissionConfig(injection=InjectionConfig(mode="standalone", hook_path="/opt/hami"))
+    cfg = AdmissionConfig(
+        injection=InjectionConfig(mode="standalone", hook_path="/opt/hami"), families=FAMILIES
+    )
     assert "HAMi-core's libvgpu.so" in refused(pod, cfg)
 
 

@@ -8,14 +8,16 @@ from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.requests import ResourceDefaults
 from hami.runtime.metrics import Metrics
 from hami.service.annotations import allocation_annotations
+from tests.builders import FAMILIES
 from tests.unit import mig_cluster as mc
 
 
 def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
     """One T4 node, one pod holding 1000 MiB and 30 cores of it, one quota."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     cache.replace_nodes([
         {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)}},
@@ -23,7 +25,8 @@ def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
     ])  # fmt: skip
     cache.upsert_pod({
         "metadata": {"uid": "u", "namespace": "ns", "name": "p",
-                     "annotations": allocation_annotations("n", ((ContainerDevice("GPU-a", 1000, 30),),), 0)},
+                     "annotations": allocation_annotations(
+                         "n", ((ContainerDevice("GPU-a", 1000, 30),),), 0, families=FAMILIES)},
         "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"limits": {
             "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
         "status": {"phase": "Running"},

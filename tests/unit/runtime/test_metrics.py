@@ -2,8 +2,10 @@
 
 from hami.cache.store import ClusterCache
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.runtime.metrics import BIND_FAILURE_REASONS, PREEMPTION_OUTCOMES, Metrics, Probes
 from hami.service.binderrors import BindError, BindFailure
+from tests.builders import FAMILIES
 from tests.unit.runtime.scrapes import metrics_of_one_pod
 
 
@@ -60,7 +62,7 @@ def test_per_pod_series_can_be_left_out() -> None:
 
 
 def test_quota_series_per_namespace_and_resource() -> None:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.quotas.replace(
         [
             {
@@ -94,7 +96,11 @@ def test_quota_series_per_namespace_and_resource() -> None:
 
 def test_process_probes_are_read_at_scrape_time() -> None:
     state = {"leader": False, "requeues": 0}
-    m = Metrics(ClusterCache(clock=lambda: 0.0), lambda: 0.0, lambda: 0)
+    m = Metrics(
+        ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()),
+        lambda: 0.0,
+        lambda: 0,
+    )
     m.add_probes(
         Probes(
             ready=lambda: True,

@@ -9,6 +9,7 @@ from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 
 def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
 
 @pytest.fixture
 def service() -> AdmissionService:
-    book = QuotaBook()
+    book = QuotaBook(families=FAMILIES)
     book.upsert(
         {
             "metadata": {"uid": "q", "namespace": "team-a", "name": "gpu"},
@@ -34,7 +35,7 @@ def service() -> AdmissionService:
         }
     )
     book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(), book.quota)
+    return AdmissionService(AdmissionConfig(families=FAMILIES), book.quota)
 
 
 @pytest.mark.parametrize(

@@ -19,12 +19,13 @@ from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import NotFound
 from hami.service.binderrors import BindError
 from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
 from hami.service.nodelock.wire import encode_node_lock
-from tests.builders import gpu_pod
+from tests.builders import FAMILIES, gpu_pod
 from tests.fakes.bindworld import (
     BUDGET,
     HERE,
@@ -266,7 +267,9 @@ async def test_a_node_without_the_handshake_is_bound_with_no_lock() -> None:
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
     w.api.add("nodes", gfd)
-    cache = ClusterCache(clock=lambda: 0.0, gfd_split=4)
+    cache = ClusterCache(
+        clock=lambda: 0.0, gfd_split=4, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(w.api.get("nodes", "gfd") or {})
     assert not cache.handshake("gfd")
     w.binder.cache = cache
@@ -483,7 +486,7 @@ async def test_a_lock_give_back_that_fails_is_only_logged(caplog: pytest.LogCapt
 
 
 async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     w.api.edit(
         "pods",
         POD,
@@ -494,7 +497,7 @@ async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() 
     config = w.api.get("configmaps", "p-limits", NS)
     assert config is not None and config["metadata"]["ownerReferences"][0]["uid"] == UID
     # A retry after a lost answer finds its own ConfigMap and replaces it.
-    writer = LimitsWriter(w.api)
+    writer = LimitsWriter(w.api, families=FAMILIES)
     await writer(NS, POD, UID, ONE_CARD)
     assert [c[0] for c in w.api.calls if "configmap" in c[0]][-2:] == [
         "get_configmap",
@@ -503,7 +506,7 @@ async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() 
 
 
 async def test_limits_never_overwrite_someone_elses_config_map() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     w.api.edit(
         "pods", POD, lambda p: p["metadata"]["annotations"].update({CONFIG_ANNOTATION: "taken"}), NS
     )
@@ -514,7 +517,7 @@ async def test_limits_never_overwrite_someone_elses_config_map() -> None:
 
 
 async def test_limits_of_a_pod_admitted_before_standalone_mode_are_the_plugins() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     await w.bind()
     assert w.api.written("create_configmap") == []
 
@@ -522,7 +525,7 @@ async def test_limits_of_a_pod_admitted_before_standalone_mode_are_the_plugins()
 async def test_limits_of_a_pod_gone_before_they_are_written() -> None:
     api = FakeKube()
     with pytest.raises(BindError, match="disappeared"):
-        await LimitsWriter(api)(NS, POD, UID, ONE_CARD)
+        await LimitsWriter(api, families=FAMILIES)(NS, POD, UID, ONE_CARD)
 
 
 class _NotLeading:

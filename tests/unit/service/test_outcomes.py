@@ -42,7 +42,7 @@ async def test_an_unknown_outcome_neither_blinds_nor_is_guessed_at() -> None:
     assert (await w.refused()).reason == "unknown-outcome"
     res = w.cache.reservation(UID)
     assert res is not None and res.stage is Stage.UNKNOWN  # its card still counted
-    assert w.cache.unconfirmed_since() is None  # and no lag: the process is not blind
+    assert w.cache.binds.unconfirmed_since() is None  # and no lag: the process is not blind
     assert w.lock() is not None and w.binder.outcomes.following() == 1
     # kube-scheduler records the failure on the pod: the Binding can no longer land.
     status_update(w.api)
@@ -59,7 +59,7 @@ async def test_an_unknown_outcome_that_landed_is_confirmed_by_the_watch() -> Non
     assert w.ended == [Ended.LANDED]
     res = w.cache.reservation(UID)
     assert res is not None and res.stage is Stage.LANDED
-    assert w.cache.unconfirmed_since() is not None  # now the watch owes it
+    assert w.cache.binds.unconfirmed_since() is not None  # now the watch owes it
     assert w.lock() is not None  # the device plugin's to release
     w.cache.upsert_pod(w.pod())
     assert w.cache.reservation(UID) is None and w.cache.allocation(UID) is not None

@@ -9,14 +9,15 @@ import orjson
 
 from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
-from tests.builders import submitted_pod
+from tests.builders import FAMILIES, submitted_pod
 
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke", "", ""),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
 
 

@@ -14,7 +14,7 @@ from hami.engine.model import ContainerDevice
 from hami.service.nodelock.locker import OWN_LOCK_TRUST
 from hami.service.nodelock.wire import encode_node_lock
 from tests.builders import gpu_pod
-from tests.fakes.bindworld import HERE, NOW, NS, ONE_CARD, POD, THERE, UID, world
+from tests.fakes.bindworld import HERE, NOW, NS, ONE_CARD, POD, UID, world
 from tests.fakes.kubeapi import Fault, server_error
 
 
@@ -26,16 +26,16 @@ async def test_binds_waiting_on_a_lock_make_the_node_busy_and_hold_filters_until
     for name in ("q1", "q2"):
         w.api.add("pods", gpu_pod(name, NS))
         w.cache.reserve(f"uid-{name}", NS, name, HERE, ((ContainerDevice("GPU-1", 100, 0),),), 0)
-    assert locker.busy(HERE) == 0
+    assert locker.busy() == {}
     await locker.room(1, 0.0)
     await w.bind(name="q1")
-    assert locker.busy(HERE) == 1  # its lock is held until the device plugin allocates
+    assert locker.busy() == {HERE: 1}  # its lock is held until the device plugin allocates
     # The held lock is a bind the next one to this node waits out: it counts as one.
     assert not await _passes(locker.room(1, 5.0))
     await locker.room(2, 0.0)
     second = asyncio.ensure_future(w.bind(name="q2"))
     await asyncio.sleep(0.05)
-    assert locker.busy(HERE) == 2 and locker.busy(THERE) == 0
+    assert locker.busy() == {HERE: 2}  # and none of THERE
     held = asyncio.ensure_future(locker.room(2, 5.0))  # the lock held and one bind waiting
     await asyncio.sleep(0.05)
     assert not held.done()

@@ -4,15 +4,15 @@ import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
+from hami.engine.requests import ResourceDefaults
 from hami.service.preemption.facts import PodFacts, preemptor_of
 from hami.service.preemption.lines import describe, kube_scheduler_words
 from hami.service.preemption.plan import NODES_PER_TURN, Planned, at_once, field, paced
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.service.preemption.world import LOW, pod
 
 
@@ -21,7 +21,7 @@ def plan_of(*args: Any, **kw: Any) -> Preemption | None:
 
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
-    cache = ClusterCache(lambda: 0.0)
+    cache = ClusterCache(lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()
@@ -31,7 +31,12 @@ def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
 
 def wants(mem: int, priority: int = 1000) -> Preemptor:
     request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
-    return Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": "binpack"}), priority)
+    return Preemptor(
+        request,
+        pod_options({"hami.io/gpu-scheduler-policy": "binpack"}),
+        priority,
+        families=FAMILIES,
+    )
 
 
 def victims(cache: ClusterCache, facts: PodFacts, **kw: Any) -> list[str] | None:
@@ -52,7 +57,7 @@ def test_the_pod_that_started_last_is_the_victim_and_the_plan_says_where_it_fits
 def test_equal_priority_terminating_and_never_give_no_plan() -> None:
     cache, facts = setup(*LOW)
     assert plan_of(cache, facts, wants(11000, priority=1), "me", ["n"]) is None
-    never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never")
+    never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never", families=FAMILIES)
     assert plan_of(cache, facts, never, "me", ["n"]) is None
     assert describe(None, never) == ["  preemption: never (preemptionPolicy: Never)"]
     gone = pod("b", "GPU-1", 8000, 1, 2, deletionTimestamp="2026-01-01T00:01:00Z")

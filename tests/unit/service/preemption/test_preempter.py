@@ -9,10 +9,11 @@ import copy
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.preemption.preempter import PreemptingPlacement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.unit.service.preemption.world import LOW, preempting
@@ -58,7 +59,7 @@ HIGH = {
 
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []

@@ -5,6 +5,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.preempter import Preempter, PreemptingPlacement
@@ -34,7 +36,7 @@ def preempting(
         observe=lambda outcome, reason: observed.append((outcome, reason)),
         clock=clock,
     )
-    return PreemptingPlacement(preempter, cache)
+    return PreemptingPlacement(preempter, cache, Defaults(), ResourceDefaults())
 
 
 def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
