@@ -38,6 +38,7 @@ from hami.runtime.config import (
     resource_defaults,
     serving_context,
 )
+from hami.runtime.dramode import dra_config
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
@@ -316,6 +317,7 @@ async def build(settings: Settings) -> Runtime:
             cache.quotas.quota,
             cache.quotas.family_quota,
             kube.get_claim_source,
+            dra_config(settings, families),
         ),
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),
