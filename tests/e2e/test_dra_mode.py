@@ -1,0 +1,157 @@
+"""The webhook's DRA mode on the real API server (docs/dra.md, issue 42 item 3): a GPU pod of
+NVIDIA's and Hygon's resources is stored gated, its requests moved into claim entries, and the
+claims derived from it are accepted by kube-apiserver 1.36 (capacity requests, CEL selectors),
+as is a claim name cut to fit; an annotation that selects nothing is refused. No DRA driver
+runs: the DeviceClasses are HAMi-DRA's as its chart installs them, and the claims stay
+unallocated (placing them is the placer's)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hami.engine.dra.claimspec import claim_spec
+from hami.engine.dra.config import DEFAULT_CLASSES, DraConfig
+from hami.engine.dra.translate import GATE, REQUESTS, container_asks, restore
+from hami.engine.families.registry import FAMILIES
+from hami.engine.requests import ResourceDefaults
+
+from .cluster import ControlPlane
+from .kube import Kube
+
+pytestmark = pytest.mark.e2e
+
+
+def device_class(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def dra_mode(control_plane: ControlPlane) -> Iterator[None]:
+    kube = control_plane.kube
+    for c in DEFAULT_CLASSES:
+        kube("apply", "-f", "-", stdin=json.dumps(device_class(c.device_class)))
+    control_plane.restart_app(extra_args=("--dra-mode=all",))
+    try:
+        yield
+    finally:
+        control_plane.restart_app(extra_args=())
+        for c in DEFAULT_CLASSES:
+            kube("delete", "deviceclass", c.device_class, "--ignore-not-found", check=False)
+
+
+def gpu_pod(name: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "busybox",
+                    "resources": {
+                        "limits": {
+                            "nvidia.com/gpu": "1",
+                            "nvidia.com/gpumem": "3000",
+                            "nvidia.com/gpucores": "30",
+                        }
+                    },
+                },
+                {
+                    "name": "dcu",
+                    "image": "busybox",
+                    "resources": {"limits": {"hygon.com/dcunum": "1", "hygon.com/dcumem": "2000"}},
+                },
+                {"name": "sidecar", "image": "busybox"},
+            ]
+        },
+    }
+
+
+def claims_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The claim each of the stored pod's entries names, as the placer derives it."""
+    written = restore(pod)
+    annotations = written["metadata"].get("annotations") or {}
+    by_entry = {e["name"]: e["resourceClaimName"] for e in pod["spec"]["resourceClaims"]}
+    out = {}
+    for container in written["spec"]["containers"]:
+        _, asks = container_asks(
+            container, annotations, DraConfig("all"), ResourceDefaults(), FAMILIES
+        )
+        if asks:
+            out[by_entry[f"hami-{container['name']}"]] = claim_spec(asks)
+    return out
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_a_gpu_pod_is_stored_gated_and_its_claims_are_accepted(kube: Kube, namespace: str) -> None:
+    name = "train-" + "x" * 60  # the claim names are cut to 63 characters with a hash
+    kube(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=json.dumps(gpu_pod(name, **{"nvidia.com/use-gputype": "A100,H100"})),
+    )
+    pod = kube.pod(namespace, name)
+    spec = pod["spec"]
+    assert spec["schedulerName"] == "hami-scheduler"
+    assert spec["schedulingGates"] == [{"name": GATE}]
+    assert [e["name"] for e in spec["resourceClaims"]] == ["hami-cuda", "hami-dcu"]
+    cuda, dcu, sidecar = spec["containers"]
+    assert cuda["resources"]["claims"] == [{"name": "hami-cuda"}]
+    assert not set(cuda["resources"].get("limits") or {}) & {"nvidia.com/gpu", "nvidia.com/gpumem"}
+    assert dcu["resources"]["claims"] == [{"name": "hami-dcu"}]
+    assert "claims" not in sidecar.get("resources", {})
+    # As kube-apiserver canonicalised them before the webhook saw them (3000 is 3k).
+    assert json.loads(pod["metadata"]["annotations"][REQUESTS])["cuda"]["limits"] == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "3k",
+        "nvidia.com/gpucores": "30",
+    }
+    claims = claims_of(pod)
+    assert all(len(n) <= 63 for n in claims), claims
+    for claim_name, claim in claims.items():
+        obj = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": claim_name},
+            "spec": claim,
+        }
+        kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
+    stored = json.loads(kube("get", "resourceclaims", "-n", namespace, "-o", "json").stdout)[
+        "items"
+    ]
+    requests = {r["name"]: r["exactly"] for c in stored for r in c["spec"]["devices"]["requests"]}
+    assert requests["nvidia"]["capacity"]["requests"] == {"memory": "3000Mi", "cores": "30"}
+    assert requests["nvidia"]["selectors"][0]["cel"]["expression"].endswith('contains("h100")')
+    assert requests["dcu"]["deviceClassName"] == "dra.hygon.com"
+    # Gated until the placer has made its claims: kube-scheduler has not looked at it.
+    conditions = kube.pod(namespace, name)["status"]["conditions"]
+    assert any(c.get("reason") == "SchedulingGated" for c in conditions), conditions
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_an_annotation_that_selects_nothing_is_refused(kube: Kube, namespace: str) -> None:
+    result = kube(
+        "create",
+        "-n",
+        namespace,
+        "--dry-run=server",
+        "-f",
+        "-",
+        stdin=json.dumps(gpu_pod("p", **{"nvidia.com/use-gpuuuid": ","})),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "DRA mode: annotation nvidia.com/use-gpuuuid names nothing" in result.stderr
