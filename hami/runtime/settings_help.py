@@ -183,8 +183,8 @@ HELP = {
     ),
     "dra_device_classes": (
         "comma-separated FAMILY=DEVICECLASS[@DRIVER]: the DeviceClass each family's DRA claims "
-        "ask, and the driver whose uuid and productName attributes the selectors read (default: "
-        "HAMi-DRA's for NVIDIA and Hygon DCU)"
+        "ask, and the driver whose uuid and productName attributes the selectors read; HAMi-DRA's "
+        "for NVIDIA and Hygon DCU unless set"
     ),
     "ascend_runtime_class_name": (
         "HAMi's chart's devices.ascend.runtimeClassName: the runtimeClassName set on pods "

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from hami.engine.dra.claimspec import claim_spec
 from hami.engine.dra.config import DEFAULT_CLASSES, DraConfig
@@ -20,7 +21,7 @@ from hami.engine.families.registry import FAMILIES
 from hami.engine.requests import ResourceDefaults
 
 from .cluster import ControlPlane
-from .kube import Kube
+from .kube import Kube, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -155,3 +156,54 @@ def test_an_annotation_that_selects_nothing_is_refused(kube: Kube, namespace: st
     )
     assert result.returncode != 0
     assert "DRA mode: annotation nvidia.com/use-gpuuuid names nothing" in result.stderr
+
+
+def test_a_record_written_by_hand_reaches_the_webhook_with_the_charts_conditions(
+    control_plane: ControlPlane, dra_mode: None, namespace: str
+) -> None:
+    """The chart sends the webhook a pod that names no GPU resource but carries the record, so
+    the record is judged as the resources it names and never skips the checks."""
+    kube = control_plane.kube
+    record = {REQUESTS: json.dumps({"cuda": {"limits": {"nvidia.com/gpu": "1"}}})}
+    forged = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "forged", "annotations": record},
+        "spec": {"containers": [{"name": "cuda", "image": "busybox"}]},
+    }
+    rendered = yaml.safe_load(control_plane.render_chart("templates/webhook.yaml"))
+    control_plane.set_match_conditions(rendered["webhooks"][0]["matchConditions"])
+
+    def stored_gated() -> bool:
+        out = kube(
+            "create",
+            "-n",
+            namespace,
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            stdin=json.dumps(forged),
+        )
+        spec = json.loads(out.stdout)["spec"]
+        return spec.get("schedulingGates") == [{"name": GATE}] and bool(spec.get("resourceClaims"))
+
+    try:
+        wait_for(stored_gated, timeout=30, what="the recorded pod to be judged by the webhook")
+    finally:
+        control_plane.set_match_conditions(control_plane.harness_match_conditions())
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_the_record_cannot_be_edited_after_creation(kube: Kube, namespace: str) -> None:
+    """With the chart's admission policy (the harness installs it), only the scheduler may change
+    the record once the pod exists: a smaller ask written later would pass no check."""
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(gpu_pod("edited")))
+    smaller = json.dumps({"cuda": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1"}}})
+    for change in (f"{REQUESTS}={smaller}", f"{REQUESTS}-"):
+        result = kube(
+            "annotate", "--overwrite", "-n", namespace, "pod", "edited", change, check=False
+        )
+        assert result.returncode != 0, change
+        assert f"{REQUESTS} is scheduling state" in result.stderr, result.stderr

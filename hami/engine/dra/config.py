@@ -3,6 +3,9 @@
 
 from dataclasses import dataclass
 
+from hami.engine.families.hygon import TYPE as DCU
+from hami.engine.nvidianames import NVIDIA
+
 MODES = ("off", "all", "annotated")
 
 
@@ -22,8 +25,8 @@ class DraClass:
 
 # HAMi-DRA's classes: NVIDIA's cards and Hygon's DCUs, served together.
 DEFAULT_CLASSES = (
-    DraClass("NVIDIA", "hami-core-gpu.project-hami.io", "hami-core-gpu.project-hami.io"),
-    DraClass("DCU", "dra.hygon.com", "dra.hygon.com"),
+    DraClass(NVIDIA, "hami-core-gpu.project-hami.io", "hami-core-gpu.project-hami.io"),
+    DraClass(DCU, "dra.hygon.com", "dra.hygon.com"),
 )
 DEFAULT_CLASSES_TEXT = ",".join(f"{c.family}={c.device_class}" for c in DEFAULT_CLASSES)
 
