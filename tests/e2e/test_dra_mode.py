@@ -8,20 +8,22 @@ unallocated (placing them is the placer's)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from hami.engine.dra.claimspec import claim_spec
+from hami.engine.dra.claimspec import claim_spec, pinned_spec
 from hami.engine.dra.config import DEFAULT_CLASSES, DraConfig
-from hami.engine.dra.translate import GATE, REQUESTS, container_asks, restore
+from hami.engine.dra.translate import GATE, REQUESTS, claim_object, container_asks, restore
 from hami.engine.families.registry import FAMILIES
+from hami.engine.model import ContainerDevice
 from hami.engine.requests import ResourceDefaults
 
-from .cluster import ControlPlane
+from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
+from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 
@@ -207,3 +209,99 @@ def test_the_record_cannot_be_edited_after_creation(kube: Kube, namespace: str) 
         )
         assert result.returncode != 0, change
         assert f"{REQUESTS} is scheduling state" in result.stderr, result.stderr
+
+
+def hami_dra_slice(node: str, uuids: list[str]) -> dict[str, Any]:
+    """What HAMi-DRA's driver publishes for a node's T4 cards (written by the test: no driver
+    runs): each card shared by several claims, memory and cores consumable."""
+    driver = DEFAULT_CLASSES[0].driver
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "allowMultipleAllocations": True,
+            "attributes": {
+                "uuid": {"string": uuid},
+                "productName": {"string": "Tesla T4"},
+                "type": {"string": "hami-gpu"},
+            },
+            "capacity": {"memory": {"value": "15360Mi"}, "cores": {"value": "100"}},
+        }
+        for i, uuid in enumerate(uuids)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-hami-dra"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def place_on(kube: Kube, namespace: str, name: str, uuid: str, memory: int) -> None:
+    """Play the placer for a stored DRA pod: its claim pinned to `uuid`, then its gate lifted."""
+    pod = kube.pod(namespace, name)
+    written = restore(pod)
+    annotations = written["metadata"].get("annotations") or {}
+    (container,) = written["spec"]["containers"]
+    _, asks = container_asks(container, annotations, DraConfig("all"), ResourceDefaults(), FAMILIES)
+    spec = pinned_spec(asks, (ContainerDevice(uuid, memory, 0),))
+    claim = claim_object(pod, str(container["name"]), spec)
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
+    ungate = [{"op": "remove", "path": "/spec/schedulingGates"}]
+    kube("patch", "-n", namespace, "pod", name, "--type=json", "-p", json.dumps(ungate))
+
+
+def allocated_device(kube: Kube, namespace: str, claim: str) -> object:
+    obj = kube.get("resourceclaim", claim, namespace)
+    results = ((obj.get("status") or {}).get("allocation") or {}).get("devices", {})
+    return [(r["device"], r.get("consumedCapacity")) for r in results.get("results") or ()]
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    """The design's guard (docs/dra.md): a claim pinned to a card is allocated that card by
+    kube-scheduler's DynamicResources plugin, and a second one that would take the card past
+    its memory is not allocated at all, whatever the placer believed."""
+    node = "dra-node"
+    uuids = [f"GPU-{node}-0", f"GPU-{node}-1"]
+    nodesim(t4_node(node, uuids))
+    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
+    try:
+        for name in ("first", "second"):
+            one = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
+            obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {
+                    "containers": [
+                        {"name": "cuda", "image": "busybox", "resources": {"limits": one}}
+                    ]
+                },
+            }
+            kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
+            place_on(kube, namespace, name, uuids[1], 10000)
+        wait_for(
+            lambda: kube.pod(namespace, "first")["spec"].get("nodeName") == node,
+            timeout=60,
+            what="the first pod to be bound",
+        )
+        assert allocated_device(kube, namespace, "first-cuda") == [
+            ("gpu-1", {"memory": "10000Mi", "cores": "0"})
+        ]
+        message = wait_for(
+            lambda: kube.pod_scheduled_message(namespace, "second"),
+            timeout=60,
+            what="kube-scheduler to turn the second pod away",
+        )
+        assert "cannot allocate all claims" in str(message), message
+        assert allocated_device(kube, namespace, "second-cuda") == []
+        assert not kube.pod(namespace, "second")["spec"].get("nodeName")
+    finally:
+        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)

@@ -15,7 +15,7 @@ from typing import Any
 from hami.engine.codec import split_list
 from hami.engine.dra.config import DraClass
 from hami.engine.families.base import FamilyWire
-from hami.engine.model import PERCENTAGE_UNSET
+from hami.engine.model import PERCENTAGE_UNSET, ContainerDevices
 
 # What a UUID or a model name in an annotation may hold: printable ASCII but the quote and the
 # backslash, so that it is a CEL string literal as written.
@@ -40,12 +40,6 @@ class DeviceAsk:
     @property
     def request_name(self) -> str:
         return self.dra.family.lower()
-
-    def memory_on(self, totalmem: int) -> int:
-        """MiB this ask takes on a card of `totalmem` MiB (HAMi's rule: MiB beat the share)."""
-        if self.memreq > 0 or self.mem_percentage == PERCENTAGE_UNSET:
-            return self.memreq
-        return totalmem * self.mem_percentage // 100
 
 
 def _values(annotations: Mapping[str, str], key: str) -> tuple[str, ...] | None:
@@ -91,26 +85,54 @@ def selectors(dra: DraClass, wire: FamilyWire, annotations: Mapping[str, str]) -
     return tuple(out)
 
 
-def claim_spec(asks: tuple[DeviceAsk, ...], card_memory: int | None = None) -> dict[str, Any]:
-    """The ResourceClaim spec for one container's asks. A memory share is resolved on a card of
-    `card_memory` MiB (the placer's, once it has chosen); without one the claim asks no memory,
-    which consumes the whole card's: right for a whole card, not for a smaller share."""
+def _request(
+    name: str,
+    ask: DeviceAsk,
+    count: int,
+    memory: int,
+    cores: int,
+    pins: tuple[str, ...] = (),
+    exact: bool = False,
+) -> dict[str, Any]:
+    """One request; `exact` asks memory and cores even at 0, since a capacity not asked is
+    consumed whole (a gpumem-only pod would otherwise take all of a card's cores)."""
+    capacity: dict[str, str] = {}
+    if memory > 0 or exact:
+        capacity["memory"] = f"{memory}Mi"
+    if cores > 0 or exact:
+        capacity["cores"] = str(cores)
+    exactly: dict[str, Any] = {
+        "deviceClassName": ask.dra.device_class,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
+    chosen = (*ask.selectors, *pins)
+    if chosen:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in chosen]
+    if capacity:
+        exactly["capacity"] = {"requests": capacity}
+    return {"name": name, "exactly": exactly}
+
+
+def claim_spec(asks: tuple[DeviceAsk, ...]) -> dict[str, Any]:
+    """The ResourceClaim spec for one container's asks, before a card is chosen: a memory share
+    asks no memory (the whole card's), since only the card tells its MiB."""
+    requests = [_request(ask.request_name, ask, ask.nums, ask.memreq, ask.coresreq) for ask in asks]
+    return {"devices": {"requests": requests}}
+
+
+def pinned_spec(asks: tuple[DeviceAsk, ...], devices: ContainerDevices) -> dict[str, Any]:
+    """The claim spec once the engine has chosen `devices` for the container: one request per
+    card, pinned by its UUID, asking what the engine counted on it (a share already resolved
+    on the card), so kube-scheduler's allocator takes exactly that card or none."""
     requests = []
     for ask in asks:
-        capacity: dict[str, str] = {}
-        memory = ask.memreq if card_memory is None else ask.memory_on(card_memory)
-        if memory > 0:
-            capacity["memory"] = f"{memory}Mi"
-        if ask.coresreq > 0:
-            capacity["cores"] = str(ask.coresreq)
-        exactly: dict[str, Any] = {
-            "deviceClassName": ask.dra.device_class,
-            "allocationMode": "ExactCount",
-            "count": ask.nums,
-        }
-        if ask.selectors:
-            exactly["selectors"] = [{"cel": {"expression": s}} for s in ask.selectors]
-        if capacity:
-            exactly["capacity"] = {"requests": capacity}
-        requests.append({"name": ask.request_name, "exactly": exactly})
+        mine = [d for d in devices if d.type == ask.dra.family]
+        if len(mine) != ask.nums:
+            raise ValueError(f"{len(mine)} {ask.dra.family} cards chosen for an ask of {ask.nums}")
+        attrs = f"device.attributes[{json.dumps(ask.dra.driver)}]"
+        for i, d in enumerate(mine):
+            pin = f"{attrs}.uuid == {json.dumps(d.uuid)}"
+            name = f"{ask.request_name}-{i}"
+            requests.append(_request(name, ask, 1, d.usedmem, d.usedcores, (pin,), exact=True))
     return {"devices": {"requests": requests}}

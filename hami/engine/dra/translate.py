@@ -236,3 +236,30 @@ def restore(pod: Mapping[str, Any]) -> dict[str, Any]:
         spec.pop("schedulingGates", None)
     del out["metadata"]["annotations"][REQUESTS]
     return out
+
+
+def claim_object(pod: Mapping[str, Any], container: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The ResourceClaim a stored DRA pod's `container` names, with `spec`, owned by the pod (so
+    it goes with it)."""
+    meta = pod.get("metadata") or {}
+    entry = entry_name(container)
+    names = [e for e in (pod.get("spec") or {}).get("resourceClaims") or () if e["name"] == entry]
+    if not names:
+        raise TranslateError(f"pod {meta.get('name')} has no claim entry for container {container}")
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": names[0]["resourceClaimName"],
+            "namespace": meta.get("namespace"),
+            "ownerReferences": [owner],
+        },
+        "spec": dict(spec),
+    }

@@ -6,19 +6,21 @@ from typing import Any
 
 import pytest
 
-from hami.engine.dra.claimspec import SelectorError, claim_spec
+from hami.engine.dra.claimspec import SelectorError, claim_spec, pinned_spec
 from hami.engine.dra.config import DraClass, DraConfig, DraConfigError, parse_classes
 from hami.engine.dra.translate import (
     GATE,
     REQUESTS,
     TranslateError,
     claim_base,
+    claim_object,
     container_asks,
     restore,
     short,
     to_dra,
 )
 from hami.engine.families.registry import FAMILIES
+from hami.engine.model import ContainerDevice
 from hami.engine.requests import RequestError, ResourceDefaults
 
 ON = DraConfig("all")
@@ -134,12 +136,52 @@ def test_a_containers_asks_become_one_claim_spec(
     assert spec_of(gpu(**limits), annotations) == expected
 
 
-def test_a_share_is_resolved_on_the_card_the_placer_chose() -> None:
+def test_the_cards_chosen_pin_the_claim_one_request_per_card() -> None:
     _, asks = container_asks(
-        gpu(**{"nvidia.com/gpumem-percentage": 25}), {}, ON, ResourceDefaults(), FAMILIES
+        gpu(**{"nvidia.com/gpu": 2, "nvidia.com/gpumem-percentage": 25}),
+        {"nvidia.com/use-gputype": "T4"},
+        ON,
+        ResourceDefaults(),
+        FAMILIES,
     )
-    requests = claim_spec(asks, card_memory=15360)["devices"]["requests"]
-    assert requests[0]["exactly"]["capacity"] == {"requests": {"memory": "3840Mi"}}
+    # The engine resolved the share on each card (a 15360 MiB T4 and a 7680 MiB one).
+    chosen = (ContainerDevice("GPU-a", 3840, 0), ContainerDevice("GPU-b", 1920, 0))
+    requests = pinned_spec(asks, chosen)["devices"]["requests"]
+    assert [r["name"] for r in requests] == ["nvidia-0", "nvidia-1"]
+    first = requests[0]["exactly"]
+    assert (first["count"], first["capacity"]) == (
+        1,
+        {"requests": {"memory": "3840Mi", "cores": "0"}},
+    )
+    assert [s["cel"]["expression"] for s in first["selectors"]] == [
+        f'{ATTRS}.productName.lowerAscii().contains("t4")',
+        f'{ATTRS}.uuid == "GPU-a"',
+    ]
+    assert requests[1]["exactly"]["capacity"] == {"requests": {"memory": "1920Mi", "cores": "0"}}
+    with pytest.raises(ValueError, match="1 NVIDIA cards chosen for an ask of 2"):
+        pinned_spec(asks, chosen[:1])
+
+
+def test_the_claim_is_named_by_the_pods_entry_and_owned_by_the_pod() -> None:
+    moved = move(pod(gpu()))
+    assert moved is not None
+    moved["metadata"].update(uid="u-1", namespace="ns")
+    claim = claim_object(moved, "cuda", {"devices": {}})
+    assert claim["metadata"] == {
+        "name": "train-cuda",
+        "namespace": "ns",
+        "ownerReferences": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "train",
+                "uid": "u-1",
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    with pytest.raises(TranslateError, match="no claim entry for container other"):
+        claim_object(moved, "other", {})
 
 
 def test_hygon_and_nvidia_in_one_pod_each_get_their_class() -> None:
