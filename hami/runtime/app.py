@@ -38,7 +38,7 @@ from hami.runtime.config import (
     resource_defaults,
     serving_context,
 )
-from hami.runtime.dramode import dra_config
+from hami.runtime.dramode import dra_config, dra_placer
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
@@ -47,6 +47,7 @@ from hami.runtime.sight import Sight
 from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
+from hami.service.draplacer import DraPlacer
 from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
 from hami.service.nodelock.table import NodeLocks
@@ -78,6 +79,7 @@ class Runtime:
     sight: Sight
     # Set when the process makes and rotates its own certificate (--cert-bootstrap-secret).
     certs: CertBootstrap | None = None
+    placer: DraPlacer | None = None  # DRA mode's (docs/dra.md)
     closing: bool = False
 
     async def paced(self) -> None:
@@ -212,11 +214,13 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
+    dra = dra_config(settings, families)
+    placer = dra_placer(dra, kube, Placement(cache, policies, resources), leadership)
     pods = PodWatchers(
         replace=[cache.replace_pods],
         upsert=[cache.upsert_pod],
-        delete=[cache.delete_pod, requeuer.gone, labels.gone],
-        seen=[requeuer.seen, labels.seen, refusals.seen],
+        delete=[cache.delete_pod, requeuer.gone, labels.gone, *([placer.gone] if placer else [])],
+        seen=[requeuer.seen, labels.seen, refusals.seen, *([placer.seen] if placer else [])],
     )
     placement = Placement(cache, policies, resources)
     if settings.preemption:
@@ -317,13 +321,14 @@ async def build(settings: Settings) -> Runtime:
             cache.quotas.quota,
             cache.quotas.family_quota,
             kube.get_claim_source,
-            dra_config(settings, families),
+            dra,
         ),
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),
         freshness=freshness,
         sight=sight,
         certs=certs,
+        placer=placer,
     )
     # A burst's pods go to nodes whose lock is free rather than queue on one (binpack).
     placement.busy = runtime.binder.locker.busy
@@ -359,6 +364,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("freeze-heap", freeze_heap(rt.informers, rt.cache, rt.metrics.warm)),
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
+            *([("dra-placer", rt.placer.run(stop))] if rt.placer is not None else []),
             ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
             ("sight", rt.sight.run(stop)),
         )

@@ -1,8 +1,13 @@
-"""--dra-mode and --dra-device-classes as the admission service's DraConfig (docs/dra.md)."""
+"""--dra-mode and --dra-device-classes: the admission service's DraConfig, and the leader's
+placer of the pods it gates (docs/dra.md)."""
 
 from hami.engine.dra.config import DraConfig, DraConfigError, parse_classes
 from hami.engine.families.registry import Families
+from hami.kube.api import KubeAPI
+from hami.kube.leader import Leadership
 from hami.runtime.config import ConfigError, Settings
+from hami.service.draplacer import DraPlacer
+from hami.service.placement import Placement
 
 
 def dra_config(s: Settings, families: Families) -> DraConfig:
@@ -20,3 +25,15 @@ def dra_config(s: Settings, families: Families) -> DraConfig:
             "the DRA pods are not bound by this scheduler; the DRA driver delivers their limits"
         )
     return config
+
+
+def dra_placer(
+    dra: DraConfig, kube: KubeAPI, placement: Placement, leadership: Leadership
+) -> DraPlacer | None:
+    """The placer, in DRA mode: it acts while this replica leads, over the cache's nodes."""
+    if not dra.on:
+        return None
+    cache = placement.cache
+    return DraPlacer(
+        kube, placement, dra, lambda: leadership.current() is not None, lambda: list(cache.view)
+    )

@@ -241,18 +241,27 @@ def hami_dra_slice(node: str, uuids: list[str]) -> dict[str, Any]:
     }
 
 
-def place_on(kube: Kube, namespace: str, name: str, uuid: str, memory: int) -> None:
-    """Play the placer for a stored DRA pod: its claim pinned to `uuid`, then its gate lifted."""
-    pod = kube.pod(namespace, name)
-    written = restore(pod)
-    annotations = written["metadata"].get("annotations") or {}
-    (container,) = written["spec"]["containers"]
-    _, asks = container_asks(container, annotations, DraConfig("all"), ResourceDefaults(), FAMILIES)
+def pinned_pod(kube: Kube, namespace: str, name: str, uuid: str, memory: int) -> None:
+    """A pod and its claim pinned to `uuid` as the placer makes them, written by the test (the
+    pod names no GPU resource and carries no record, so neither the webhook nor the placer
+    takes it): what kube-scheduler does with a pinned claim, whoever pinned it."""
+    container = {"name": "cuda", "image": "busybox"}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{**container, "resources": {"claims": [{"name": "hami-cuda"}]}}],
+            "resourceClaims": [{"name": "hami-cuda", "resourceClaimName": f"{name}-cuda"}],
+        },
+    }
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
+    asked = {**container, "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    _, asks = container_asks(asked, {}, DraConfig("all"), ResourceDefaults(), FAMILIES)
     spec = pinned_spec(asks, (ContainerDevice(uuid, memory, 0),))
-    claim = claim_object(pod, str(container["name"]), spec)
+    claim = claim_object(kube.pod(namespace, name), "cuda", spec)
     kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
-    ungate = [{"op": "remove", "path": "/spec/schedulingGates"}]
-    kube("patch", "-n", namespace, "pod", name, "--type=json", "-p", json.dumps(ungate))
 
 
 def allocated_device(kube: Kube, namespace: str, claim: str) -> object:
@@ -274,19 +283,7 @@ def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
     kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
     try:
         for name in ("first", "second"):
-            one = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000"}
-            obj = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name},
-                "spec": {
-                    "containers": [
-                        {"name": "cuda", "image": "busybox", "resources": {"limits": one}}
-                    ]
-                },
-            }
-            kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
-            place_on(kube, namespace, name, uuids[1], 10000)
+            pinned_pod(kube, namespace, name, uuids[1], 10000)
         wait_for(
             lambda: kube.pod(namespace, "first")["spec"].get("nodeName") == node,
             timeout=60,
@@ -303,5 +300,58 @@ def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
         assert "cannot allocate all claims" in str(message), message
         assert allocated_device(kube, namespace, "second-cuda") == []
         assert not kube.pod(namespace, "second")["spec"].get("nodeName")
+    finally:
+        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
+
+
+def dra_pod(name: str, memory: str, policy: str) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"hami.io/gpu-scheduler-policy": policy}},
+        "spec": {
+            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}]
+        },
+    }
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_the_placer_puts_dra_pods_where_the_card_policies_say(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    """The leader's placer chooses by hami.io/gpu-scheduler-policy over the cards of its cache
+    (here registered by the device plugin stand-in and published in a HAMi-DRA slice under the
+    same UUIDs), pins each claim, lifts the gate, and kube-scheduler allocates those cards:
+    binpack joins the used card, spread takes the idle one."""
+    node = "placer-node"
+    uuids = [f"GPU-{node}-0", f"GPU-{node}-1"]
+    nodesim(t4_node(node, uuids))
+    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
+    try:
+        landed = {}
+        for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
+            kube(
+                "create",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+                stdin=json.dumps(dra_pod(name, "4000", policy)),
+            )
+
+            def bound(pod: str = name) -> bool:
+                return bool(kube.pod(namespace, pod)["spec"].get("nodeName") == node)
+
+            wait_for(bound, timeout=60, what=f"{name} to be placed and bound")
+            landed[name] = allocated_device(kube, namespace, f"{name}-cuda")
+        # Ties go to the highest index (gpu-1); binpack then joins it, spread takes gpu-0.
+        assert landed == {
+            "first": [("gpu-1", {"memory": "4000Mi", "cores": "0"})],
+            "packed": [("gpu-1", {"memory": "4000Mi", "cores": "0"})],
+            "spread": [("gpu-0", {"memory": "4000Mi", "cores": "0"})],
+        }
+        owner = kube.get("resourceclaim", "first-cuda", namespace)["metadata"]["ownerReferences"]
+        assert owner[0]["uid"] == kube.pod(namespace, "first")["metadata"]["uid"]
     finally:
         kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)

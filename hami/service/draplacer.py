@@ -1,0 +1,151 @@
+"""HAMi's card policies on DRA devices: the leader places each pod the webhook's DRA mode gated
+(docs/dra.md, "Which card").
+
+For each gated pod it restores the pod's request from its record, chooses node and cards with
+the same engine decision `/filter` makes (hami.service.placement, which also holds the cards
+in the cache until the claim's allocation is counted), creates each container's claim pinned to
+the chosen cards and owned by the pod, then lifts the gate. kube-scheduler's DynamicResources
+plugin then allocates exactly those cards or none: never past a card's capacity.
+
+All its state is in the API: a new or restarted leader finds the pods still gated, and a claim
+already made (create answers Conflict) is kept if the pod owns it, so a placement interrupted
+anywhere is finished, never made twice.
+"""
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hami.engine.dra.claimspec import SelectorError, pinned_spec
+from hami.engine.dra.config import DraConfig
+from hami.engine.dra.translate import (
+    GATE,
+    REQUESTS,
+    TranslateError,
+    claim_object,
+    container_asks,
+    restore,
+)
+from hami.engine.requests import RequestError
+from hami.kube.api import KubeAPI
+from hami.kube.errors import Conflict, KubeError
+from hami.service.placement import Placement
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str, str]  # namespace, name, uid
+
+
+def gated(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod waits for the placer: its record, our gate, not being deleted."""
+    meta = pod.get("metadata") or {}
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return (
+        REQUESTS in (meta.get("annotations") or {})
+        and any(g.get("name") == GATE for g in gates)
+        and not meta.get("deletionTimestamp")
+    )
+
+
+def _key(pod: Mapping[str, Any]) -> Key:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", "")))
+
+
+class DraPlacer:
+    def __init__(
+        self,
+        kube: KubeAPI,
+        placement: Placement,
+        dra: DraConfig,
+        leading: Callable[[], bool],
+        nodes: Callable[[], Sequence[str]],
+        *,
+        retry_seconds: float = 2.0,
+    ) -> None:
+        self.kube = kube
+        self.placement = placement
+        self.dra = dra
+        self.leading = leading
+        self.nodes = nodes
+        self.retry_seconds = retry_seconds
+        self._due: OrderedDict[Key, None] = OrderedDict()
+        self._wake = asyncio.Event()
+
+    def seen(self, pod: Mapping[str, Any]) -> None:
+        if gated(pod):
+            self._due[_key(pod)] = None
+            self._wake.set()
+        else:
+            self._due.pop(_key(pod), None)
+
+    def gone(self, pod: Mapping[str, Any]) -> None:
+        self._due.pop(_key(pod), None)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            waiter = asyncio.ensure_future(self._wake.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            # Pods left unplaced (no room yet, a write that failed) are tried again.
+            await asyncio.wait(
+                {waiter, stopper}, timeout=self.retry_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            waiter.cancel()
+            stopper.cancel()
+            self._wake.clear()
+            if not self.leading():
+                continue
+            for key in list(self._due):
+                if stop.is_set() or not self.leading():
+                    break
+                try:
+                    done = await self.place(*key)
+                except KubeError as e:
+                    log.info("DRA placement not written", extra={"pod": key[:2], "error": str(e)})
+                    done = False
+                if done:
+                    self._due.pop(key, None)
+
+    async def place(self, namespace: str, name: str, uid: str) -> bool:
+        """Place one gated pod; True when nothing is left to do for it."""
+        pod = await self.kube.get_pod(namespace, name)
+        if pod is None or (pod.get("metadata") or {}).get("uid") != uid or not gated(pod):
+            return True
+        try:
+            written = restore(pod)
+        except TranslateError as e:
+            log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
+            return True
+        outcome = self.placement.filter(written, list(self.nodes()))
+        decision = outcome.decision
+        if outcome.error or decision is None or decision.devices is None:
+            return False  # no room now: tried again when the loop comes round
+        spec = written.get("spec") or {}
+        containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+        annotations = (written.get("metadata") or {}).get("annotations") or {}
+        resources, families = self.placement.resources, self.placement.cache.families
+        for container, devices in zip(containers, decision.devices, strict=True):
+            try:
+                _, asks = container_asks(container, annotations, self.dra, resources, families)
+            except (RequestError, SelectorError) as e:
+                log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
+                return True
+            if not asks:
+                continue
+            claim = claim_object(pod, str(container["name"]), pinned_spec(asks, devices))
+            try:
+                await self.kube.create_resource_claim(namespace, claim)
+            except Conflict:
+                # Made by an earlier leader or attempt (kept: kube-scheduler judges it), or
+                # left by an earlier pod of the name until the garbage collector takes it.
+                if not await self._owned(namespace, claim["metadata"]["name"], uid):
+                    return False
+        gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
+        await self.kube.ungate_pod(namespace, name, uid, gates)
+        return True
+
+    async def _owned(self, namespace: str, name: str, uid: str) -> bool:
+        claim = await self.kube.get_resource_claim(namespace, name)
+        owners = ((claim or {}).get("metadata") or {}).get("ownerReferences") or ()
+        return any(o.get("uid") == uid for o in owners)
