@@ -251,7 +251,6 @@ def claim_object(pod: Mapping[str, Any], container: str, spec: Mapping[str, Any]
         "kind": "Pod",
         "name": meta["name"],
         "uid": meta["uid"],
-        "blockOwnerDeletion": True,
     }
     return {
         "apiVersion": "resource.k8s.io/v1",

@@ -176,7 +176,6 @@ def test_the_claim_is_named_by_the_pods_entry_and_owned_by_the_pod() -> None:
                 "kind": "Pod",
                 "name": "train",
                 "uid": "u-1",
-                "blockOwnerDeletion": True,
             }
         ],
     }
