@@ -65,6 +65,11 @@ class KubeAPI(Protocol):
 
     async def get_resource_claim(self, namespace: str, name: str) -> Obj | None: ...
 
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Delete the claim if it is still that object at that version (Conflict otherwise)."""
+
     # --- nodes and leases ---------------------------------------------------------------------
 
     async def get_node(self, name: str) -> Obj | None: ...

@@ -59,6 +59,19 @@ class Kube(ListWatch, CertificateCalls):
     async def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
         return await self.get_claim_source(namespace, "ResourceClaim", name)
 
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        await self._call(
+            f"delete resourceclaim {namespace}/{name}",
+            self.resource.delete_namespaced_resource_claim,
+            name,
+            namespace,
+            body={"preconditions": preconditions},
+            write=Write("delete", "resourceclaims", Priority.BIND_STEP),
+        )
+
     async def get_lease(self, namespace: str, name: str) -> Obj | None:
         try:
             return await self._call(

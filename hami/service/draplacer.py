@@ -30,11 +30,13 @@ from hami.engine.dra.translate import (
 )
 from hami.engine.requests import RequestError
 from hami.kube.api import KubeAPI
-from hami.kube.errors import Conflict, KubeError
+from hami.kube.errors import Conflict, KubeError, NotFound
 from hami.service.placement import Placement
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # namespace, name, uid
+# kube-scheduler's DynamicResources plugin, when a pod's claims cannot all be allocated.
+UNALLOCATABLE = "cannot allocate all claims"
 
 
 def gated(pod: Mapping[str, Any]) -> bool:
@@ -45,6 +47,25 @@ def gated(pod: Mapping[str, Any]) -> bool:
         REQUESTS in (meta.get("annotations") or {})
         and any(g.get("name") == GATE for g in gates)
         and not meta.get("deletionTimestamp")
+    )
+
+
+def stranded(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's gate is gone but kube-scheduler could not allocate its pinned claims:
+    the card filled up after the placer chose it (the claim is deleted and placed again)."""
+    meta = pod.get("metadata") or {}
+    if REQUESTS not in (meta.get("annotations") or {}) or meta.get("deletionTimestamp"):
+        return False
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") or any(
+        g.get("name") == GATE for g in spec.get("schedulingGates") or ()
+    ):
+        return False
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("reason") == "Unschedulable"
+        and UNALLOCATABLE in str(c.get("message"))
+        for c in (pod.get("status") or {}).get("conditions") or ()
     )
 
 
@@ -74,7 +95,7 @@ class DraPlacer:
         self._wake = asyncio.Event()
 
     def seen(self, pod: Mapping[str, Any]) -> None:
-        if gated(pod):
+        if gated(pod) or stranded(pod):
             self._due[_key(pod)] = None
             self._wake.set()
         else:
@@ -110,7 +131,12 @@ class DraPlacer:
     async def place(self, namespace: str, name: str, uid: str) -> bool:
         """Place one gated pod; True when nothing is left to do for it."""
         pod = await self.kube.get_pod(namespace, name)
-        if pod is None or (pod.get("metadata") or {}).get("uid") != uid or not gated(pod):
+        if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+            return True
+        if stranded(pod):
+            if not await self._unpin(pod):
+                return True  # allocated meanwhile: nothing to place again
+        elif not gated(pod):
             return True
         try:
             written = restore(pod)
@@ -141,9 +167,36 @@ class DraPlacer:
                 # left by an earlier pod of the name until the garbage collector takes it.
                 if not await self._owned(namespace, claim["metadata"]["name"], uid):
                     return False
-        gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
-        await self.kube.ungate_pod(namespace, name, uid, gates)
+        # The pod's gates as stored (the restored pod has ours taken out).
+        held = (pod.get("spec") or {}).get("schedulingGates") or []
+        gates = [g for g in held if g.get("name") != GATE]
+        if len(gates) != len(held):
+            await self.kube.ungate_pod(namespace, name, uid, gates)
         return True
+
+    async def _unpin(self, pod: Mapping[str, Any]) -> bool:
+        """Delete the stranded pod's claims that are still unallocated, each as read (a claim
+        allocated meanwhile stays); True when one went, so the pod is placed again."""
+        meta = pod.get("metadata") or {}
+        namespace, uid = str(meta.get("namespace")), str(meta.get("uid"))
+        went = False
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+            claim = await self.kube.get_resource_claim(
+                namespace, str(entry.get("resourceClaimName"))
+            )
+            if claim is None or (claim.get("status") or {}).get("allocation"):
+                continue
+            cmeta = claim["metadata"]
+            if not any(o.get("uid") == uid for o in cmeta.get("ownerReferences") or ()):
+                continue
+            try:
+                await self.kube.delete_resource_claim(
+                    namespace, cmeta["name"], cmeta["uid"], cmeta["resourceVersion"]
+                )
+            except (Conflict, NotFound):
+                continue
+            went = True
+        return went
 
     async def _owned(self, namespace: str, name: str, uid: str) -> bool:
         claim = await self.kube.get_resource_claim(namespace, name)

@@ -181,6 +181,18 @@ class FakeKube:
             lambda: self.get("resourceclaims", name, namespace),
         )
 
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        def apply() -> None:
+            claim = self._stored("resourceclaims", namespace, name)
+            meta = claim["metadata"]
+            if (meta.get("uid"), meta.get("resourceVersion")) != (uid, resource_version):
+                raise Conflict(f"resourceclaims {namespace}/{name}: precondition failed")
+            self.remove("resourceclaims", name, namespace)
+
+        await self._serve("delete_resource_claim", namespace, name, None, apply)
+
     async def create_resource_claim(self, namespace: str, body: Obj) -> Obj:
         return await self._serve(
             "create_resource_claim",

@@ -11,7 +11,7 @@ from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE
 from hami.engine.jsonpatch import apply
 from hami.service.admission import AdmissionService
-from hami.service.draplacer import DraPlacer, gated
+from hami.service.draplacer import DraPlacer, gated, stranded
 from hami.service.placement import Placement
 from tests.builders import registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
@@ -102,3 +102,55 @@ def test_a_pod_gone_or_recreated_is_left_alone() -> None:
     kube.add("pods", stored_pod(uid="u-2"))
     assert place(kube, pod) is True  # another pod of the name: its own event brings it
     assert kube.get("resourceclaims", "p-c", "ns") is None
+
+
+def stranded_pod(kube: FakeKube, allocated: bool) -> dict[str, Any]:
+    """A placed pod kube-scheduler turned away: its card filled up after the placer chose it
+    (or, with `allocated`, its claim was allocated just after)."""
+    pod = stored_pod()
+    del pod["spec"]["schedulingGates"]
+    pod["status"] = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 cannot allocate all claims.",
+            }
+        ]
+    }
+    kube.add("pods", pod)
+    claim: dict[str, Any] = {
+        "metadata": {
+            "name": "p-c",
+            "namespace": "ns",
+            "uid": "c-1",
+            "ownerReferences": [{"uid": "u-1"}],
+        },
+        "spec": {"pinned": "GPU-1"},
+    }
+    if allocated:
+        claim["status"] = {"allocation": {"devices": {"results": []}}}
+    kube.add("resourceclaims", claim)
+    return pod
+
+
+def test_a_claim_left_unallocated_is_deleted_and_placed_again() -> None:
+    kube = FakeKube()
+    pod = stranded_pod(kube, allocated=False)
+    assert stranded(pod) and not gated(pod)
+    assert place(kube, pod) is True
+    again = kube.get("resourceclaims", "p-c", "ns")
+    assert again is not None and again["metadata"].get("uid") != "c-1"
+    assert "devices" in again["spec"]
+    writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
+    assert writes == ["delete_resource_claim", "create_resource_claim"]
+
+
+def test_a_claim_allocated_meanwhile_stays() -> None:
+    kube = FakeKube()
+    pod = stranded_pod(kube, allocated=True)
+    assert place(kube, pod) is True
+    kept = kube.get("resourceclaims", "p-c", "ns")
+    assert kept is not None and kept["metadata"]["uid"] == "c-1"
+    assert [c[0] for c in kube.landed if not c[0].startswith("get_")] == []
