@@ -355,3 +355,31 @@ def test_the_placer_puts_dra_pods_where_the_card_policies_say(
         assert owner[0]["uid"] == kube.pod(namespace, "first")["metadata"]["uid"]
     finally:
         kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
+
+
+def test_a_restarted_scheduler_places_the_pods_left_gated(
+    control_plane: ControlPlane, dra_mode: None, namespace: str, nodesim: Callable[..., NodeSim]
+) -> None:
+    """All the placer's state is in the API: a pod gated while no card could take it is placed
+    by the next process once a card appears."""
+    kube = control_plane.kube
+    kube(
+        "create", "-n", namespace, "-f", "-", stdin=json.dumps(dra_pod("waiting", "4000", "spread"))
+    )
+    control_plane.restart_app(extra_args=("--dra-mode=all",))
+    assert kube.pod(namespace, "waiting")["spec"].get("schedulingGates") == [{"name": GATE}]
+    node = "restart-node"
+    uuids = [f"GPU-{node}-0"]
+    nodesim(t4_node(node, uuids))
+    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
+    try:
+        wait_for(
+            lambda: kube.pod(namespace, "waiting")["spec"].get("nodeName") == node,
+            timeout=60,
+            what="the gated pod to be placed by the restarted process",
+        )
+        assert allocated_device(kube, namespace, "waiting-cuda") == [
+            ("gpu-0", {"memory": "4000Mi", "cores": "0"})
+        ]
+    finally:
+        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
