@@ -24,6 +24,7 @@ from hami.engine.requests import ResourceDefaults
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
+from .test_channels import stored
 
 pytestmark = pytest.mark.e2e
 
@@ -177,18 +178,7 @@ def test_a_record_written_by_hand_reaches_the_webhook_with_the_charts_conditions
     control_plane.set_match_conditions(rendered["webhooks"][0]["matchConditions"])
 
     def stored_gated() -> bool:
-        out = kube(
-            "create",
-            "-n",
-            namespace,
-            "--dry-run=server",
-            "-o",
-            "json",
-            "-f",
-            "-",
-            stdin=json.dumps(forged),
-        )
-        spec = json.loads(out.stdout)["spec"]
+        spec = stored(kube, forged, namespace)["spec"]
         return spec.get("schedulingGates") == [{"name": GATE}] and bool(spec.get("resourceClaims"))
 
     try:
@@ -270,38 +260,59 @@ def allocated_device(kube: Kube, namespace: str, claim: str) -> object:
     return [(r["device"], r.get("consumedCapacity")) for r in results.get("results") or ()]
 
 
+@pytest.fixture
+def dra_node(
+    kube: Kube, nodesim: Callable[..., NodeSim]
+) -> Iterator[Callable[[str, int], list[str]]]:
+    """Start a simulated node of `cards` T4s, registered by the device plugin stand-in and
+    published in a HAMi-DRA slice under the same UUIDs; its UUIDs. Slices go afterwards."""
+    made: list[str] = []
+
+    def start(node: str, cards: int) -> list[str]:
+        uuids = [f"GPU-{node}-{i}" for i in range(cards)]
+        nodesim(t4_node(node, uuids))
+        kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
+        made.append(f"{node}-hami-dra")
+        return uuids
+
+    yield start
+    for name in made:
+        kube("delete", "resourceslice", name, "--ignore-not-found", check=False)
+
+
+def wait_bound(kube: Kube, namespace: str, name: str, node: str) -> None:
+    def bound() -> bool:
+        return bool(kube.pod(namespace, name)["spec"].get("nodeName") == node)
+
+    wait_for(bound, timeout=60, what=f"{name} to be bound to {node}")
+
+
+def whole(memory: str) -> list[tuple[str, dict[str, str]]]:
+    """An allocation of gpu-<i> consuming `memory` and no cores (HAMi's 0 cores asked)."""
+    device, mib = memory.split(":")
+    return [(device, {"memory": f"{mib}Mi", "cores": "0"})]
+
+
 @pytest.mark.usefixtures("dra_mode")
 def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
-    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+    kube: Kube, namespace: str, dra_node: Callable[[str, int], list[str]]
 ) -> None:
     """The design's guard (docs/dra.md): a claim pinned to a card is allocated that card by
     kube-scheduler's DynamicResources plugin, and a second one that would take the card past
     its memory is not allocated at all, whatever the placer believed."""
-    node = "dra-node"
-    uuids = [f"GPU-{node}-0", f"GPU-{node}-1"]
-    nodesim(t4_node(node, uuids))
-    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
-    try:
-        for name in ("first", "second"):
-            pinned_pod(kube, namespace, name, uuids[1], 10000)
-        wait_for(
-            lambda: kube.pod(namespace, "first")["spec"].get("nodeName") == node,
-            timeout=60,
-            what="the first pod to be bound",
-        )
-        assert allocated_device(kube, namespace, "first-cuda") == [
-            ("gpu-1", {"memory": "10000Mi", "cores": "0"})
-        ]
-        message = wait_for(
-            lambda: kube.pod_scheduled_message(namespace, "second"),
-            timeout=60,
-            what="kube-scheduler to turn the second pod away",
-        )
-        assert "cannot allocate all claims" in str(message), message
-        assert allocated_device(kube, namespace, "second-cuda") == []
-        assert not kube.pod(namespace, "second")["spec"].get("nodeName")
-    finally:
-        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
+    uuids = dra_node("dra-node", 2)
+    for name in ("first", "second"):
+        pinned_pod(kube, namespace, name, uuids[1], 10000)
+    wait_bound(kube, namespace, "first", "dra-node")
+    assert allocated_device(kube, namespace, "first-cuda") == whole("gpu-1:10000")
+    message = wait_for(
+        lambda: kube.pod_scheduled_message(namespace, "second"),
+        timeout=60,
+        what="kube-scheduler to turn the second pod away",
+    )
+    assert "cannot allocate all claims" in str(message), message
+    assert allocated_device(kube, namespace, "second-cuda") == []
+    assert not kube.pod(namespace, "second")["spec"].get("nodeName")
 
 
 def dra_pod(name: str, memory: str, policy: str) -> dict[str, Any]:
@@ -318,68 +329,42 @@ def dra_pod(name: str, memory: str, policy: str) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("dra_mode")
 def test_the_placer_puts_dra_pods_where_the_card_policies_say(
-    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim]
+    kube: Kube, namespace: str, dra_node: Callable[[str, int], list[str]]
 ) -> None:
     """The leader's placer chooses by hami.io/gpu-scheduler-policy over the cards of its cache
     (here registered by the device plugin stand-in and published in a HAMi-DRA slice under the
     same UUIDs), pins each claim, lifts the gate, and kube-scheduler allocates those cards:
     binpack joins the used card, spread takes the idle one."""
-    node = "placer-node"
-    uuids = [f"GPU-{node}-0", f"GPU-{node}-1"]
-    nodesim(t4_node(node, uuids))
-    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
-    try:
-        landed = {}
-        for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
-            kube(
-                "create",
-                "-n",
-                namespace,
-                "-f",
-                "-",
-                stdin=json.dumps(dra_pod(name, "4000", policy)),
-            )
-
-            def bound(pod: str = name) -> bool:
-                return bool(kube.pod(namespace, pod)["spec"].get("nodeName") == node)
-
-            wait_for(bound, timeout=60, what=f"{name} to be placed and bound")
-            landed[name] = allocated_device(kube, namespace, f"{name}-cuda")
-        # Ties go to the highest index (gpu-1); binpack then joins it, spread takes gpu-0.
-        assert landed == {
-            "first": [("gpu-1", {"memory": "4000Mi", "cores": "0"})],
-            "packed": [("gpu-1", {"memory": "4000Mi", "cores": "0"})],
-            "spread": [("gpu-0", {"memory": "4000Mi", "cores": "0"})],
-        }
-        owner = kube.get("resourceclaim", "first-cuda", namespace)["metadata"]["ownerReferences"]
-        assert owner[0]["uid"] == kube.pod(namespace, "first")["metadata"]["uid"]
-    finally:
-        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
+    dra_node("placer-node", 2)
+    landed = {}
+    for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
+        pod = json.dumps(dra_pod(name, "4000", policy))
+        kube("create", "-n", namespace, "-f", "-", stdin=pod)
+        wait_bound(kube, namespace, name, "placer-node")
+        landed[name] = allocated_device(kube, namespace, f"{name}-cuda")
+    # Ties go to the highest index (gpu-1); binpack then joins it, spread takes gpu-0.
+    assert landed == {
+        "first": whole("gpu-1:4000"),
+        "packed": whole("gpu-1:4000"),
+        "spread": whole("gpu-0:4000"),
+    }
+    owner = kube.get("resourceclaim", "first-cuda", namespace)["metadata"]["ownerReferences"]
+    assert owner[0]["uid"] == kube.pod(namespace, "first")["metadata"]["uid"]
 
 
 def test_a_restarted_scheduler_places_the_pods_left_gated(
-    control_plane: ControlPlane, dra_mode: None, namespace: str, nodesim: Callable[..., NodeSim]
+    control_plane: ControlPlane,
+    dra_mode: None,
+    namespace: str,
+    dra_node: Callable[[str, int], list[str]],
 ) -> None:
     """All the placer's state is in the API: a pod gated while no card could take it is placed
     by the next process once a card appears."""
     kube = control_plane.kube
-    kube(
-        "create", "-n", namespace, "-f", "-", stdin=json.dumps(dra_pod("waiting", "4000", "spread"))
-    )
+    pod = json.dumps(dra_pod("waiting", "4000", "spread"))
+    kube("create", "-n", namespace, "-f", "-", stdin=pod)
     control_plane.restart_app(extra_args=("--dra-mode=all",))
     assert kube.pod(namespace, "waiting")["spec"].get("schedulingGates") == [{"name": GATE}]
-    node = "restart-node"
-    uuids = [f"GPU-{node}-0"]
-    nodesim(t4_node(node, uuids))
-    kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
-    try:
-        wait_for(
-            lambda: kube.pod(namespace, "waiting")["spec"].get("nodeName") == node,
-            timeout=60,
-            what="the gated pod to be placed by the restarted process",
-        )
-        assert allocated_device(kube, namespace, "waiting-cuda") == [
-            ("gpu-0", {"memory": "4000Mi", "cores": "0"})
-        ]
-    finally:
-        kube("delete", "resourceslice", f"{node}-hami-dra", "--ignore-not-found", check=False)
+    dra_node("restart-node", 1)
+    wait_bound(kube, namespace, "waiting", "restart-node")
+    assert allocated_device(kube, namespace, "waiting-cuda") == whole("gpu-0:4000")

@@ -6,13 +6,12 @@ from typing import Any
 
 import pytest
 
-from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
 from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE, REQUESTS
 from hami.engine.jsonpatch import apply
-from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
+from tests.unit.service.test_admission_quota import team_a_book
 
 
 def review(obj: dict[str, Any], namespace: str = "team-a") -> dict[str, Any]:
@@ -34,15 +33,7 @@ def pod(limits: dict[str, Any], **annotations: str) -> dict[str, Any]:
 
 @pytest.fixture
 def service() -> AdmissionService:
-    book = QuotaBook()
-    book.upsert(
-        {
-            "metadata": {"uid": "q", "namespace": "team-a", "name": "gpu"},
-            "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}},
-        }
-    )
-    book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(), book.quota, dra=DraConfig("all"))
+    return AdmissionService(AdmissionConfig(), team_a_book().quota, dra=DraConfig("all"))
 
 
 def stored(service: AdmissionService, obj: dict[str, Any]) -> dict[str, Any]:

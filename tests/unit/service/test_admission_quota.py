@@ -24,8 +24,8 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
     }
 
 
-@pytest.fixture
-def service() -> AdmissionService:
+def team_a_book() -> QuotaBook:
+    """team-a may use 8000 MiB of GPU memory and uses 5000."""
     book = QuotaBook()
     book.upsert(
         {
@@ -34,7 +34,12 @@ def service() -> AdmissionService:
         }
     )
     book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(), book.quota)
+    return book
+
+
+@pytest.fixture
+def service() -> AdmissionService:
+    return AdmissionService(AdmissionConfig(), team_a_book().quota)
 
 
 @pytest.mark.parametrize(
