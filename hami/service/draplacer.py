@@ -84,6 +84,7 @@ class DraPlacer:
         nodes: Callable[[], Sequence[str]],
         *,
         retry_seconds: float = 2.0,
+        most_seconds: float = 60.0,
     ) -> None:
         self.kube = kube
         self.placement = placement
@@ -91,12 +92,15 @@ class DraPlacer:
         self.leading = leading
         self.nodes = nodes
         self.retry_seconds = retry_seconds
-        self._due: OrderedDict[Key, None] = OrderedDict()
+        self.most_seconds = most_seconds
+        # key -> (when to try next, on the loop's clock; how long to wait after a miss): a pod
+        # no card can take is tried again ever less often, and at once on its next event.
+        self._due: OrderedDict[Key, tuple[float, float]] = OrderedDict()
         self._wake = asyncio.Event()
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         if gated(pod) or stranded(pod):
-            self._due[_key(pod)] = None
+            self._due[_key(pod)] = (0.0, self.retry_seconds)
             self._wake.set()
         else:
             self._due.pop(_key(pod), None)
@@ -117,9 +121,12 @@ class DraPlacer:
             self._wake.clear()
             if not self.leading():
                 continue
-            for key in list(self._due):
+            clock = asyncio.get_running_loop().time
+            for key, (at, wait) in list(self._due.items()):
                 if stop.is_set() or not self.leading():
                     break
+                if at > clock():
+                    continue
                 try:
                     done = await self.place(*key)
                 except KubeError as e:
@@ -127,6 +134,8 @@ class DraPlacer:
                     done = False
                 if done:
                     self._due.pop(key, None)
+                elif self._due.get(key) == (at, wait):  # no event came meanwhile
+                    self._due[key] = (clock() + wait, min(2 * wait, self.most_seconds))
 
     async def place(self, namespace: str, name: str, uid: str) -> bool:
         """Place one gated pod; True when nothing is left to do for it."""
