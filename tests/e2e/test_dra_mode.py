@@ -25,6 +25,7 @@ from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 from .test_channels import stored
+from .test_leadership import lease
 
 pytestmark = pytest.mark.e2e
 
@@ -368,3 +369,31 @@ def test_a_restarted_scheduler_places_the_pods_left_gated(
     dra_node("restart-node", 1)
     wait_bound(kube, namespace, "waiting", "restart-node")
     assert allocated_device(kube, namespace, "waiting-cuda") == whole("gpu-0:4000")
+
+
+def test_a_new_leader_places_the_pods_gated_before_it_led(
+    control_plane: ControlPlane,
+    dra_mode: None,
+    namespace: str,
+    dra_node: Callable[[str, int], list[str]],
+    app_args: Callable[..., None],
+) -> None:
+    """Hand-over: only the Lease holder's replica places; one that takes the Lease places the
+    pods gated while another held it (last in the module: app_args restarts without DRA mode)."""
+    kube = control_plane.kube
+    kube.apply(lease(namespace, "other-replica_1234"), namespace)
+    app_args(
+        "--dra-mode=all",
+        "--leader-elect=true",
+        "--identity=hami-0",
+        f"--leader-elect-resource-namespace={namespace}",
+    )
+    dra_node("handover-node", 1)
+    kube(
+        "create", "-n", namespace, "-f", "-", stdin=json.dumps(dra_pod("handed", "4000", "spread"))
+    )
+    assert kube.pod(namespace, "handed")["spec"].get("schedulingGates") == [{"name": GATE}]
+    # The kube-scheduler beside our process wins the Lease (its identity: the pod name and a suffix).
+    kube.apply(lease(namespace, "hami-0_5f0c"), namespace)
+    wait_bound(kube, namespace, "handed", "handover-node")
+    assert allocated_device(kube, namespace, "handed-cuda") == whole("gpu-0:4000")
