@@ -39,18 +39,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from hami.engine.admission import AdmissionConfig
-    from hami.runtime.deviceconfig import command_families
+    from hami.runtime.choices import of_flags
     from hami.sim.run import Simulation, render_json, render_text, unexpected
     from hami.sim.scenario import load
 
     try:
-        families = command_families(args, "simulate")
-        scenario = load(Path(args.scenario), families)
-    except ValueError as e:  # ScenarioError, DeviceConfigError
+        choices = of_flags(args, "simulate")
+        scenario = load(Path(args.scenario), choices.families)
+    except ValueError as e:  # ScenarioError, ConfigError
         print(f"hami simulate: {one_line(e)}", file=sys.stderr)
         return 2
-    results = Simulation(scenario, AdmissionConfig(families=families)).run()
+    results = Simulation(scenario, choices).run()
     if args.json:
         sys.stdout.write(
             orjson.dumps(render_json(results), option=orjson.OPT_INDENT_2).decode() + "\n"

@@ -10,8 +10,13 @@ from typing import Any
 from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.base import Family
+from hami.engine.families.registry import Families, from_device_config
 from hami.engine.model import DeviceInfo
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
+
+# Every family HAMi schedules, as the chart's default device config configures them, the gated
+# ones included: what the tests schedule unless one says otherwise (the engine has no default).
+FAMILIES: Families = from_device_config({})
 
 Obj = dict[str, Any]
 T4 = "NVIDIA-Tesla T4"

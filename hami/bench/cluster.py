@@ -13,7 +13,10 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as nv
 from hami.engine.codec import encode_node_devices
+from hami.engine.families.registry import Families
 from hami.engine.model import ContainerDevice, DeviceInfo, NodeState, Usage
+from hami.runtime.choices import serve_defaults
+from hami.runtime.config import Settings
 from hami.service.annotations import allocation_annotations
 
 SPLIT, DEVMEM, DEVCORE = 10, 15360, 100
@@ -44,7 +47,17 @@ def _register(cache: ClusterCache, nodes: int, cards: int) -> dict[str, tuple[De
     return infos
 
 
-def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]:
+def _empty() -> ClusterCache:
+    """The cache `hami serve` builds without flags (hami.runtime.choices)."""
+    choices = serve_defaults()
+    return choices.cache(
+        time.monotonic, locks=choices.locks(), reservation_ttl=Settings().reservation_ttl_seconds
+    )
+
+
+def _pod(
+    families: Families, uid: int, node: str, card: str, mem: int, cores: int
+) -> dict[str, Any]:
     """A running one-card pod whose request and allocation agree, as a bind of ours leaves it."""
     limits = {
         nv.GPU: "1",
@@ -56,7 +69,9 @@ def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]
             "uid": f"uid-{uid}",
             "namespace": "bench",
             "name": f"pod-{uid}",
-            "annotations": allocation_annotations(node, ((ContainerDevice(card, mem, cores),),), 0),
+            "annotations": allocation_annotations(
+                node, ((ContainerDevice(card, mem, cores),),), 0, families=families
+            ),
         },
         "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": limits}}]},
         "status": {"phase": "Running"},
@@ -66,13 +81,13 @@ def _pod(uid: int, node: str, card: str, mem: int, cores: int) -> dict[str, Any]
 def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
     """`pods` pods of 1000 MiB, each on a card drawn at random."""
     rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
+    cache = _empty()
     infos = _register(cache, nodes, cards)
     names = list(infos)
     pod_objs = []
     for p in range(pods):
         node = rng.choice(names)
-        pod_objs.append(_pod(p, node, rng.choice(infos[node]).id, 1000, 0))
+        pod_objs.append(_pod(cache.families, p, node, rng.choice(infos[node]).id, 1000, 0))
     cache.replace_pods(pod_objs)
     cache.settle()  # as hami serve does once synced
     return cache
@@ -94,7 +109,7 @@ def build_filled_cluster(nodes: int, cards: int, seed: int, full: float = 0.9) -
     no shape fits there any more; the others get up to three pods per card.
     """
     rng = random.Random(seed)
-    cache = ClusterCache(clock=time.monotonic)
+    cache = _empty()
     infos = _register(cache, nodes, cards)
     pod_objs: list[dict[str, Any]] = []
     for n, (node, devs) in enumerate(infos.items()):
@@ -108,7 +123,7 @@ def build_filled_cluster(nodes: int, cards: int, seed: int, full: float = 0.9) -
                     break
                 mem, cores = rng.choice(fitting)
                 u += Usage(1, mem, cores)
-                pod_objs.append(_pod(len(pod_objs), node, dev.id, mem, cores))
+                pod_objs.append(_pod(cache.families, len(pod_objs), node, dev.id, mem, cores))
                 budget -= 0 if filling else 1
     cache.replace_pods(pod_objs)
     cache.settle()  # as hami serve does once synced

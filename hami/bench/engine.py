@@ -85,7 +85,7 @@ def _time(cache: ClusterCache, row: Row, runs: int) -> tuple[list[float], list[f
     for i in range(runs):
         request = row.request(i)
         t0, c0 = time.perf_counter(), time.thread_time()
-        d = schedule(cache.view, request, options, names)
+        d = schedule(cache.view, request, options, names, families=cache.families)
         cpu.append(time.thread_time() - c0)
         wall.append(time.perf_counter() - t0)
         placed += d.node is not None

@@ -48,13 +48,13 @@ def _server_app(
     from hami.kube.events import EventRecorder
     from hami.kube.leader import AlwaysLeader
     from hami.runtime.bodies import MAX_BODY
+    from hami.runtime.choices import serve_defaults
     from hami.runtime.chores import freeze
     from hami.runtime.metrics import Metrics
     from hami.runtime.reporting import FilterReporter
     from hami.service.binding import Binder
     from hami.service.bindrules import Budget
-    from hami.service.nodelock.table import NodeLocks
-    from hami.service.placement import FilterOutcome, Placement
+    from hami.service.placement import FilterOutcome
 
     started = time.perf_counter()
     cache = build_cluster(args.nodes, args.cards, args.pods, args.seed)
@@ -69,13 +69,14 @@ def _server_app(
     # Points at nothing: only /bind and the Event writer would use it, and neither runs here.
     kube = Kube(ApiClient(Configuration(host="http://127.0.0.1:9")))
     events = EventRecorder(kube, queue_size=args.requests + 1000)
-    placement = Placement(cache)
+    choices = serve_defaults()
+    placement = choices.placement(cache)
     binder = Binder(
         kube,
         cache,
         events,
         now=lambda: datetime.now(UTC),
-        locks=NodeLocks(),
+        locks=choices.locks(),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )

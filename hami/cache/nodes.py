@@ -218,7 +218,7 @@ class NodeStore:
             inv.families,
             card_holders(held) if (held := self._holders.get(name)) else None,
             dict(inv.annotations) if inv.annotations else None,
-            self._families,
+            registry=self._families,
         )
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:

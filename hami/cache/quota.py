@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyquota import FamilyQuota, family_limits, tightest
 from hami.engine.quota import (
     NamespaceQuota,
@@ -37,10 +37,11 @@ class QuotaLine:
 class QuotaBook:
     def __init__(
         self,
+        *,
         names: ResourceNames = ResourceNames(),
         memory_factor: int = 1,
         on_loosened: Loosened | None = None,
-        families: Families = FAMILIES,
+        families: Families,
     ) -> None:
         self._names = names
         self._memory_factor = memory_factor

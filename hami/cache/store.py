@@ -14,14 +14,15 @@ nodes' side is hami.cache.nodes, what is counted on the cards hami.cache.counts.
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from hami.cache.binds import BindStages
 from hami.cache.counts import Counts
 from hami.cache.nodes import NodeStore, Read
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
-from hami.cache.reservations import Reservation, Reservations, Stage
+from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyholders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
     NodeInventory,
@@ -31,8 +32,9 @@ from hami.engine.inventory import (
 from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
 from hami.engine.outside import OutsideClaim
 from hami.engine.requests import ResourceDefaults
-from hami.engine.state import held, pod_usage
+from hami.engine.state import held
 from hami.engine.trust import asks_for_no_card, count, observe
+from hami.engine.usage import pod_usage
 
 # A node that has just gained free capacity: a pod gone, finished, or a reservation dropped.
 Released = Callable[[str], None]
@@ -44,7 +46,8 @@ class ClusterCache:
     What holds a pod's cards goes through these states, by pod uid (the shape of
     kube-scheduler's cache interface: assume, forget, expire, add, remove):
 
-        unseen --reserve (filter)--> RESERVED (its stages: hami.cache.reservations)
+        unseen --reserve (filter)--> RESERVED (its stages: hami.cache.reservations, moved
+                                               by binds and relists through `binds`)
         RESERVED --the watch shows its allocation (our Binding landed)--> COUNTED
         RESERVED --forget, expire, the pod deleted or finished or gone from a relist--> unseen
         unseen --a bound pod with an allocation of ours (a restart)--> COUNTED
@@ -67,7 +70,7 @@ class ClusterCache:
         reservation_ttl: float = 120.0,
         gpu_resource: str = nv.GPU,
         *,
-        resources: ResourceDefaults = ResourceDefaults(),
+        resources: ResourceDefaults,
         unknown_pod_ttl: float = 5.0,
         on_distrust: Distrust | None = None,
         on_edit_ignored: EditIgnored | None = None,
@@ -75,7 +78,7 @@ class ClusterCache:
         quotas: QuotaBook | None = None,
         gfd_split: int = 0,
         locks: LockTable | None = None,
-        families: Families = FAMILIES,
+        families: Families,
     ) -> None:
         self._clock = clock
         self._resources = resources
@@ -85,13 +88,15 @@ class ClusterCache:
         self._on_release = on_release
         # Namespace GPU quotas; usage is counted in Counts.account beside the cards'.
         self.quotas = quotas or QuotaBook(
-            resources.names, resources.memory_factor, families=families
+            names=resources.names, memory_factor=resources.memory_factor, families=families
         )
         self._records = PodRecords(on_distrust, on_edit_ignored)
         self._locks = locks
         if locks is not None:
             locks.listen(self._lock_moved)
         self._reservations = Reservations(clock, reservation_ttl, unknown_pod_ttl)
+        # What binds and relists tell about the decisions taken up (hami.cache.binds).
+        self.binds = BindStages(self._reservations, clock, self.forget)
         # Counts mutates the pods OUTSIDE; the NodeStore reads them into the nodes' states.
         # The other device families' registrations and allocations are read beside NVIDIA's;
         # their cards are counted like NVIDIA's, outside NVIDIA's quotas (hami.engine.familyquota).
@@ -372,51 +377,6 @@ class ClusterCache:
         for r in stale:
             self.forget(r.uid)
         return stale
-
-    def bind_started(self, uid: str) -> None:
-        """A bind took the pod's decision up: its cards stay counted until it ends."""
-        self._reservations.move(uid, Stage.BINDING, self._clock(), float("inf"))
-
-    def bind_landed(self, uid: str) -> None:
-        """The pod's Binding landed: its cards stay counted until the watch shows the pod bound
-        or gone, however long that takes (and how long is the watch's lag)."""
-        self._reservations.move(uid, Stage.LANDED, self._clock(), float("inf"))
-
-    def bind_unknown(self, uid: str, resource_version: str) -> None:
-        """The pod's Binding, sent for `resource_version`, may have landed: its cards stay
-        counted, without a deadline and outside the watch's lag, until the pod is read back
-        (unknown_ended) or seen unbound at a later version, bound, or gone."""
-        self._reservations.move(uid, Stage.UNKNOWN, self._clock(), float("inf"), resource_version)
-
-    def unknown_ended(self, uid: str, node: str, resource_version: str, landed: bool) -> None:
-        """The pod read back after its Binding to `node`, sent for `resource_version`, had an
-        unknown outcome: it landed, or cannot any more. A newer decision is left alone."""
-        if not self._reservations.awaits(uid, node, resource_version):
-            return
-        if landed:
-            self.bind_landed(uid)
-        else:
-            self.forget(uid)
-
-    def bind_failed(self, uid: str) -> None:
-        """The bind did not land: the decision waits for kube-scheduler's next try as any does."""
-        now = self._clock()
-        self._reservations.move(uid, Stage.DECIDED, now, now + self._reservations.ttl_of(uid))
-
-    def relisting(self) -> None:
-        """A complete list of the pods starts (hami.kube.informer calls it)."""
-        self._reservations.relisting()
-
-    def relisted(self) -> None:
-        """The list that started at relisting() is complete. A Binding that landed before it
-        started and is still unconfirmed did not land after all (the pod is unbound) or its
-        pod is gone (created, bound and deleted while the watch was out of touch)."""
-        for res in self._reservations.landed_before_relist():
-            self.forget(res.uid)
-
-    def unconfirmed_since(self) -> float | None:
-        """When (clock) the longest-waiting Binding the watch has not yet shown landed."""
-        return self._reservations.oldest_unconfirmed()
 
     def usage(self) -> Mapping[str, Mapping[str, Usage]]:
         return self._nodes.usage()

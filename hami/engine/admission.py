@@ -13,7 +13,7 @@ from hami.engine import kai, names
 from hami.engine.claims import GPU_DEVICE_CLASSES, NO_CLAIMS, ClaimSources, claim_escapes
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
 from hami.engine.families.nvidia.claim import nvidia_claim
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
 from hami.engine.hostpaths import host_folders
@@ -47,8 +47,9 @@ class AdmissionConfig:
     injection: InjectionConfig = InjectionConfig()
     # Schedulers whose pods are taken over when they ask for a KAI GPU share.
     adopt_schedulers: tuple[str, ...] = ("kai-scheduler",)
-    # The other device families, as the process's device config names their resources.
-    families: Families = FAMILIES
+    # The device families, as the process's device config names their resources: required
+    # (a config that forgot them would take every family's pods).
+    families: Families = field(kw_only=True)
     # DeviceClasses whose claims hand out GPUs (hami.engine.claims).
     gpu_device_classes: tuple[str, ...] = GPU_DEVICE_CLASSES
 
@@ -78,7 +79,7 @@ def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
     return claim.claimed
 
 
-def forged_annotations(annotations: Mapping[str, str], families: Families = FAMILIES) -> list[str]:
+def forged_annotations(annotations: Mapping[str, str], families: Families) -> list[str]:
     """Scheduler-owned keys present at creation: only the scheduler may write them (the
     other families' allocation annotations among them)."""
     theirs = family_owned_keys(families)

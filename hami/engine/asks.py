@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.model import FamilyRequest, PodRequest
 from hami.engine.requests import ResourceDefaults
 from hami.engine.requests import pod_request as nvidia_request
@@ -20,7 +20,7 @@ def pod_request(
     defaults: ResourceDefaults,
     *,
     strict: bool = False,
-    families: Families = FAMILIES,
+    families: Families,
 ) -> PodRequest:
     """The pod's per-container asks, NVIDIA's and each family's; raises RequestError (strict)
     or LimitError as hami.engine.requests.pod_request does."""
@@ -56,7 +56,7 @@ def _container(
 
 
 def family_annotations(
-    annotations: Mapping[str, str], families: Families = FAMILIES
+    annotations: Mapping[str, str], families: Families
 ) -> tuple[tuple[str, str], ...]:
     """The pod annotations the families' fits read (FamilyWire.pod_annotations), sorted."""
     keys = {k for f in families.others for k in f.wire.pod_annotations()}

@@ -6,12 +6,9 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from hami.engine import reasons as r
-from hami.engine.capacity import summary_check
 from hami.engine.codec import encode_pod_devices
-from hami.engine.families.registry import FAMILIES, Families
-from hami.engine.familyfit import fit_families
-from hami.engine.fit import fit_pod
-from hami.engine.inventory import merge_devices
+from hami.engine.families.registry import Families
+from hami.engine.familyfit import NodeFitted, fit_node
 from hami.engine.model import CardScores, NodeState, PodDevices, PodRequest
 from hami.engine.policy import NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -77,16 +74,17 @@ def schedule(
     options: PodOptions,
     candidates: Iterable[str] | None = None,
     quota: NamespaceQuota | None = None,
-    families: Families = FAMILIES,
+    *,
+    families: Families,
 ) -> Decision:
     """Place the pod on the most preferred node where every container fits.
 
-    HAMi fits every node and then sorts the ones that fit; trying nodes in
-    sorted order and stopping at the first fit gives the same answer without
-    fitting nodes that could never win. A node whose summary shows that the pod
-    cannot fit is turned down with the reason fitting it would give, without
-    walking its cards. With a namespace quota every node is fitted card by card,
-    since the quota is checked before each card's room, as HAMi checks it.
+    Every node is fitted by one function over every family (fit_node). HAMi fits every node
+    and then sorts the ones that fit. For a pod asking only families that offer FastPath
+    (hami.engine.families.base), whose node score is known before fitting, trying nodes in
+    sorted order and stopping at the first fit gives the same answer without fitting nodes
+    that could never win, and a node whose summary shows that the pod cannot fit is turned
+    down with the reason fitting it would give, without walking its cards.
     """
     names = list(cluster) if candidates is None else list(candidates)
     failed: dict[str, str] = {}
@@ -94,11 +92,34 @@ def schedule(
     known = list(filter(None, map(cluster.get, names)))
     if len(known) < len(names):
         failed.update((name, r.NODE_UNREGISTERED) for name in names if name not in cluster)
-    if request.families:
-        return _schedule_families(known, request, options, failed, quota, families)
+    ask = _Ask(request, options, quota, families, hash((request, options, quota)))
+    fast = families.fast_types
+    if any(a.type not in fast for asks in request.families for a in asks):
+        return _best_fit(known, ask, failed)
+    return _first_fit(known, ask, failed)
+
+
+class _Ask(NamedTuple):
+    """One decision's pod, what it is fitted with, and `key`, hash((request, options, quota)),
+    computed once for every node's memo."""
+
+    request: PodRequest
+    options: PodOptions
+    quota: NamespaceQuota | None
+    families: Families
+    key: int
+
+    def fit(self, node: NodeState) -> NodeFitted:
+        return fit_node(node, self.request, self.options, self.families, self.key, self.quota)
+
+
+def _first_fit(known: list[NodeState], ask: _Ask, failed: dict[str, str]) -> Decision:
+    """schedule for a pod asking only FastPath families: nodes in policy order, the first that
+    fits wins. The first FastPath family's summaries turn nodes down unwalked: its reason is
+    the one fitting the node would give first."""
     scores: list[CardScores] = []
-    key = hash((request, options, quota))
-    summaries = summary_check(request, options) if quota is None else None
+    fast = ask.families.fast
+    summaries = fast[0].summaries(ask.request, ask.options, ask.quota) if fast else None
     if summaries is not None:
         every = summaries.nowhere(known)
         if every is not None:
@@ -107,46 +128,35 @@ def schedule(
             failed.update(zip(map(_NAME, known), texts, strict=True))
             return Decision(None, None, failed, tuple(logged))
     turned_down = None if summaries is None else summaries.check
-    rank = ORDERS[NodePolicy(options.node_policy)].rank
-    for node in node_order(known, options.node_policy):
+    rank = ORDERS[NodePolicy(ask.options.node_policy)].rank
+    for node in node_order(known, ask.options.node_policy):
         reason = None if turned_down is None else turned_down(node, scores)
         if reason is not None:
             failed[node.name] = reason
             continue
-        fit = fit_pod(node, request, options, key, quota)
-        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        fit = ask.fit(node)
+        scores.extend(fit.scores)
         if fit.devices is not None:
             return Decision(node.name, fit.devices, failed, tuple(scores), rank(node))
         failed[node.name] = fit.reason
     return Decision(None, None, failed, tuple(scores))
 
 
-def _schedule_families(
-    known: list[NodeState],
-    request: PodRequest,
-    options: PodOptions,
-    failed: dict[str, str],
-    quota: NamespaceQuota | None,
-    families: Families,
-) -> Decision:
-    """schedule for a pod asking another device family: every node is fitted, NVIDIA's asks
-    first, and the nodes that fit are ordered by HAMi's node score with each family's
-    ScoreNode added (which depends on the devices chosen, so no node can be skipped)."""
+def _best_fit(known: list[NodeState], ask: _Ask, failed: dict[str, str]) -> Decision:
+    """schedule for a pod asking a family without FastPath: every node is fitted, and the
+    nodes that fit are ordered by HAMi's node score with each family's ScoreNode added (which
+    depends on the devices chosen, so no node can be skipped)."""
     scores: list[CardScores] = []
     fits: list[tuple[NodeState, PodDevices, float]] = []
     for node in known:
-        fit = fit_pod(node, request, options, None, quota)
-        scores.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        fit = ask.fit(node)
+        scores.extend(fit.scores)
         if fit.devices is None:
             failed[node.name] = fit.reason
             continue
-        other = fit_families(node, request, options, families)
-        if other.devices is None:
-            failed[node.name] = other.reason
-            continue
-        fits.append((node, merge_devices(fit.devices, other.devices), node.score + other.score))
+        fits.append((node, fit.devices, node.score + fit.score))
     by_name = sorted(fits, key=lambda f: f[0].name)
-    busiest_first = ORDERS[NodePolicy(options.node_policy)].busiest_first
+    busiest_first = ORDERS[NodePolicy(ask.options.node_policy)].busiest_first
     ranked = sorted(by_name, key=lambda f: f[2], reverse=busiest_first)
     if not ranked:
         return Decision(None, None, failed, tuple(scores))

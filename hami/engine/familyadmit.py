@@ -16,12 +16,12 @@ from typing import Any
 
 from hami.engine.asks import pod_request
 from hami.engine.families.base import Claim
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.requests import RequestError, ResourceDefaults
 
 
 @lru_cache(maxsize=8)
-def family_owned_keys(families: Families = FAMILIES) -> frozenset[str]:
+def family_owned_keys(families: Families) -> frozenset[str]:
     """The pod annotations a bind writes for the families' device plugins: only the
     scheduler may."""
     return frozenset(
@@ -35,7 +35,7 @@ def claim_families(
     pod: dict[str, Any],
     containers: Sequence[dict[str, Any]],
     resources: ResourceDefaults,
-    families: Families = FAMILIES,
+    families: Families,
 ) -> bool:
     """Whether some family claims one of the pod's containers. What the families' claims set
     is applied, claimed or not (HAMi's webhook keeps what every MutateAdmission changed):

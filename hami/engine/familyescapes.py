@@ -21,7 +21,7 @@ entries win over envFrom). The checks are pure and read only what the pod's auth
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 
 NO_DEVICES = frozenset({"", "none", "void"})
 FIELDS = ("initContainers", "containers", "ephemeralContainers")
@@ -29,7 +29,7 @@ REMOVE = "remove it (the device plugin sets it)"
 
 
 def family_escapes(
-    pod: Mapping[str, Any], families: Families = FAMILIES, skip: Iterable[str] = ()
+    pod: Mapping[str, Any], families: Families, skip: Iterable[str] = ()
 ) -> list[str]:
     """Every variable of a family the pod asks for that would take a container past its
     device plugin; ephemeral containers named in `skip` (those already running) are not read."""

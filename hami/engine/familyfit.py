@@ -1,4 +1,8 @@
-"""Fitting a pod's asks of the other device families onto one node, as HAMi's fitInDevices.
+"""Fitting a pod onto one node, every family looked up in one list, as HAMi's fitInDevices.
+
+fit_node asks each configured family for its part: a family offering the FastPath
+capability (hami.engine.families.base; NVIDIA's) fits its asks of the whole pod itself, and
+the other families' asks are walked here, container by container, after them.
 
 For each container and each family it asks, HAMi sorts the node's whole device list with
 the GPU policy's comparator, keeps the devices whose type names the family, turns the node
@@ -21,12 +25,14 @@ from dataclasses import dataclass, replace
 from hami.engine import reasons as r
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
 from hami.engine.families.basic import int32
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
+from hami.engine.inventory import merge_devices
 from hami.engine.model import (
     PERCENTAGE_UNSET,
     Card,
+    CardScores,
     ContainerDevices,
     FamilyRequest,
     NodeState,
@@ -35,7 +41,47 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import PodOptions
+from hami.engine.quota import NamespaceQuota
 from hami.engine.score import Weights, card_score, make_card
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFitted:
+    """The pod on one node: per container (init first) the devices of every family, or the
+    reason of the first family that could not fit; what the families' ScoreNode add to the
+    node score; the card scores computed on the way (for the score log)."""
+
+    devices: PodDevices | None
+    reason: str
+    score: float
+    scores: tuple[CardScores, ...]
+
+
+def fit_node(
+    node: NodeState,
+    request: PodRequest,
+    opts: PodOptions,
+    families: Families,
+    key: int,
+    quota: NamespaceQuota | None,
+) -> NodeFitted:
+    """Fit the pod's asks of every family onto the node: the FastPath members' first, in their
+    order (a FastPath family's card scores are those of NodeState.cards), then the others'
+    (fit_families, only for a pod asking them). `key` is hash((request, opts, quota))."""
+    devices: PodDevices = ()
+    logged: list[CardScores] = []
+    for family in families.fast:
+        fit = family.fit_pod(node, request, opts, key, quota)
+        logged.extend(CardScores(node.name, c, node.cards, s) for c, s in fit.scores)
+        if fit.devices is None:
+            return NodeFitted(None, fit.reason, 0.0, tuple(logged))
+        devices = merge_devices(devices, fit.devices)
+    if not request.families:
+        return NodeFitted(devices, "", 0.0, tuple(logged))
+    other = fit_families(node, request, opts, families)
+    if other.devices is None:
+        return NodeFitted(None, other.reason, 0.0, tuple(logged))
+    return NodeFitted(merge_devices(devices, other.devices), "", other.score, tuple(logged))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +103,10 @@ class _Cards:
 
 
 def fit_families(
-    node: NodeState, request: PodRequest, opts: PodOptions, families: Families = FAMILIES
+    node: NodeState, request: PodRequest, opts: PodOptions, families: Families
 ) -> FamiliesFit:
-    by_type = families.other_by_type()
+    """The asks of the families walked here (those without FastPath) on the node."""
+    by_type = families.walked_by_type
     pod = FitPod(
         annotations=dict(opts.family_annotations),
         mutex=opts.gpu_policy.mutex,

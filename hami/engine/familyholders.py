@@ -9,7 +9,7 @@ NVIDIA's pods, and those of every other family, cost nothing here.
 
 from collections.abc import Mapping
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.model import PodDevices
 
 # (key, value) pairs of a pod's annotations, sorted: hashable and comparable, as a pod's
@@ -19,7 +19,7 @@ Pairs = tuple[tuple[str, str], ...]
 CardHolders = Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]]
 
 
-def holder_types(families: Families = FAMILIES) -> frozenset[str]:
+def holder_types(families: Families) -> frozenset[str]:
     """The families whose rules read the pods holding their cards."""
     return frozenset(f.wire.type for f in families.others if f.wire.holder_reads)
 
@@ -32,7 +32,7 @@ def held_cards(devices: PodDevices, types: frozenset[str]) -> frozenset[str]:
 
 
 def holder_annotations(
-    annotations: Mapping[str, str], devices: PodDevices, families: Families = FAMILIES
+    annotations: Mapping[str, str], devices: PodDevices, families: Families
 ) -> Pairs:
     """The pod's annotations the families of its cards read of their holders."""
     kinds = {d.family for c in devices for d in c}
@@ -41,7 +41,7 @@ def holder_annotations(
 
 
 def planned_annotations(
-    annotations: Mapping[str, str], devices: PodDevices, families: Families = FAMILIES
+    annotations: Mapping[str, str], devices: PodDevices, families: Families
 ) -> Pairs:
     """holder_annotations for a pod decided but not yet bound, whose allocation annotations
     are still to be written: what its bind will write among them. HAMi keeps what it decided

@@ -14,7 +14,7 @@ Amounts are kept by resource name, since each family's names are its own.
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.model import FamilyRequest, PodRequest
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.quota import LIMITS_PREFIX
@@ -22,14 +22,14 @@ from hami.engine.quota import LIMITS_PREFIX
 Amounts = Mapping[str, int]  # resource name -> MiB or cores
 
 
-def quota_names(families: Families = FAMILIES) -> frozenset[str]:
+def quota_names(families: Families) -> frozenset[str]:
     """The family resources a ResourceQuota may limit (HAMi's IsManagedQuota)."""
     return frozenset(
         n for f in families.others for n in (f.wire.resources.memory, f.wire.resources.cores) if n
     )
 
 
-def family_limits(hard: Mapping[str, object], families: Families = FAMILIES) -> dict[str, int]:
+def family_limits(hard: Mapping[str, object], families: Families) -> dict[str, int]:
     """The family limits in a ResourceQuota's `spec.hard`; a value that is not a whole number
     is skipped, as HAMi skips what Go's AsInt64 refuses."""
     out: dict[str, int] = {}
@@ -55,9 +55,7 @@ def tightest(all_limits: Iterable[Amounts]) -> dict[str, int]:
     return out
 
 
-def card_amounts(
-    usage: Mapping[str, tuple[str, int, int]], families: Families = FAMILIES
-) -> dict[str, int]:
+def card_amounts(usage: Mapping[str, tuple[str, int, int]], families: Families) -> dict[str, int]:
     """What a pod's family cards count: `usage` maps each card to (its family's type, the
     memory and the cores the pod holds of it)."""
     by_type = families.other_by_type()
@@ -73,9 +71,7 @@ def card_amounts(
     return out
 
 
-def requested_amounts(
-    request: PodRequest, families: Families = FAMILIES
-) -> dict[str, dict[str, int]]:
+def requested_amounts(request: PodRequest, families: Families) -> dict[str, dict[str, int]]:
     """HAMi's fitResourceQuota: per family type, the memory and cores the pod asks of it
     (app containers summed, init containers one at a time, the larger wins); a family asked
     for neither is left out."""
@@ -109,7 +105,7 @@ class FamilyQuota:
     limits: Amounts
     used: Amounts = field(default_factory=dict)
 
-    def fits(self, asked: Mapping[str, Amounts], families: Families = FAMILIES) -> bool:
+    def fits(self, asked: Mapping[str, Amounts], families: Families) -> bool:
         """HAMi's FitQuota for each family the pod asks of: used + asked within each limit
         set (an explicit 0 blocks), the memory limit times the family's memory factor."""
         by_type = families.other_by_type()

@@ -8,7 +8,7 @@ computes it once, needs none of the fitting.
 from collections.abc import Mapping, Sequence
 
 from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.model import Card
 from hami.engine.policy import NodePolicy
 
@@ -17,7 +17,7 @@ def unasked_scores(
     name: str,
     cards: Mapping[str, Sequence[Card]],
     annotations: Mapping[str, str],
-    families: Families = FAMILIES,
+    families: Families,
 ) -> Mapping[NodePolicy, float]:
     """What the families registered on a node (`cards`, by type) add to its score for a pod
     that takes none of their devices, under each node policy.

@@ -24,7 +24,7 @@ from hami.engine.codec import (
     split_list,
 )
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyholders import holder_annotations
 from hami.engine.familynodes import family_cards, family_key, scored
 from hami.engine.migalloc import MigAllocation, decode_allocations
@@ -72,7 +72,8 @@ def inventory_key(
     node: Mapping[str, Any],
     gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
-    families: Families = FAMILIES,
+    *,
+    families: Families,
 ) -> tuple[Any, ...]:
     """Everything of a Node that node_inventory reads: equal keys give equal inventories.
 
@@ -98,7 +99,8 @@ def node_inventory(
     node: Mapping[str, Any],
     gpu_resource: str = nvidianames.GPU,
     gfd_split: int = 0,
-    families: Families = FAMILIES,
+    *,
+    families: Families,
 ) -> NodeInventory | Unregistered:
     """The node's cards: NVIDIA's, and those of each family of `families` registered on it.
     A node is registered when either is (HAMi schedules a node with only, say, DCUs)."""
@@ -212,7 +214,7 @@ def merge_devices(first: PodDevices, second: PodDevices) -> PodDevices:
 
 
 def split_devices(
-    devices: PodDevices, families: Families = FAMILIES
+    devices: PodDevices, families: Families
 ) -> tuple[PodDevices, dict[str, PodDevices]]:
     """NVIDIA's part of a per-container allocation, and each other family's (by type), each
     with one entry per container; `devices` itself when it holds no other family's card."""
@@ -281,7 +283,7 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_allocation(pod: Mapping[str, Any], families: Families = FAMILIES) -> PodAllocation | None:
+def pod_allocation(pod: Mapping[str, Any], families: Families) -> PodAllocation | None:
     """The pod's GPU allocation, or None when it holds none (no annotation, or it finished)."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}

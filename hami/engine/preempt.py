@@ -22,12 +22,10 @@ facts (priority, start time, whether a PDB forbids evicting it).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from hami.engine.families.registry import FAMILIES, Families
-from hami.engine.familyfit import fit_families
-from hami.engine.fit import fit_pod
-from hami.engine.inventory import merge_devices
+from hami.engine.families.registry import Families
+from hami.engine.familyfit import fit_node
 from hami.engine.model import NodeState, PodDevices, PodRequest, Usage
 from hami.engine.policy import PodOptions
 from hami.engine.quota import NamespaceQuota
@@ -65,10 +63,10 @@ class Preemptor:
     # giving quota back, so a plan never relies on it (a pod over quota preempts nobody).
     quota: NamespaceQuota | None = None
     # The device families the process schedules (its device config's), for a pod asking them.
-    families: Families = FAMILIES
+    families: Families = field(kw_only=True)
 
 
-def without(node: NodeState, gone: Iterable[Victim], families: Families = FAMILIES) -> NodeState:
+def without(node: NodeState, gone: Iterable[Victim], families: Families) -> NodeState:
     usage = {c.info.id: c.usage for c in node.all_cards()}
     for victim in gone:
         for uuid, u in victim.usage.items():
@@ -91,7 +89,7 @@ def without(node: NodeState, gone: Iterable[Victim], families: Families = FAMILI
         kinds,
         holders,
         node.annotations,
-        families,
+        registry=families,
     )
 
 
@@ -99,11 +97,7 @@ def _fit(node: NodeState, pod: Preemptor) -> PodDevices | None:
     """Where the pod fits on the node: NVIDIA's asks and, for a pod asking them, the other
     families' (without them, a pod asking only a DCU would fit anywhere, and evict for it)."""
     key = hash((pod.request, pod.options, pod.quota))
-    devices = fit_pod(node, pod.request, pod.options, key, pod.quota).devices
-    if devices is None or not pod.request.families:
-        return devices
-    other = fit_families(node, pod.request, pod.options, pod.families)
-    return None if other.devices is None else merge_devices(devices, other.devices)
+    return fit_node(node, pod.request, pod.options, pod.families, key, pod.quota).devices
 
 
 def victims_on(node: NodeState, running: Sequence[Victim], pod: Preemptor) -> Preemption | None:

@@ -16,7 +16,7 @@ from typing import Any
 from hami.engine.model import ContainerDevice, ContainerRequest, PodDevices, PodRequest, Usage
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import ResourceNames
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
 
 # HAMi reads only the limits.* form of the keys (pkg/device/quota.go, managedQuotaName).
 LIMITS_PREFIX = "limits."

@@ -2,23 +2,21 @@
 
 from collections.abc import Iterable, Mapping
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyscore import unasked_scores
 from hami.engine.inventory import PodAllocation
-from hami.engine.mig import pod_instances, stray_instances, untrusted
+from hami.engine.mig import stray_instances, untrusted
 from hami.engine.migalloc import by_card
 from hami.engine.model import (
     Card,
     DeviceInfo,
-    MigInstance,
     NodeState,
-    PodDevices,
     Usage,
     is_nvidia,
 )
 from hami.engine.policy import NodePolicy
 from hami.engine.score import make_card, node_score
-from hami.engine.shared import shared
+from hami.engine.usage import pod_usage
 
 
 def build_node(
@@ -31,7 +29,8 @@ def build_node(
     families: Iterable[tuple[str, Iterable[DeviceInfo]]] = (),
     holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] | None = None,
     annotations: Mapping[str, str] | None = None,
-    registry: Families = FAMILIES,
+    *,
+    registry: Families,
 ) -> NodeState:
     """The node's state; cards unchanged since `previous` (its last state) are reused as they
     are, so a pod arriving costs one card's score, not every card's. `families` are the other
@@ -84,60 +83,6 @@ def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool)
     ):
         return before
     return make_card(info, usage, distrusted)
-
-
-def pod_usage(
-    devices: PodDevices,
-    n_init: int,
-    init_done: bool = False,
-    instances: Mapping[str, tuple[MigInstance, ...]] | None = None,
-    mig_cards: frozenset[str] = frozenset(),
-) -> dict[str, Usage]:
-    """What one pod's allocation takes from each card (HAMi's collapsed usage).
-
-    Init containers run one after another and before the app containers, so a
-    card carries the larger of the init peak and the app sum, and at least one
-    slot while any container uses it. Once every init container has finished
-    only the app containers count.
-
-    MIG instances (`instances`, by card; by default those the devices carry) occupy their
-    placements for the pod's whole life, init containers' too, as HAMi's device plugin
-    keeps them. A card of `mig_cards` (the node's cards in MIG mode) that the pod holds
-    without an instance is counted as `bare`.
-    """
-    init = () if init_done else devices[:n_init]
-    app = devices[n_init:]
-    init_mem: dict[str, int] = {}
-    init_cores: dict[str, int] = {}
-    for container in init:
-        for d in container:
-            init_mem[d.uuid] = max(init_mem.get(d.uuid, 0), d.usedmem)
-            init_cores[d.uuid] = max(init_cores.get(d.uuid, 0), d.usedcores)
-    app_slots: dict[str, int] = {}
-    app_mem: dict[str, int] = {}
-    app_cores: dict[str, int] = {}
-    for container in app:
-        for d in container:
-            app_slots[d.uuid] = app_slots.get(d.uuid, 0) + 1
-            app_mem[d.uuid] = app_mem.get(d.uuid, 0) + d.usedmem
-            app_cores[d.uuid] = app_cores.get(d.uuid, 0) + d.usedcores
-    held = pod_instances(devices) if instances is None else instances
-    out = {}
-    for uuid in dict.fromkeys([*init_mem, *app_slots]):
-        mig = held.get(uuid, ())
-        out[uuid] = shared(
-            Usage(
-                used=max(app_slots.get(uuid, 0), 1),
-                usedmem=max(init_mem.get(uuid, 0), app_mem.get(uuid, 0)),
-                usedcores=max(init_cores.get(uuid, 0), app_cores.get(uuid, 0)),
-                mig=mig,
-                bare=int(not mig and uuid in mig_cards),
-            )
-        )
-    for uuid, mig in held.items():
-        if uuid not in out and mig:
-            out[uuid] = Usage(mig=mig)
-    return out
 
 
 def mig_cards(node: NodeState | None) -> frozenset[str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from hami.engine.asks import pod_request
 from hami.engine.codec import encode_pod_devices
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import (
     PodAllocation,
     init_done,
@@ -75,7 +75,7 @@ def observe(
     pod: Mapping[str, Any],
     before: Seen | None,
     resources: ResourceDefaults,
-    families: Families = FAMILIES,
+    families: Families,
 ) -> tuple[Seen | None, str]:
     """The record to keep for a pod event (None: nothing to count), and, for a bound pod whose
     allocation was changed or removed since it was bound, what was ignored ("" otherwise)."""
@@ -195,7 +195,7 @@ def count(
 
 
 def asks_for_no_card(
-    pod: Mapping[str, Any], resources: ResourceDefaults, families: Families = FAMILIES
+    pod: Mapping[str, Any], resources: ResourceDefaults, families: Families
 ) -> bool:
     """True for a pod that names a GPU resource but asks for no card (`nvidia.com/gpu: 0`
     beside a gpumem) and carries no allocation: HAMi lets such a pod through filter and bind

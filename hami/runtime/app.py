@@ -1,6 +1,9 @@
-"""Wiring: one process serving the webhook, the extender, health and metrics.
+"""`hami serve`'s wiring: the parts of one process serving the webhook, the extender, health
+and metrics, and what they tell each other (hami.runtime.serving runs them).
 
-Everything long-lived is built here and passed explicitly; nothing is global.
+The parts that decide are built from the run's choices (hami.runtime.choices); the rest,
+long-lived too, is built here from the settings; everything is passed explicitly, nothing is
+global.
 """
 
 import asyncio
@@ -11,50 +14,33 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from hami.cache.freshness import Freshness, limits
-from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.certs.bootstrap import CertBootstrap
 from hami.certs.tls import ReloadingServerContext
-from hami.engine.admission import AdmissionConfig
-from hami.engine.policy import Defaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.events import EventReason, EventRecorder
 from hami.kube.informer import RECONNECT_CAP, Informer
 from hami.kube.leader import AlwaysLeader, Leadership, LeaseLeadership
 from hami.kube.limiter import WriteLimiter
-from hami.runtime.apps import each, extender_app, metrics_app, webhook_app
-from hami.runtime.bodies import MAX_BODY, MIB, BodyBudget
-from hami.runtime.certsetup import certificates, pair
-from hami.runtime.chores import expire, freeze_heap, loop_lag
-from hami.runtime.config import (
-    Settings,
-    bind_budget,
-    body_budget_mib,
-    device_classes,
-    device_config,
-    gpu_core_policy,
-    injection_config,
-    resource_defaults,
-    serving_context,
-)
+from hami.runtime.apps import each
+from hami.runtime.certsetup import certificates, pair, serving_context
+from hami.runtime.choices import of_settings
+from hami.runtime.config import Settings, bind_budget
 from hami.runtime.dramode import dra_config, dra_placer
-from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy
 from hami.runtime.sight import Sight
-from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
 from hami.service.draplacer import DraPlacer
 from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
-from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.pluginrefusal import PluginRefusals
 from hami.service.preemption.facts import PodFacts
-from hami.service.preemption.preempter import Preempter, PreemptingPlacement
+from hami.service.preemption.preempter import Preempter
 from hami.service.requeue import Requeuer
 
 log = logging.getLogger(__name__)
@@ -177,30 +163,22 @@ async def build(settings: Settings) -> Runtime:
         if settings.leader_elect
         else AlwaysLeader()
     )
-    resources = resource_defaults(settings)
-    # The device families, built once from --device-config-file: every part gets this one.
-    devices = device_config(settings)
-    for note in devices.notes:
+    # The run's choices (the device families above all), made once: every part gets these.
+    choices = of_settings(settings)
+    for note in choices.notes:
         log.warning("device config", extra={"note": note})
-    families = devices.families
-    policies = Defaults(settings.gpu_scheduler_policy, settings.node_scheduler_policy)
-    locks = NodeLocks()
+    locks = choices.locks()
     requeuer = Requeuer(kube, clock=time.monotonic, rate=settings.requeue_rate)
     requeue = requeuer.released if settings.requeue_rate > 0 else None
-    cache = ClusterCache(
-        clock=time.monotonic,
+    cache = choices.cache(
+        time.monotonic,
+        locks=locks,
         reservation_ttl=settings.reservation_ttl_seconds,
-        resources=resources,
         on_distrust=_log_distrust,
         on_edit_ignored=_edit_ignored(events, lambda: leadership.current() is not None),
         on_release=requeue,
         # A namespace whose GPU quota was raised or lifted frees capacity as a node does.
-        quotas=QuotaBook(
-            resources.names, resources.memory_factor, on_loosened=requeue, families=families
-        ),
-        gfd_split=settings.gfd_split_count,
-        locks=locks,
-        families=families,
+        on_loosened=requeue,
     )
     metrics = Metrics(
         cache,
@@ -214,15 +192,15 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    dra = dra_config(settings, families)
-    placer = dra_placer(dra, kube, Placement(cache, policies, resources), leadership)
+    dra = dra_config(settings, choices.families)
+    placer = dra_placer(dra, kube, choices.placement(cache), leadership)
     pods = PodWatchers(
         replace=[cache.replace_pods],
         upsert=[cache.upsert_pod],
         delete=[cache.delete_pod, requeuer.gone, labels.gone, *([placer.gone] if placer else [])],
         seen=[requeuer.seen, labels.seen, refusals.seen, *([placer.seen] if placer else [])],
     )
-    placement = Placement(cache, policies, resources)
+    placement = choices.placement(cache)
     if settings.preemption:
         facts = PodFacts()
         preempter = Preempter(
@@ -235,7 +213,7 @@ async def build(settings: Settings) -> Runtime:
             observe=metrics.preemption_observer(),
             nudge=requeuer.released,
         )
-        placement = PreemptingPlacement(preempter, cache, policies, resources)
+        placement = choices.placement(cache, preempter)
         pods.replace.append(facts.replace)
         pods.upsert.append(facts.upsert)
         pods.delete += [facts.delete, preempter.gone]
@@ -254,14 +232,14 @@ async def build(settings: Settings) -> Runtime:
             "pods",
             pods.sink(),
             watch_timeout=watch,
-            relisting=cache.relisting,
-            relisted=cache.relisted,
+            relisting=cache.binds.relisting,
+            relisted=cache.binds.relisted,
         ),
         Informer(kube, "resourcequotas", cache.quotas, watch_timeout=watch),
     )
     freshness = Freshness(
         [(i.resource, lambda i=i: i.last_event_monotonic) for i in informers],  # type: ignore[misc]
-        cache.unconfirmed_since,
+        cache.binds.unconfirmed_since,
         limits(watch, RECONNECT_CAP, settings.watch_lag_limit_seconds),
         time.monotonic,
     )
@@ -299,7 +277,7 @@ async def build(settings: Settings) -> Runtime:
             budget=bind_budget(settings),
             lock_expiry=timedelta(seconds=settings.node_lock_expiry_seconds),
             lock_wait=settings.node_lock_wait_seconds,
-            before_binding=LimitsWriter(kube, families)
+            before_binding=LimitsWriter(kube, choices.families)
             if settings.node_integration == "standalone"
             else None,
             on_failure=lambda reason: metrics.bind_failures.labels(reason).inc(),
@@ -307,17 +285,7 @@ async def build(settings: Settings) -> Runtime:
             success_events=settings.success_events,
         ),
         admission=AdmissionService(
-            AdmissionConfig(
-                scheduler_name=settings.scheduler_name,
-                force_overwrite_default_scheduler=settings.force_overwrite_default_scheduler,
-                overwrite_env=settings.overwrite_env,
-                gpu_core_policy=gpu_core_policy(settings, devices),
-                resources=resources,
-                policies=policies,
-                injection=injection_config(settings),
-                families=families,
-                gpu_device_classes=device_classes(settings),
-            ),
+            choices.serve_admission(settings),
             cache.quotas.quota,
             cache.quotas.family_quota,
             kube.get_claim_source,
@@ -346,85 +314,3 @@ async def build(settings: Settings) -> Runtime:
         )
     )
     return runtime
-
-
-async def run(rt: Runtime, stop: asyncio.Event) -> None:
-    s = rt.settings
-    background = [
-        asyncio.create_task(coro, name=name)
-        for name, coro in (
-            ("nodes", rt.informers[0].run(stop)),
-            ("pods", rt.informers[1].run(stop)),
-            ("resourcequotas", rt.informers[2].run(stop)),
-            ("leadership", rt.leadership.run(stop)),
-            ("events", rt.events.run(stop)),
-            ("tls", rt.tls.watch(5.0, stop)),
-            *([("certs", rt.certs.run(stop))] if rt.certs is not None else []),
-            ("loop-lag", loop_lag(rt.metrics.loop_lag, stop)),
-            ("freeze-heap", freeze_heap(rt.informers, rt.cache, rt.metrics.warm)),
-            ("requeue", rt.requeuer.run(stop)),
-            ("labels", rt.labels.run(stop)),
-            *([("dra-placer", rt.placer.run(stop))] if rt.placer is not None else []),
-            ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
-            ("sight", rt.sight.run(stop)),
-        )
-    ]
-    listening: list[Listener] = []
-    cap = connections_within_fds(s.max_connections, listeners=3)
-    if cap < s.max_connections:
-        log.warning(
-            "the open-file limit holds fewer connections than --max-connections",
-            extra={"max_connections": s.max_connections, "per_listener": cap},
-        )
-    # One budget for every listener: what bounds the process's memory is their sum.
-    bodies = BodyBudget(body_budget_mib(s) * MIB, MAX_BODY)
-    try:
-        for app, host, port, tls in (
-            (webhook_app(rt), s.bind_address, s.port, rt.tls.context),
-            (extender_app(rt), s.extender_bind_address, s.extender_port, None),
-            (
-                metrics_app(rt),
-                s.metrics_bind_address,
-                s.metrics_port,
-                rt.tls.context if s.metrics_tls else None,
-            ),
-        ):
-            listening.append(
-                await listen(
-                    app,
-                    host,
-                    port,
-                    tls=tls,
-                    read_timeout=s.read_timeout_seconds,
-                    keepalive_timeout=s.keepalive_timeout_seconds,
-                    shutdown_timeout=s.shutdown_grace_seconds,
-                    max_connections=cap,
-                    bodies=bodies,
-                )
-            )
-        log.info(
-            "serving",
-            extra={
-                "port": s.port,
-                "extender": f"{s.extender_bind_address}:{s.extender_port}",
-                "metrics": f"{s.metrics_bind_address}:{s.metrics_port}",
-                "identity": s.identity,
-                "max_connections": cap,
-            },
-        )
-        await stop.wait()
-    finally:
-        log.info("shutting down: draining binds")
-        rt.closing = True  # new filters and binds are refused from here on
-        left = await rt.binder.drain(s.shutdown_grace_seconds)
-        if left:
-            log.warning("binds still running at shutdown", extra={"binds": left})
-        for listener in listening:
-            await listener.stop()
-        await rt.binder.outcomes.close()
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        await rt.events.flush(2.0)  # what the last binds said still reaches the pods
-        await rt.kube.close()
-        log.info("stopped")

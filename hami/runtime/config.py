@@ -8,14 +8,12 @@ naming the setting, rather than surfacing later as a strange placement.
 import argparse
 import os
 import socket
-import ssl
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hami.certs.tls import ReloadingServerContext
 from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
@@ -48,18 +46,6 @@ DEV_PAIR_COMMAND = (
     "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 "
     "-keyout tls.key -out tls.crt"
 )
-
-
-def serving_context(cert_file: str, key_file: str) -> ReloadingServerContext:
-    """The webhook's TLS, loaded now: a bad pair is a setting to fix, not a crash later."""
-    try:
-        return ReloadingServerContext(cert_file, key_file)
-    except (ssl.SSLError, ValueError, OSError) as e:
-        why = getattr(e, "reason", None) or getattr(e, "strerror", None) or str(e)
-        raise ConfigError(
-            f"--tls-cert-file {cert_file} and --tls-key-file {key_file} are not a PEM "
-            f"certificate and its key ({why}); for a development pair run: {DEV_PAIR_COMMAND}"
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -336,9 +322,10 @@ def validate(s: Settings) -> None:
     device_config(s)
 
 
-def device_config(s: Settings) -> DeviceConfig:
+def device_config(s: Settings, *, nvidia_flags: bool = True) -> DeviceConfig:
     """The device families the process schedules: --device-config-file's, or the chart's
-    defaults without one."""
+    defaults without one. With `nvidia_flags` (serve's), the file's NVIDIA defaults must be the
+    settings' (--default-memory and the others)."""
     if not s.device_config_file:
         return chart_device_config(
             s.ascend_runtime_class_name, s.ascend_hami_vnpu_core, enabled_families(s)
@@ -353,7 +340,11 @@ def device_config(s: Settings) -> DeviceConfig:
                 "vnpus.hamiVnpuCore in the file instead"
             )
     try:
-        config = read_device_config(s.device_config_file, resource_defaults(s), enabled_families(s))
+        config = read_device_config(
+            s.device_config_file,
+            resource_defaults(s) if nvidia_flags else None,
+            enabled_families(s),
+        )
     except DeviceConfigError as e:
         raise ConfigError(str(e)) from None
     if config.gpu_core_policy and s.gpu_core_policy not in ("default", config.gpu_core_policy):

@@ -1,6 +1,6 @@
 """HAMi's device-config.yaml (its chart's `hami-scheduler-device` ConfigMap), read by
 `hami serve --device-config-file` as HAMi's scheduler reads `--device-config-file`, and by
-`hami simulate`, `hami explain` and `hami status` with the same flag.
+`hami simulate`, `hami explain` and `hami status` with the same flags (hami.runtime.choices).
 
 The file is taken as it is: every section HAMi reads is read (hami.engine.families.registry
 builds each family from its own), a value HAMi could not decode stops the process naming
@@ -12,7 +12,6 @@ other than serve's flags do, is refused rather than half applied.
 """
 
 import argparse
-import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,16 +150,16 @@ def add_device_arguments(p: argparse.ArgumentParser, parse_bool: Callable[[str],
             metavar="BOOL",
             help=f"as hami serve's: schedule {name}, e.g. --enable-{name}=true (HAMi's flag)",
         )
-
-
-def command_families(args: argparse.Namespace, command: str) -> Families:
-    """The families of a command's --device-config-file ("": the defaults) and --enable-*
-    flags; what the file says that changes nothing is told on stderr. Raises
-    DeviceConfigError."""
-    enabled = gated_families(ascend=args.enable_ascend, iluvatar=args.enable_iluvatar)
-    if not args.device_config_file:
-        return from_device_config({}, enabled)
-    config = read_device_config(args.device_config_file, enabled=enabled)
-    for note in config.notes:
-        print(f"hami {command}: warning: {note}", file=sys.stderr)
-    return config.families
+    p.add_argument(
+        "--ascend-runtime-class-name",
+        default="",
+        help="as hami serve's: the chart's devices.ascend.runtimeClassName",
+    )
+    p.add_argument(
+        "--ascend-hami-vnpu-core",
+        type=parse_bool,
+        default=False,
+        metavar="BOOL",
+        help="as hami serve's: the chart's devices.ascend.hamiVnpuCore (Ascend's soft split "
+        "on every node that does not say otherwise)",
+    )

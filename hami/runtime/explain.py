@@ -6,19 +6,17 @@ import sys
 import time
 from typing import Any
 
-from hami.cache.store import ClusterCache
-from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
+from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
-from hami.runtime.deviceconfig import command_families
+from hami.runtime.choices import of_flags
 from hami.runtime.logs import one_line
 from hami.service.explain import explain
-from hami.service.nodelock.table import NodeLocks
 from hami.service.preemption.lines import preemption_lines
 
 
-async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
+async def _run(args: argparse.Namespace) -> list[str]:
     namespace, _, name = args.pod.partition("/")
     if not name:
         raise ValueError(f"{args.pod!r}: give the pod as NAMESPACE/NAME")
@@ -26,7 +24,7 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
         raise ValueError("--gfd-split-count must not be negative (0 switches it off)")
     if not args.request_timeout > 0:
         raise ValueError("--request-timeout must be more than 0 seconds")
-    families = command_families(args, "explain")
+    choices = of_flags(args, "explain")
     wait = args.request_timeout
     kube = Kube(await connect(args.kubeconfig or None), timeout=wait, list_timeout=wait)
     try:
@@ -42,23 +40,23 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             budgets = None  # preemption is explained without them, and says so
     finally:
         await kube.close()
-    cache = ClusterCache(
-        clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks(), families=families
-    )
+    # A read of the cluster as it is: no decision of this command's is held, none expires.
+    cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
-    lines = explain(cache, pod, policies, verbose=args.verbose, nodes=nodes)
-    return lines + preemption_lines(cache, pods, budgets, pod, policies, enabled=args.preemption)
+    policies, resources = choices.policies, choices.resources
+    lines = explain(cache, pod, policies, resources, verbose=args.verbose, nodes=nodes)
+    return lines + preemption_lines(
+        cache, pods, budgets, pod, policies, resources, enabled=args.preemption
+    )
 
 
 def explain_pod(args: argparse.Namespace) -> int:
     try:
         parse_gpu_policy(args.gpu_scheduler_policy)
-        policies = Defaults(
-            args.gpu_scheduler_policy, parse_node_policy(args.node_scheduler_policy)
-        )
-        lines = asyncio.run(_run(args, policies))
+        parse_node_policy(args.node_scheduler_policy)
+        lines = asyncio.run(_run(args))
     except (PolicyError, ValueError, KubeError, OSError) as e:
         print(f"hami explain: {one_line(e)}", file=sys.stderr)
         return 2

@@ -8,8 +8,9 @@ import sys
 
 from hami.kube.errors import BadKubeconfig
 from hami.runtime import logs
-from hami.runtime.app import build, run
+from hami.runtime.app import build
 from hami.runtime.config import ConfigError, load_settings
+from hami.runtime.serving import run
 from hami.runtime.sockets import raise_open_file_limit
 
 log = logging.getLogger(__name__)

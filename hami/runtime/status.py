@@ -10,14 +10,11 @@ from typing import TextIO
 
 import orjson
 
-from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES, Families
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
-from hami.runtime.deviceconfig import command_families
+from hami.runtime.choices import Choices, of_flags
 from hami.runtime.logs import one_line
-from hami.service.nodelock.table import NodeLocks
 from hami.service.status import Status, render_json, render_text, status
 
 # Cursor home, then each line cleared to its end, then the rest of the screen: a redraw
@@ -25,15 +22,14 @@ from hami.service.status import Status, render_json, render_text, status
 HOME, CLEAR_LINE, CLEAR_BELOW, CLEAR_SCREEN = "\x1b[H", "\x1b[K", "\x1b[J", "\x1b[2J"
 
 
-async def read(kube: Kube, gfd_split: int, families: Families = FAMILIES) -> Status:
+async def read(kube: Kube, choices: Choices) -> Status:
     nodes, _ = await kube.list_objects("nodes")
     pods, _ = await kube.list_objects("pods")
-    cache = ClusterCache(
-        clock=time.monotonic, gfd_split=gfd_split, locks=NodeLocks(), families=families
-    )
+    # A read of the cluster as it is: no decision of this command's is held, none expires.
+    cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
-    return status(cache, pods)
+    return status(cache, pods, choices.resources)
 
 
 def _json(s: Status, indent: bool) -> str:
@@ -45,13 +41,13 @@ def frame(lines: list[str]) -> str:
     return HOME + "".join(f"{line}{CLEAR_LINE}\n" for line in lines) + CLEAR_BELOW
 
 
-async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, families: Families) -> None:
+async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, choices: Choices) -> None:
     if not args.json:
         out.write(CLEAR_SCREEN)
     while True:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         try:
-            s = await read(kube, args.gfd_split_count, families)
+            s = await read(kube, choices)
         except KubeError as e:  # the API server may come back: keep watching
             lines = [f"hami status, every {args.interval:g}s, {stamp}: {one_line(e)}"]
             out.write(frame(lines) if not args.json else "")
@@ -66,14 +62,14 @@ async def _watch(kube: Kube, args: argparse.Namespace, out: TextIO, families: Fa
 
 
 async def _run(args: argparse.Namespace, out: TextIO) -> None:
-    families = command_families(args, "status")
+    choices = of_flags(args, "status")
     wait = args.request_timeout
     kube = Kube(await connect(args.kubeconfig or None), timeout=wait, list_timeout=wait)
     try:
         if args.watch:
-            await _watch(kube, args, out, families)
+            await _watch(kube, args, out, choices)
         else:
-            s = await read(kube, args.gfd_split_count, families)
+            s = await read(kube, choices)
             out.write(_json(s, indent=True) if args.json else "\n".join(render_text(s)) + "\n")
     finally:
         await kube.close()

@@ -6,7 +6,7 @@ from typing import Any
 from hami.engine import names, nvidianames
 from hami.engine.families.base import BindContext
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import split_devices
 from hami.engine.model import DeviceInfo, PodDevices
 
@@ -16,8 +16,8 @@ def allocation_annotations(
     devices: PodDevices,
     unix_now: int,
     phase: str = names.PHASE_ALLOCATING,
-    families: Families = FAMILIES,
     *,
+    families: Families,
     containers: tuple[Mapping[str, Any], ...] = (),
     cards: Mapping[str, tuple[DeviceInfo, ...]] | None = None,
     now_ns: int | None = None,
@@ -48,7 +48,7 @@ def allocation_annotations(
     return out
 
 
-def written_cards(annotations: Mapping[str, str], families: Families = FAMILIES) -> str | None:
+def written_cards(annotations: Mapping[str, str], families: Families) -> str | None:
     """The pod's allocation as written: NVIDIA's annotation, then each other family's
     prefixed with its type (`DCU <list>`); None when it carries none."""
     parts = (

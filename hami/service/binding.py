@@ -179,7 +179,7 @@ class Binder:
             if e.reason is BindFailure.UNKNOWN_OUTCOME:
                 self._ended_unknown(job)
             else:
-                self.cache.bind_failed(job.uid)
+                self.cache.binds.failed(job.uid)
             log.warning("bind failed", extra={**job.context, "error": str(e), "reason": e.reason})
             self.events.record(ref, "Warning", EventReason.BINDING_FAILED, str(e))
             if self.on_failure is not None:
@@ -190,7 +190,7 @@ class Binder:
                 for lock, value in job.locks.items():
                     await self.locker.give_back(job.node, job.namespace, job.name, lock, value)
             return
-        self.cache.bind_landed(job.uid)
+        self.cache.binds.landed(job.uid)
         job.answer.set_result(None)
         if job.uid:
             self._recent[job.uid] = job.node
@@ -218,10 +218,10 @@ class Binder:
         counted while the pod is read back (hami.service.outcomes). One that sent none has
         simply failed."""
         if not job.sent:
-            self.cache.bind_failed(job.uid)
+            self.cache.binds.failed(job.uid)
             return
         rv, at = job.sent[-1]
-        self.cache.bind_unknown(job.uid, rv)
+        self.cache.binds.unknown(job.uid, rv)
         unknown = Unknown(job.namespace, job.name, job.uid, job.node, rv, at, dict(job.locks))
         self.outcomes.follow(unknown)
 
@@ -238,7 +238,7 @@ class Binder:
         res = self.cache.reservation(job.uid)
         if res is not None and res.node == job.node:
             self._check_still_fits(job, res.devices)
-            self.cache.bind_started(job.uid)
+            self.cache.binds.started(job.uid)
             return Plan(res.devices, res.n_init, res.containers, res.resource_version)
         pod = await read(self.kube, job)
         state = read_back(pod, job.uid, job.node)

@@ -26,8 +26,8 @@ from hami.service.placement import Placement
 def explain(
     cache: ClusterCache,
     pod: Mapping[str, Any],
-    policies: Defaults = Defaults(),
-    resources: ResourceDefaults = ResourceDefaults(),
+    policies: Defaults,
+    resources: ResourceDefaults,
     verbose: bool = False,
     nodes: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:

@@ -6,7 +6,7 @@ failed before this point can never start without its limits.
 
 from typing import Any
 
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.injection import CONFIG_ANNOTATION, config_data
 from hami.engine.inventory import split_devices
 from hami.engine.model import PodDevices
@@ -16,7 +16,7 @@ from hami.service.binderrors import BindError
 
 
 class LimitsWriter:
-    def __init__(self, kube: KubeAPI, families: Families = FAMILIES) -> None:
+    def __init__(self, kube: KubeAPI, families: Families) -> None:
         self.kube = kube
         self._families = families  # to tell NVIDIA's cards from the other families'
 

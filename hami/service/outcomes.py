@@ -137,7 +137,7 @@ class Outcomes:
             await asyncio.sleep(pause)
             pause = min(BACKOFF_CAP, pause * 2)
         landed = how is Ended.LANDED
-        self.cache.unknown_ended(unknown.uid, unknown.node, unknown.resource_version, landed)
+        self.cache.binds.unknown_ended(unknown.uid, unknown.node, unknown.resource_version, landed)
         log.info(
             "bind outcome known",
             extra={

@@ -53,8 +53,8 @@ class Placement:
     def __init__(
         self,
         cache: ClusterCache,
-        policies: Defaults = Defaults(),
-        resources: ResourceDefaults = ResourceDefaults(),
+        policies: Defaults,
+        resources: ResourceDefaults,
     ) -> None:
         self.cache = cache
         self.policies = policies
@@ -92,7 +92,9 @@ class Placement:
         (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
         quota = self.cache.quotas.quota(namespace)
-        return schedule(self.cache.view, request, options, node_names, quota, self.cache.families)
+        return schedule(
+            self.cache.view, request, options, node_names, quota, families=self.cache.families
+        )
 
     def _elsewhere(
         self,

@@ -76,7 +76,7 @@ NOT_TRIED = "not tried by the scheduler yet"
 def status(
     cache: ClusterCache,
     pods: Iterable[Mapping[str, Any]],
-    resources: ResourceDefaults = ResourceDefaults(),
+    resources: ResourceDefaults,
 ) -> Status:
     """`cache` was filled from `pods` and the nodes: its usage is the scheduler's count."""
     holders: dict[tuple[str, str], list[Holder]] = {}

@@ -8,12 +8,14 @@ and the cache learns it through the same upsert a watch event would cause.
 import copy
 import itertools
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.nvidianames import MIG_ALLOCATIONS
+from hami.engine.policy import Defaults
 from hami.engine.reasons import unschedulable_message
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
 from hami.service.nodelock.table import NodeLocks
@@ -54,22 +56,42 @@ class _Pod:
         return str(self.obj["metadata"]["name"])
 
 
+class Parts(Protocol):
+    """What a replay is built from: hami.runtime.choices.Choices, the run's choices (declared
+    here, so that the composition root builds the replay's parts and the replay imports
+    nothing above it)."""
+
+    def locks(self) -> NodeLocks: ...
+
+    def cache(
+        self, clock: Callable[[], float], *, locks: NodeLocks, reservation_ttl: float
+    ) -> ClusterCache: ...
+
+    def placement(self, cache: ClusterCache) -> Placement: ...
+
+    def admission(self) -> AdmissionConfig: ...
+
+    def with_policies(self, policies: Defaults) -> "Parts": ...
+
+
 @dataclass
 class Simulation:
+    """The scenario replayed with `parts`, the run's choices (its families above all); the
+    scenario's defaults are its policies, as serve's flags are serve's."""
+
     scenario: Scenario
-    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    parts: Parts
 
     def __post_init__(self) -> None:
         ticks = itertools.count()
+        parts = self.parts.with_policies(self.scenario.defaults)
+        self.admission = parts.admission()
         # Reservations never expire in a replay: binds follow filters at once.
-        self.cache = ClusterCache(
-            clock=lambda: float(next(ticks)),
-            reservation_ttl=float("inf"),
-            locks=NodeLocks(),
-            families=self.admission.families,
+        self.cache = parts.cache(
+            lambda: float(next(ticks)), locks=parts.locks(), reservation_ttl=float("inf")
         )
         self.cache.replace_nodes(self.scenario.nodes)
-        self.placement = Placement(self.cache, self.scenario.defaults, self.admission.resources)
+        self.placement = parts.placement(self.cache)
         self.node_names = [n["metadata"]["name"] for n in self.scenario.nodes]
         self.pods: dict[str, _Pod] = {}
 

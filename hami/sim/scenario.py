@@ -9,7 +9,7 @@ import yaml
 
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
-from hami.engine.families.registry import FAMILIES, Families, enabling_flag
+from hami.engine.families.registry import Families, enabling_flag
 from hami.engine.familynodes import family_cards
 from hami.engine.inventory import Unregistered, node_inventory
 from hami.engine.model import DeviceInfo
@@ -196,7 +196,7 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
     return tuple(pods), label
 
 
-def load(path: Path, families: Families = FAMILIES) -> Scenario:
+def load(path: Path, families: Families) -> Scenario:
     """The scenario, its nodes read as the cache reads them with `families`."""
     where = str(path)
     docs = _load_yaml_docs(path, where)

@@ -20,10 +20,12 @@ from collections.abc import Sequence
 import orjson
 
 from hami.cache.store import ClusterCache
+from hami.engine.requests import ResourceDefaults
 from hami.kube.listwatch import LIST_PAGE
 from hami.runtime.config import Settings
 from hami.runtime.metrics import Metrics
 from tests.bench.memory import CARDS, node_body, node_names, pod_body
+from tests.builders import FAMILIES
 from tests.e2e.nodespec import t4_node
 
 
@@ -55,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--changed", type=int, default=300, help="nodes given a new pod between scrapes")
     args = p.parse_args(argv)
     node_objs, pod_objs = objects(args.nodes, args.pods)
-    cache = ClusterCache(time.monotonic)
+    cache = ClusterCache(time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     started = time.process_time()
     cache.replace_nodes(node_objs)
     first = True

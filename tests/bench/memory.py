@@ -39,6 +39,7 @@ import pytest
 
 from hami.engine.model import ContainerDevice
 from hami.service.annotations import allocation_annotations, allocation_labels
+from tests.builders import FAMILIES
 from tests.e2e.cluster import ControlPlane, Process, ensure_binaries
 from tests.e2e.nodespec import (
     GPU_RESOURCE,
@@ -131,7 +132,7 @@ def pod_body(index: int, nodes: Sequence[str], now: int) -> tuple[str, bytes]:
             "name": f"pod-{index:06d}",
             "namespace": namespace,
             "labels": {"app": "memory-bench", **allocation_labels(node)},
-            "annotations": allocation_annotations(node, devices, now),
+            "annotations": allocation_annotations(node, devices, now, families=FAMILIES),
         },
         "spec": {
             "nodeName": node,

@@ -20,12 +20,14 @@ from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, ContainerRequest, DeviceInfo, PodRequest
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor
+from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.events import EventRecorder
 from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.plan import at_once, field
 from hami.service.preemption.preempter import Preempter
+from tests.builders import FAMILIES
 
 
 def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
@@ -52,7 +54,9 @@ def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
                         "uid": uid,
                         "namespace": "ns",
                         "name": uid,
-                        "annotations": allocation_annotations(f"n{n}", devices, 0),
+                        "annotations": allocation_annotations(
+                            f"n{n}", devices, 0, families=FAMILIES
+                        ),
                     },
                     "spec": {
                         "nodeName": f"n{n}",
@@ -62,7 +66,7 @@ def cluster(nodes: int, per_node: int) -> tuple[ClusterCache, PodFacts]:
                     "status": {"phase": "Running", "startTime": f"2026-01-01T00:00:{k:02d}Z"},
                 }
             )
-    cache = ClusterCache(time.monotonic)
+    cache = ClusterCache(time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(node_objs)
     cache.replace_pods(pods)
     facts = PodFacts()
@@ -111,7 +115,12 @@ def main() -> None:
     print(f"{args.nodes} nodes x 4 T4, {args.nodes * args.pods_per_node} GPU pods (3000 MiB)")
     for mem, priority, policy in ((15000, 5, "binpack"), (6000, 2, "mutex"), (15000, 0, "spread")):
         request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
-        pod = Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": policy}), priority)
+        pod = Preemptor(
+            request,
+            pod_options({"hami.io/gpu-scheduler-policy": policy}),
+            priority,
+            families=FAMILIES,
+        )
         start = time.perf_counter()
         found = field(cache, facts, pod, "pending", names)
         scan = time.perf_counter() - start

@@ -18,6 +18,7 @@ from hami.engine.decide import schedule
 from hami.engine.model import ContainerRequest, PodRequest
 from hami.engine.policy import pod_options
 from hami.engine.quota import NamespaceQuota, QuotaLimits, QuotaUsage
+from tests.builders import FAMILIES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             request = PodRequest(app=(ContainerRequest(1, memreq=1000 + (i if vary else 0)),))
             start = time.perf_counter()
-            schedule(cache.view, request, options, names, quota)
+            schedule(cache.view, request, options, names, quota, families=FAMILIES)
             samples.append(time.perf_counter() - start)
         samples.sort()
         p50, p99 = (

@@ -42,8 +42,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving, write_dev_bundle
-from hami.engine.families.registry import FAMILIES
 from tests import tier
+from tests.builders import FAMILIES
 
 from . import faultproxy, loopback
 from .kube import Kube, wait_for

@@ -21,7 +21,9 @@ from hami.engine.codec import CodecError, decode_node_devices, decode_pod_device
 from hami.engine.model import Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
-from hami.engine.state import pod_usage
+from hami.engine.requests import ResourceDefaults
+from hami.engine.usage import pod_usage
+from tests.builders import FAMILIES
 
 from .cluster import ControlPlane
 from .kube import Kube
@@ -68,7 +70,7 @@ def overcommitted(kube: Kube) -> list[str]:
 
 def rebuilt(kube: Kube) -> CardUsage:
     """Per-card usage of a cache built from a fresh LIST, as a restarted process would see it."""
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(_items(kube, "nodes"))
     cache.replace_pods(_items(kube, "pods"))
     return {c.info.id: c.usage for node in cache.view.values() for c in node.cards}

@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES
-from tests.builders import sample_card
+from tests.builders import FAMILIES, sample_card
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE
 from tests.reference.hami_v210_mig import Profile

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hami.engine.families.registry import FAMILIES, from_device_config
+from hami.engine.families.registry import from_device_config
+from tests.builders import FAMILIES
 
 from .cluster import RENAMED_DCU, SCHEDULER_NAME, ControlPlane, NodeSim
 from .kube import Kube

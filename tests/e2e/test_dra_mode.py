@@ -17,9 +17,9 @@ import yaml
 from hami.engine.dra.claimspec import claim_spec, pinned_spec
 from hami.engine.dra.config import DEFAULT_CLASSES, DraConfig
 from hami.engine.dra.translate import GATE, REQUESTS, claim_object, container_asks, restore
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.requests import ResourceDefaults
+from tests.builders import FAMILIES
 
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for

@@ -24,9 +24,9 @@ import pytest
 
 from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import pod_allocation
-from tests.builders import family_limits
+from tests.builders import FAMILIES, family_limits
 
 from .cluster import ControlPlane, NodeSim
 from .kube import Kube, wait_for

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from hami.engine.families.registry import FAMILIES
 from hami.service.nodelock.wire import decode_node_lock
 from tests import applog
+from tests.builders import FAMILIES
 
 from .cluster import AS_PLUGIN, AS_SCHEDULER, ControlPlane, NodeSim
 from .kube import Kube, wait_for

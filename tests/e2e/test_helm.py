@@ -787,7 +787,7 @@ def _hamis_device_config() -> str:
 
 
 def test_helm_hamis_device_values_and_device_config_render_for_hami_serve(tmp_path: Path) -> None:
-    from hami.engine.families.registry import FAMILIES
+    from tests.builders import FAMILIES
 
     text = _hamis_device_config()
     docs = render(

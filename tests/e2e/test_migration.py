@@ -48,6 +48,7 @@ from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED
 from hami.service.annotations import allocation_annotations, allocation_labels
 from tests import applog
+from tests.builders import FAMILIES
 from tests.unit.test_helm_render import CHART, EXTENDER, Obj, container, helm
 
 from .cluster import AS_PLUGIN, DEVICE_PLUGIN_USER, SCHEDULER_USER, ControlPlane, NodeSim
@@ -156,7 +157,8 @@ class Hami:
     def place(self, pod: str, node: str, card: str) -> dict[str, str]:
         devices = ((ContainerDevice(card, MIB, 0),),)
         now = int(dt.datetime.now(dt.UTC).timestamp())
-        written = allocation_annotations(node, devices, now)  # bind-phase allocating
+        # bind-phase allocating
+        written = allocation_annotations(node, devices, now, families=FAMILIES)
         ns = ("-n", self.namespace)
         values = [f"{k}={v}" for k, v in written.items()]
         self.kube("annotate", *self.act, "--overwrite", "pod", pod, *values, *ns)

@@ -6,8 +6,11 @@ import orjson
 
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.reference.geometries import A100_40GB_MEMORY, A100_EXAMPLE, registration
 
 GPU = "GPU-9c1b4c4e-7a4b-2b4d-b2a4-0b0e5b9f3a11"
@@ -73,17 +76,19 @@ class Cluster:
     """A cache fed like the extender's, binding what filter decides as bind would write it."""
 
     def __init__(self, *nodes: dict[str, Any]) -> None:
-        self.cache = ClusterCache(clock=lambda: 0.0)
+        self.cache = ClusterCache(
+            clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+        )
         self.cache.replace_nodes(list(nodes) or [node()])
         self.names = [n["metadata"]["name"] for n in (nodes or [node()])]
 
     def place(self, obj: dict[str, Any]) -> tuple[dict[str, str], str]:
         """The annotations bind writes, or {} and the node's reason."""
-        out = Placement(self.cache).filter(obj, self.names)
+        out = Placement(self.cache, Defaults(), ResourceDefaults()).filter(obj, self.names)
         d = out.decision
         if d is None or d.node is None or d.devices is None:
             return {}, ", ".join(f"{n}: {r}" for n, r in sorted(out.failed.items()))
-        written = allocation_annotations(d.node, d.devices, 0)
+        written = allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
         obj["metadata"]["annotations"].update(written)
         obj["spec"]["nodeName"] = d.node
         self.cache.upsert_pod(obj)

@@ -14,7 +14,8 @@ import yaml
 
 from hami.certs.selfsigned import write_dev_bundle
 from hami.cli import main
-from hami.runtime.config import DEV_PAIR_COMMAND, Settings, serving_context
+from hami.runtime.certsetup import serving_context
+from hami.runtime.config import DEV_PAIR_COMMAND, Settings
 
 
 @pytest.fixture

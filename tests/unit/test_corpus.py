@@ -21,12 +21,13 @@ from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig
 from hami.engine.jsonpatch import apply
 from hami.engine.requests import ResourceNames, asks_gpu
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 INDEX: list[dict[str, Any]] = yaml.safe_load((CORPUS / "index.yaml").read_text())["pods"]
 MODES = {
-    "hami-device-plugin": AdmissionConfig(),
-    "standalone": AdmissionConfig(injection=InjectionConfig(mode="standalone")),
+    "hami-device-plugin": AdmissionConfig(families=FAMILIES),
+    "standalone": AdmissionConfig(injection=InjectionConfig(mode="standalone"), families=FAMILIES),
 }
 NAMES = ResourceNames()
 

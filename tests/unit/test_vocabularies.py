@@ -25,10 +25,12 @@ from hami.engine.policy import (
     parse_gpu_policy,
     parse_node_policy,
 )
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventReason
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.metrics import Metrics
 from hami.service.binderrors import BindError, BindFailure
+from tests.builders import FAMILIES
 from tests.unit.monitoring.dashboard import load, panels
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +54,12 @@ def listed(text: str) -> set[str]:
 
 
 def test_the_bind_failure_metrics_help_names_every_reason() -> None:
-    m = Metrics(ClusterCache(lambda: 0.0), lambda: 0.0, lambda: 0, writes=WriteLimiter(1))
+    m = Metrics(
+        ClusterCache(lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()),
+        lambda: 0.0,
+        lambda: 0,
+        writes=WriteLimiter(1),
+    )
     m.bind_failures.labels(BindFailure.API_ERROR).inc()
     text = b"".join(m.render(m.snapshot())).decode()
     (family,) = [f for f in text_string_to_metric_families(text) if f.name == "hami_bind_failures"]

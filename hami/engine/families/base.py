@@ -18,12 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from hami.engine.model import Card, ContainerDevices, DeviceInfo, PodDevices
+from hami.engine.capacity import Summaries
+from hami.engine.fit import NodeFit
+from hami.engine.model import Card, ContainerDevices, DeviceInfo, NodeState, PodDevices, PodRequest
 
 # One container's ask of one family (HAMi's ContainerDeviceRequest): defined with the engine's
 # other requests, since a PodRequest carries them, and named here too, where families read it.
 from hami.engine.model import FamilyRequest as FamilyRequest
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import NodePolicy, PodOptions
+from hami.engine.quota import NamespaceQuota
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,34 @@ class PodScored(Protocol):
         node: NodeFacts,
         policy: NodePolicy,
     ) -> float: ...
+
+
+@runtime_checkable
+class FastPath(Protocol):
+    """Optional: a family that fits a pod's asks of it on a whole node at once, fast enough for
+    /filter over thousands of nodes (NVIDIA's; hami.engine.decide asks each member for it).
+
+    Offering it says two things. The family fits every container of the pod itself
+    (`fit_pod`: with what the per-container Family.fit does not carry, the node's cordoned
+    cards, its link scores and a namespace quota, remembered per node state under `key`,
+    hash((request, options, quota)), computed once per decision). And its node score does not
+    depend on the cards chosen (NodeState.binpack_rank and spread_rank hold it), so a pod
+    asking only such families can try the nodes in policy order and stop at the first fit;
+    `summaries` may then turn a node down from a summary of its cards, without walking them,
+    with the reason the walk would give (None where it cannot tell)."""
+
+    def fit_pod(
+        self,
+        node: NodeState,
+        request: PodRequest,
+        options: PodOptions,
+        key: int,
+        quota: NamespaceQuota | None,
+    ) -> NodeFit: ...
+
+    def summaries(
+        self, request: PodRequest, options: PodOptions, quota: NamespaceQuota | None
+    ) -> Summaries | None: ...
 
 
 def node_score(

@@ -1,6 +1,6 @@
 """The one list of device families, and lookups by the names the wire carries.
 
-Adding a family is one module under hami.engine.families, one entry in FAMILIES, its
+Adding a family is one module under hami.engine.families, one entry in `configured`, its
 tests and its chart values.
 """
 
@@ -23,7 +23,7 @@ from hami.engine.families import (
     mthreads,
     vastai,
 )
-from hami.engine.families.base import Family
+from hami.engine.families.base import Family, FastPath
 from hami.engine.families.metax.gpu import from_config as metax_gpu
 from hami.engine.families.metax.sgpu import from_config as metax_sgpu
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA_FAMILY
@@ -34,11 +34,29 @@ from hami.engine.nvidianames import NVIDIA
 class Families:
     """The families one process schedules, in the order HAMi registers them (NVIDIA first).
 
-    NVIDIA's cards are placed by hami.engine.decide's own path and the other families' by
-    hami.engine.familyfit, so most callers want `others`; none iterates `Families` itself,
-    so that each says which it means."""
+    A decision asks every member (hami.engine.familyfit.fit_node): `fast`, those offering
+    the FastPath capability, fit their asks of a pod whole; the rest (`walked_by_type`) are
+    walked container by container. The wire's callers (annotations, quotas, binds) read
+    NVIDIA's names apart and want `others`; none iterates `Families` itself, so that each
+    says which it means."""
 
     members: tuple[Family, ...] = ()
+
+    @cached_property
+    def fast(self) -> tuple[FastPath, ...]:
+        """The members offering FastPath, in HAMi's order."""
+        return tuple(f for f in self.members if isinstance(f, FastPath))
+
+    @cached_property
+    def fast_types(self) -> frozenset[str]:
+        """The type of each member offering FastPath."""
+        return frozenset(f.wire.type for f in self.members if isinstance(f, FastPath))
+
+    @cached_property
+    def walked_by_type(self) -> Mapping[str, Family]:
+        """The members without FastPath, by type: where hami.engine.familyfit walks their asks
+        (a type of a FastPath family's must find none there)."""
+        return {f.wire.type: f for f in self.members if not isinstance(f, FastPath)}
 
     @cached_property
     def others(self) -> tuple[Family, ...]:
@@ -155,11 +173,6 @@ def _distinct(families: Families) -> None:
         for name in family.wire.resources.all():
             if owner.setdefault(name, kind) != kind:
                 raise ValueError(f"resource {name} is named for both {owner[name]} and {kind}")
-
-
-# Every family HAMi schedules, as the chart's default device-config.yaml configures them, the
-# gated ones included: what the engine's callers get unless a process says otherwise.
-FAMILIES = from_device_config({})
 
 
 def _gated_members() -> Mapping[str, tuple[Family, ...]]:

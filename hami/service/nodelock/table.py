@@ -18,7 +18,7 @@ from typing import Any
 
 from hami.engine.names import NODE_LOCK
 from hami.kube.informer import is_older
-from hami.service.nodelock.wire import lock_holder, lock_keys
+from hami.service.nodelock.wire import lock_holder
 
 HOLD_SAMPLE_CAP = 60.0
 
@@ -32,12 +32,13 @@ class _Lock:
 
 class NodeLocks:
     """Each node's locks by annotation: HAMi's `hami.io/mutex.lock` (the `key` every method
-    reads unless told), and each family's own (hami.service.nodelock.wire.lock_keys)."""
+    reads unless told), and each configured family's own (hami.service.nodelock.wire.lock_keys)."""
 
     def __init__(
         self,
         recheck: float = 1.0,
-        keys: tuple[str, ...] | None = None,
+        *,
+        keys: tuple[str, ...],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.recheck = recheck
@@ -46,7 +47,8 @@ class NodeLocks:
         # average of the last ones: what a bind queued behind a held lock waits.
         self.hold = 0.0
         self._since: dict[str, float] = {}
-        self.keys = lock_keys() if keys is None else keys
+        # The configured families' (lock_keys): a node is read for these and no other.
+        self.keys = keys
         self._locks: dict[tuple[str, str], _Lock] = {}
         self._versions: dict[str, str] = {}
         self._changed: dict[tuple[str, str], asyncio.Event] = {}

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from hami.engine.codec import CodecError
 from hami.engine.families.base import FamilyWire
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import split_devices
 from hami.engine.model import PodDevices
 from hami.engine.names import NODE_LOCK
@@ -57,7 +57,7 @@ def family_lock(wire: FamilyWire) -> LockSpec | None:
     return LockSpec(wire.lock_name, timedelta(seconds=wire.lock_expiry_seconds), names_pod=False)
 
 
-def family_locks(app: PodDevices, families: Families = FAMILIES) -> tuple[LockSpec, ...]:
+def family_locks(app: PodDevices, families: Families) -> tuple[LockSpec, ...]:
     """The families' own locks a bind of these app containers' devices takes, by annotation
     (HAMi's LockNode looks at the app containers alone, as the vendor plugin that removes the
     lock does)."""
@@ -67,7 +67,7 @@ def family_locks(app: PodDevices, families: Families = FAMILIES) -> tuple[LockSp
     return tuple(sorted({lock for lock in own if lock is not None}, key=lambda lock: lock.key))
 
 
-def lock_keys(families: Families = FAMILIES) -> tuple[str, ...]:
+def lock_keys(families: Families) -> tuple[str, ...]:
     """Every node lock annotation: HAMi's, then each family's own."""
     own = (family_lock(f.wire) for f in families.others)
     return (NODE_LOCK, *sorted({lock.key for lock in own if lock is not None}))

@@ -62,8 +62,8 @@ def preemption_lines(
     pods: Iterable[Mapping[str, Any]],
     budgets: Sequence[Mapping[str, Any]] | None,
     pod: Mapping[str, Any],
-    policies: Defaults = Defaults(),
-    resources: ResourceDefaults = ResourceDefaults(),
+    policies: Defaults,
+    resources: ResourceDefaults,
     *,
     enabled: bool = False,
 ) -> list[str]:

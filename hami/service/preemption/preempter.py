@@ -24,8 +24,9 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.model import PodDevices, PodRequest
 from hami.engine.pdb import Budget, parse_budget
-from hami.engine.policy import PodOptions
+from hami.engine.policy import Defaults, PodOptions
 from hami.engine.preempt import Preemption, Preemptor, Victim
+from hami.engine.requests import ResourceDefaults
 from hami.kube.api import KubeAPI
 from hami.kube.errors import KubeError, NotFound
 from hami.kube.events import EventReason, EventRecorder
@@ -330,8 +331,14 @@ def _obj_of(v: Victim) -> dict[str, str]:
 class PreemptingPlacement(Placement):
     """Placement whose turned-away GPU pods may preempt (hami serve --preemption)."""
 
-    def __init__(self, preempter: Preempter, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        preempter: Preempter,
+        cache: ClusterCache,
+        policies: Defaults,
+        resources: ResourceDefaults,
+    ) -> None:
+        super().__init__(cache, policies, resources)
         self.preempter = preempter
 
     def filter(self, pod: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:

@@ -5,8 +5,9 @@ import pytest
 
 import hami.cache.nodes
 from hami.cache.store import ClusterCache
+from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.unit.cache.test_store import Clock, pod
 
 
@@ -20,7 +21,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
         return build_node(name, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(hami.cache.nodes, "build_node", counted)
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     builds.clear()
     cache.replace_pods([pod(f"p{i}", f"GPU-{i % 2}", 100) for i in range(40)])
@@ -32,7 +33,7 @@ def test_a_list_of_many_pods_on_one_node_builds_the_node_once(
 
 
 def test_a_pod_on_one_card_keeps_the_other_cards_as_they_were() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods([pod("a", "GPU-0"), pod("b", "GPU-1")])
     before = cache.view["n"].cards

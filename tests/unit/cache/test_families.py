@@ -11,17 +11,21 @@ from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.families.hygon import HYGON
 from hami.engine.model import ContainerDevice, Usage
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card, t4
+from tests.builders import FAMILIES, family_node, family_pod, sample_card, t4
 
 NODES = ("node-0", "node-1")
 
 
 def cluster() -> tuple[ClusterCache, Placement]:
     """Two DCUs on each node; node-0 has two T4s (split 4) beside them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = [
         family_node(n, HYGON, [sample_card(HYGON, i, uuid=f"{n}-DCU-{i}") for i in range(2)])
         for n in NODES
@@ -30,7 +34,7 @@ def cluster() -> tuple[ClusterCache, Placement]:
     nodes[0]["metadata"]["annotations"][names.NODE_REGISTER] = encode_node_devices(t4s)
     nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] = "8"
     cache.replace_nodes(nodes)
-    return cache, Placement(cache)
+    return cache, Placement(cache, Defaults(), ResourceDefaults())
 
 
 def dcu_usage(cache: ClusterCache) -> dict[str, Usage]:
@@ -46,7 +50,9 @@ def test_a_bound_pods_dcus_count_until_it_is_deleted() -> None:
     taken = d.devices[0][0].uuid
     # Reserved at filter: counted before any annotation is written.
     assert dcu_usage(cache)[taken] == Usage(1, 1000, 100)
-    pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+    pod["metadata"]["annotations"].update(
+        allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+    )
     pod["spec"]["nodeName"] = d.node
     cache.upsert_pod(pod)
     assert cache.reservation("uid-p") is None
@@ -150,7 +156,9 @@ def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
         if d is None or d.node is None or d.devices is None:
             continue
         if op[4]:
-            pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+            pod["metadata"]["annotations"].update(
+                allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+            )
             pod["spec"]["nodeName"] = d.node
             cache.upsert_pod(pod)
         live.append(pod)
@@ -162,7 +170,9 @@ def test_no_family_card_is_ever_over_committed(operations: list[Any]) -> None:
 
 def test_a_dcu_on_a_node_whose_nvidia_cards_come_from_gfd_labels_takes_the_lock() -> None:
     """GKE's NVIDIA plugin knows nothing of HAMi's lock; the DCU vendor's plugin does."""
-    cache = ClusterCache(clock=lambda: 0.0, gfd_split=2)
+    cache = ClusterCache(
+        clock=lambda: 0.0, gfd_split=2, families=FAMILIES, resources=ResourceDefaults()
+    )
     node = family_node("n", HYGON, [sample_card(HYGON, 0)])
     node["metadata"]["labels"] = {
         "nvidia.com/gpu.count": "1",

@@ -8,11 +8,12 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.metax.config import APP_CLASS, QOS_POLICY
-from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
 from hami.engine.preempt import Victim, without
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
 from tests.unit.service.preemption.test_preempter import preempting
 
@@ -46,9 +47,11 @@ def sgpu_pod(name: str, **annotations: str) -> dict[str, Any]:
 
 
 def cluster(policy: str = "fixed-share") -> tuple[ClusterCache, Placement]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([sgpu_node(policy)])
-    return cache, Placement(cache)
+    return cache, Placement(cache, Defaults(), ResourceDefaults())
 
 
 def place(placement: Placement, pod: dict[str, Any]) -> FilterOutcome:
@@ -67,6 +70,7 @@ def bind(cache: ClusterCache, pod: dict[str, Any], outcome: FilterOutcome) -> No
             0,
             containers=tuple(spec["containers"]),
             cards=cache.family_cards(d.node),
+            families=FAMILIES,
         )
     )
     spec["nodeName"] = d.node
@@ -115,16 +119,18 @@ def test_preemption_sees_the_card_without_its_victims() -> None:
     bind(cache, pod, place(placement, pod))
     node = cache.view[NODE]
     victim = Victim("uid-a", "ns", "a", 0, 0.0, {CARD: cache.usage()[NODE][CARD]})
-    assert without(node, [victim]).holders == {}
+    assert without(node, [victim], families=FAMILIES).holders == {}
     other = Victim("uid-x", "ns", "x", 0, 0.0, {})
-    assert without(node, [other]).holders == node.holders
+    assert without(node, [other], families=FAMILIES).holders == node.holders
 
 
 def test_families_that_read_no_holders_keep_none() -> None:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([family_node("dcu", HYGON, [sample_card(HYGON, 0)])])
     pod = family_pod("p", HYGON, mem=1000)
-    out = Placement(cache).filter(pod, ["dcu"])
+    out = Placement(cache, Defaults(), ResourceDefaults()).filter(pod, ["dcu"])
     assert out.decision is not None and out.decision.node == "dcu"
     bind(cache, pod, out)
     assert cache.view["dcu"].holders == {}

@@ -5,9 +5,10 @@ from typing import Any
 
 from hami.cache.store import ClusterCache
 from hami.engine.families.metax.config import GPU_LOSSES
-from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import family_pod
+from tests.builders import FAMILIES, family_pod
 
 GPU = FAMILIES.by_type()["Metax-GPU"]
 
@@ -29,9 +30,9 @@ def metax_node(name: str, loss_of_one: int) -> dict[str, Any]:
 
 
 def test_binpack_prefers_the_node_with_the_lower_link_loss_and_follows_its_changes() -> None:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([metax_node("a", 100), metax_node("b", 0)])
-    placement = Placement(cache)
+    placement = Placement(cache, Defaults(), ResourceDefaults())
     pod = family_pod("p", GPU)
     assert cache.view["b"].annotations == {GPU_LOSSES: '{"1": 0, "2": 10, "4": 30}'}
     out = placement.filter(pod, ["a", "b"])

@@ -9,12 +9,14 @@ from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.registry import from_device_config
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import quota_lines
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 
 QUOTA = {
     "metadata": {"uid": "q", "namespace": "ns", "name": "dcu"},
@@ -23,11 +25,13 @@ QUOTA = {
 
 
 def cluster() -> tuple[ClusterCache, Placement]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cards = [sample_card(HYGON, i, uuid=f"n-DCU-{i}") for i in range(2)]
     cache.replace_nodes([family_node("n", HYGON, cards)])
     cache.quotas.replace([QUOTA])
-    return cache, Placement(cache)
+    return cache, Placement(cache, Defaults(), ResourceDefaults())
 
 
 def review(mem: int) -> dict[str, Any]:
@@ -51,7 +55,9 @@ def test_a_namespaces_dcu_memory_is_counted_and_released() -> None:
     assert quota is not None
     assert quota.used["hygon.com/dcumem"] == 2000
     assert cache.quotas.used("ns") == QuotaUsage()  # NVIDIA's quota does not count DCUs
-    pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+    pod["metadata"]["annotations"].update(
+        allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+    )
     pod["spec"]["nodeName"] = d.node
     cache.upsert_pod(pod)
     assert cache.quotas.family_quota("ns") == quota  # the bind's annotation: the same pod
@@ -65,7 +71,9 @@ def test_the_webhook_refuses_a_pod_past_its_namespaces_dcu_quota() -> None:
     cache, placement = cluster()
     held = family_pod("held", HYGON, mem=2000)
     assert placement.filter(held, ["n"]).decision is not None
-    service = AdmissionService(AdmissionConfig(), cache.quotas.quota, cache.quotas.family_quota)
+    service = AdmissionService(
+        AdmissionConfig(families=FAMILIES), cache.quotas.quota, cache.quotas.family_quota
+    )
     assert service.review(review(1000)).allowed
     refused = service.review(review(1001))
     assert (refused.allowed, refused.message, refused.code) == (
@@ -107,7 +115,9 @@ def test_with_a_device_config_renaming_dcus_the_quota_is_on_the_new_names() -> N
         }
     )
     dcu = families.by_type()["DCU"]
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9, families=families)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=families, resources=ResourceDefaults()
+    )
     cache.replace_nodes([family_node("n", dcu, [sample_card(dcu, i) for i in range(2)])])
     renamed = {
         "metadata": {"uid": "r", "namespace": "ns", "name": "dcu-renamed"},
@@ -116,7 +126,12 @@ def test_with_a_device_config_renaming_dcus_the_quota_is_on_the_new_names() -> N
         },
     }
     cache.quotas.replace([QUOTA, renamed])
-    assert Placement(cache).filter(family_pod("held", dcu, mem=2000), ["n"]).decision is not None
+    assert (
+        Placement(cache, Defaults(), ResourceDefaults())
+        .filter(family_pod("held", dcu, mem=2000), ["n"])
+        .decision
+        is not None
+    )
     quota = cache.quotas.family_quota("ns")
     assert quota is not None
     assert (quota.limits, quota.used) == (

@@ -10,9 +10,12 @@ from hami.cache.quota import QuotaBook, QuotaLine
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import DeviceInfo
+from hami.engine.policy import Defaults
 from hami.engine.quota import QuotaLimits, QuotaUsage, allocation_usage
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.unit.engine.test_properties import container, manifest
 
 
@@ -25,7 +28,7 @@ def rq(uid: str, namespace: str, **hard: str) -> dict[str, Any]:
 
 def test_book_follows_resourcequota_objects_and_reports_loosening() -> None:
     loosened: list[str] = []
-    book = QuotaBook(on_loosened=loosened.append)
+    book = QuotaBook(on_loosened=loosened.append, families=FAMILIES)
     book.replace([rq("a", "team", gpumem="8000"), rq("b", "team", gpucores="100")])
     quota = book.quota("team")
     assert quota is not None and quota.limits == QuotaLimits(8000, 100)
@@ -47,7 +50,7 @@ def test_book_follows_resourcequota_objects_and_reports_loosening() -> None:
 
 
 def test_book_lines_for_metrics() -> None:
-    book = QuotaBook()
+    book = QuotaBook(families=FAMILIES)
     book.upsert(rq("a", "limited", gpumem="8000"))
     book.add("free", QuotaUsage(1000, 10))
     book.add("limited", QuotaUsage(3000, 0))
@@ -111,11 +114,13 @@ def recount(cache: ClusterCache, namespace: str) -> QuotaUsage:
 def test_no_namespace_ever_exceeds_its_quota(
     quotas: tuple[dict[str, str], dict[str, str]], operations: list[Any]
 ) -> None:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = gpu_nodes()
     cache.replace_nodes(nodes)
     cache.quotas.replace([rq("qa", "a", **quotas[0]), rq("qb", "b", **quotas[1])])
-    placement = Placement(cache)
+    placement = Placement(cache, Defaults(), ResourceDefaults())
     names = [n["metadata"]["name"] for n in nodes]
     live: list[dict[str, Any]] = []
     reserved: dict[str, str] = {}  # uid -> namespace
@@ -135,7 +140,7 @@ def test_no_namespace_ever_exceeds_its_quota(
             continue
         if bind:
             pod["metadata"]["annotations"] = allocation_annotations(
-                decision.node, decision.devices, 0
+                decision.node, decision.devices, 0, families=FAMILIES
             )
             pod["spec"]["nodeName"] = decision.node
             cache.upsert_pod(pod)

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from hami.cache.freshness import Freshness, Limits, limits
 from hami.cache.store import ClusterCache
 from hami.engine.model import ContainerDevice, Usage
-from tests.builders import registered_node, t4s
+from hami.engine.requests import ResourceDefaults
+from tests.builders import FAMILIES, registered_node, t4s
 
 from .test_store import Clock, pending, pod, usage
 
@@ -15,7 +16,13 @@ CARD = ((ContainerDevice("GPU-0", 15360, 0),),)
 
 
 def placed(clock: Clock, *, known: bool = False) -> ClusterCache:
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     if known:
         cache.upsert_pod(pending("a"))
@@ -34,7 +41,7 @@ def test_a_decision_no_bind_took_up_expires() -> None:
 def test_a_bind_under_way_holds_its_cards_past_every_ttl() -> None:
     clock = Clock()
     cache = placed(clock)
-    cache.bind_started("a")
+    cache.binds.started("a")
     clock.now = 10_000
     assert cache.expire() == []
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
@@ -43,9 +50,9 @@ def test_a_bind_under_way_holds_its_cards_past_every_ttl() -> None:
 def test_a_landed_bind_counts_until_the_watch_shows_the_pod_with_no_ttl() -> None:
     clock = Clock()
     cache = placed(clock)
-    cache.bind_started("a")
-    cache.bind_landed("a")
-    assert cache.unconfirmed_since() == 0.0
+    cache.binds.started("a")
+    cache.binds.landed("a")
+    assert cache.binds.unconfirmed_since() == 0.0
     clock.now = 10_000  # the watch stalls for hours
     assert cache.expire() == []
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
@@ -54,25 +61,25 @@ def test_a_landed_bind_counts_until_the_watch_shows_the_pod_with_no_ttl() -> Non
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
     cache.upsert_pod(pod("a", "GPU-0", 15360))
     assert cache.reservation("a") is None
-    assert cache.unconfirmed_since() is None
+    assert cache.binds.unconfirmed_since() is None
     assert usage(cache, "GPU-0") == Usage(1, 15360, 0)
 
 
 def test_a_landed_bind_of_a_pod_deleted_meanwhile_is_dropped_by_the_delete() -> None:
     clock = Clock()
     cache = placed(clock)
-    cache.bind_landed("a")
+    cache.binds.landed("a")
     cache.delete_pod(pending("a"))
     assert usage(cache, "GPU-0") == Usage()
-    assert cache.unconfirmed_since() is None
+    assert cache.binds.unconfirmed_since() is None
 
 
 def test_a_failed_bind_gives_the_decision_its_ttl_back() -> None:
     clock = Clock()
     cache = placed(clock, known=True)
-    cache.bind_started("a")
+    cache.binds.started("a")
     clock.now = 200
-    cache.bind_failed("a")
+    cache.binds.failed("a")
     clock.now = 319
     assert cache.expire() == []
     clock.now = 320
@@ -81,16 +88,16 @@ def test_a_failed_bind_gives_the_decision_its_ttl_back() -> None:
 
 def test_a_relist_settles_landed_binds_the_watch_never_showed() -> None:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     for uid, card in (("gone", "GPU-0"), ("unbound", "GPU-1"), ("late", "GPU-1")):
         cache.reserve(uid, "ns", uid, "n", ((ContainerDevice(card, 1000, 0),),), 0)
-    cache.bind_landed("gone")  # created, bound and deleted while the watch was cut
-    cache.bind_landed("unbound")  # its outcome was unknown: the Binding did not land
-    cache.relisting()
-    cache.bind_landed("late")  # landed after the list's snapshot may have been taken
+    cache.binds.landed("gone")  # created, bound and deleted while the watch was cut
+    cache.binds.landed("unbound")  # its outcome was unknown: the Binding did not land
+    cache.binds.relisting()
+    cache.binds.landed("late")  # landed after the list's snapshot may have been taken
     cache.upsert_pod(pending("unbound"))
-    cache.relisted()
+    cache.binds.relisted()
     assert cache.reservation("gone") is None
     assert cache.reservation("unbound") is None
     assert cache.reservation("late") is not None
@@ -115,7 +122,13 @@ def test_no_bind_that_may_have_landed_is_ever_uncounted_by_time(
     """Whatever the order and timing, a reservation whose bind started or landed is only ever
     dropped by a relist that began after it landed, never by the clock."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=30, unknown_pod_ttl=5)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=30,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     landed: dict[str, int] = {}  # uid -> relists begun before it landed
     relists = 0
@@ -126,20 +139,20 @@ def test_no_bind_that_may_have_landed_is_ever_uncounted_by_time(
             cache.reserve(uid, "ns", uid, "n", ((ContainerDevice("GPU-0", 100, 0),),), 0)
             landed.pop(uid, None)
         elif action == "start":
-            cache.bind_started(uid)
+            cache.binds.started(uid)
         elif action == "land" and cache.reservation(uid) is not None:
-            cache.bind_landed(uid)
+            cache.binds.landed(uid)
             landed[uid] = relists
         elif action == "fail":
-            cache.bind_failed(uid)
+            cache.binds.failed(uid)
             landed.pop(uid, None)
         elif action == "expire":
             expired = {r.uid for r in cache.expire()}
             assert not expired & set(landed)
         else:
-            cache.relisting()
+            cache.binds.relisting()
             relists += 1
-            cache.relisted()
+            cache.binds.relisted()
             landed = {u: n for u, n in landed.items() if n >= relists}
         for u in landed:
             assert cache.reservation(u) is not None
@@ -174,7 +187,7 @@ def test_freshness_bounds_silence_and_lag() -> None:
 
 def test_a_node_made_again_under_its_name_survives_the_old_ones_delete() -> None:
     """A relist upserts the new Node, then deletes the old uid it no longer lists."""
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     old, new = registered_node("n", t4s(2)), registered_node("n", t4s(2))
     old["metadata"]["uid"], new["metadata"]["uid"] = "uid-1", "uid-2"
     cache.upsert_node(old)
@@ -202,7 +215,13 @@ def test_the_reservations_per_node_follow_every_reservation(
     """Kept as reservations come and go (placement reads it on every filter under contention),
     the count per node always equals a count of the reservations held."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2)), registered_node("m", t4s(2))])
     for what, uid, node in steps:
         clock.now += 2
@@ -213,7 +232,7 @@ def test_the_reservations_per_node_follow_every_reservation(
         elif what == "expire":
             cache.expire()
         elif cache.reservation(uid) is not None:
-            {"start": cache.bind_started, "land": cache.bind_landed, "fail": cache.bind_failed}[
+            {"start": cache.binds.started, "land": cache.binds.landed, "fail": cache.binds.failed}[
                 what
             ](uid)
         held = [r for u in "abc" if (r := cache.reservation(u)) is not None]

@@ -14,10 +14,12 @@ from hami.engine.model import (
     Usage,
 )
 from hami.engine.policy import pod_options
-from hami.engine.state import pod_usage
+from hami.engine.requests import ResourceDefaults
+from hami.engine.usage import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
-from tests.builders import registered_node, t4s
+from hami.service.nodelock.wire import lock_keys
+from tests.builders import FAMILIES, registered_node, t4s
 
 
 class Clock:
@@ -42,7 +44,9 @@ def pod(
             "uid": uid,
             "namespace": "ns",
             "name": uid,
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+            "annotations": allocation_annotations(
+                "n", ((ContainerDevice(card, mem, 0),),), 0, families=FAMILIES
+            ),
         },
         # The request a bind of ours would have written this allocation for.
         "spec": {
@@ -65,7 +69,7 @@ def usage(cache: ClusterCache, uuid: str) -> Usage:
 
 
 def test_usage_follows_pod_events() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a"))
     cache.upsert_pod(pod("b", mem=2000))
@@ -77,7 +81,7 @@ def test_usage_follows_pod_events() -> None:
 
 
 def test_terminating_pods_keep_their_share_until_deleted() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     p = pod("a")
     p["metadata"]["deletionTimestamp"] = "2026-12-02T00:00:00Z"
@@ -87,18 +91,18 @@ def test_terminating_pods_keep_their_share_until_deleted() -> None:
 
 def test_a_restart_rebuilds_the_same_usage_from_a_list_in_any_order() -> None:
     pods = [pod("a"), pod("b", "GPU-1"), pod("c", mem=3000), pod("d", phase="Failed")]
-    first = ClusterCache(Clock())
+    first = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     first.replace_nodes([registered_node("n", t4s(2))])
     for p in pods:
         first.upsert_pod(p)
-    second = ClusterCache(Clock())
+    second = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     second.replace_pods(list(reversed(pods)))  # pods may arrive before their node
     second.replace_nodes([registered_node("n", t4s(2))])
     assert first.view == second.view
 
 
 def test_relist_drops_pods_deleted_while_disconnected() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods([pod("a"), pod("b")])
     cache.replace_pods([pod("b")])
@@ -106,7 +110,7 @@ def test_relist_drops_pods_deleted_while_disconnected() -> None:
 
 
 def test_reservation_counts_until_the_watch_confirms_it_and_is_never_double_counted() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-1", 500, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
@@ -129,7 +133,7 @@ def pending(uid: str) -> dict[str, Any]:
 
 def test_reservations_expire_without_a_bind() -> None:
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=30)
+    cache = ClusterCache(clock, reservation_ttl=30, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pending("a"))
     cache.reserve("a", "ns", "a", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
@@ -141,7 +145,7 @@ def test_reservations_expire_without_a_bind() -> None:
 
 
 def test_refilter_releases_what_an_unbound_pod_held() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a", bound=False))  # annotated by a bind that never posted the Binding
     cache.upsert_pod(pod("b"))
@@ -151,7 +155,7 @@ def test_refilter_releases_what_an_unbound_pod_held() -> None:
 
 
 def test_unregistered_nodes_are_explained() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(
         [registered_node("n", t4s(2), allocatable="0"), {"metadata": {"name": "cpu-only"}}]
     )
@@ -163,7 +167,7 @@ def test_unregistered_nodes_are_explained() -> None:
 
 
 def test_cordon_annotation_reaches_the_engine() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2), **{"hami.io/device-cordon": "GPU-1, GPU-9"})])
     assert cache.view["n"].cordoned == frozenset({"GPU-1", "GPU-9"})
 
@@ -184,7 +188,13 @@ def test_init_containers_collapse_and_shrink_once_finished() -> None:
 def test_a_reservation_for_a_pod_the_watch_never_showed_expires_soon() -> None:
     """An unauthenticated /filter of a made-up pod must not fence a card off for the full TTL."""
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=120, unknown_pod_ttl=5)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=120,
+        unknown_pod_ttl=5,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.reserve("ghost", "ns", "ghost", "n", ((ContainerDevice("GPU-0", 500, 0),),), 0)
     cache.reserve("late", "ns", "late", "n", ((ContainerDevice("GPU-1", 500, 0),),), 0)
@@ -216,7 +226,12 @@ ONE_GPU_1000 = {
 
 def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written() -> None:
     told: list[tuple[str, str, str]] = []
-    cache = ClusterCache(Clock(), on_distrust=lambda ns, name, why: told.append((ns, name, why)))
+    cache = ClusterCache(
+        Clock(),
+        on_distrust=lambda ns, name, why: told.append((ns, name, why)),
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     four = "".join(f"GPU-{i % 2},NVIDIA,15360,100:" for i in range(4)) + ";"
     # A pod that asks for no GPU yet claims cards: not counted at all.
@@ -245,7 +260,7 @@ def test_allocations_that_do_not_add_up_are_reported_and_not_counted_as_written(
 
 
 def test_a_percentage_request_is_held_to_the_card_it_names() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     half = {
         "containers": [
@@ -267,7 +282,7 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
     def reason() -> str | None:
         return check.check(cache.view["n"], [])
 
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert reason() is None
     cache.upsert_pod(pod("a"))
@@ -285,7 +300,13 @@ def test_every_state_is_summed_up_as_its_usage_stands() -> None:
 def test_capacity_freed_is_announced_once_per_event_and_never_for_a_pod_taking_its_own() -> None:
     freed: list[str] = []
     clock = Clock()
-    cache = ClusterCache(clock, reservation_ttl=10, on_release=freed.append)
+    cache = ClusterCache(
+        clock,
+        reservation_ttl=10,
+        on_release=freed.append,
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     assert freed == ["n"], "a node registering its cards"
     freed.clear()
@@ -313,10 +334,10 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
         "metadata": {"name": "g", "labels": labels},
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
-    off = ClusterCache(Clock())
+    off = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     off.replace_nodes([gke, registered_node("n", t4s(2))])
     assert "g" in off.unregistered and off.handshake("n")
-    cache = ClusterCache(Clock(), gfd_split=3)
+    cache = ClusterCache(Clock(), gfd_split=3, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([gke, registered_node("n", t4s(2))])
     assert [(c.info.id, c.info.count) for c in cache.view["g"].cards] == [("GFD-g-0", 3)]
     assert not cache.handshake("g") and cache.handshake("n")
@@ -336,10 +357,20 @@ def test_gfd_registered_nodes_are_placed_without_the_device_plugin_handshake() -
 )
 def test_which_pods_bind_without_an_allocation(limits: dict[str, Any], no_gpu: bool) -> None:
     pod = {"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}
-    assert ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(pod) is no_gpu
+    assert (
+        ClusterCache(
+            clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+        ).asks_for_no_gpu(pod)
+        is no_gpu
+    )
     claim = ((ContainerDevice("GPU-x", 1000, 0),),)
-    forged = {**pod, "metadata": {"annotations": allocation_annotations("n", claim, 0)}}
-    assert not ClusterCache(clock=lambda: 0.0).asks_for_no_gpu(forged)
+    forged = {
+        **pod,
+        "metadata": {"annotations": allocation_annotations("n", claim, 0, families=FAMILIES)},
+    }
+    assert not ClusterCache(
+        clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+    ).asks_for_no_gpu(forged)
 
 
 def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> None:
@@ -355,14 +386,14 @@ def test_an_allocation_hami_wrote_without_gpu_less_entries_counts_the_same() -> 
     }
     hami_v210 = "GPU-0,NVIDIA,1000,0:;" * 2
     for written in (hami_v210, ";" + hami_v210):  # theirs, ours
-        cache = ClusterCache(Clock())
+        cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
         cache.replace_nodes([registered_node("n", t4s(2))])
         cache.upsert_pod(forged("p", written, **spec))
         assert usage(cache, "GPU-0") == Usage(2, 2000, 0), written
 
 
 def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.upsert_pod(pod("a", mem=15000))
 
@@ -379,7 +410,12 @@ def test_overcommitted_names_only_the_asked_cards_over_their_capacity() -> None:
 
 
 def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None:
-    cache = ClusterCache(Clock(), locks=NodeLocks())
+    cache = ClusterCache(
+        Clock(),
+        locks=NodeLocks(keys=lock_keys(FAMILIES)),
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([registered_node("n", t4s(2))])
     before = cache.view["n"]
     cache.upsert_node(
@@ -395,7 +431,7 @@ def test_a_node_update_that_leaves_its_inventory_alone_changes_nothing() -> None
 
 
 def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     devices = ((ContainerDevice("GPU-0", 1000, 0),),)
     cache.reserve("a", "ns", "a", "n", devices, 0)
@@ -404,7 +440,7 @@ def test_a_bind_of_the_reserved_cards_carries_the_count_over() -> None:
     assert cache.reservation("a") is None
     assert cache.view["n"] is reserved, "the allocation is what the reservation counted"
     assert usage(cache, "GPU-0") == Usage(1, 1000, 0)
-    fresh = ClusterCache(Clock())
+    fresh = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     fresh.replace_nodes([registered_node("n", t4s(2))])
     fresh.upsert_pod(pod("a"))
     assert fresh.view == cache.view

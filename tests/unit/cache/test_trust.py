@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from hami.cache.store import ClusterCache
 from hami.engine.model import ContainerDevice, DeviceInfo, Usage
 from hami.engine.outside import kubelet_gpus
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import encode_node_lock
-from tests.builders import registered_node, t4s
+from hami.service.nodelock.wire import encode_node_lock, lock_keys
+from tests.builders import FAMILIES, registered_node, t4s
 
 from .test_store import Clock
 
@@ -51,7 +52,9 @@ def gpu_pod(
     meta: dict[str, Any] = {"uid": uid, "namespace": "ns", "name": uid}
     if card is not None:
         share = ContainerDevice(card, mem or 15360, 0 if mem else 100)
-        meta["annotations"] = allocation_annotations(written_node, ((share,),), 0)
+        meta["annotations"] = allocation_annotations(
+            written_node, ((share,),), 0, families=FAMILIES
+        )
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "containers": [{"name": "c", "resources": {"limits": limits}}],
@@ -86,7 +89,9 @@ class Told:
 
 
 def whole_card_tenant(told: Told | None = None) -> tuple[ClusterCache, dict[str, Any]]:
-    cache = ClusterCache(Clock(), on_edit_ignored=told)
+    cache = ClusterCache(
+        Clock(), on_edit_ignored=told, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([node()])
     tenant = gpu_pod("tenant", "GPU-0", mem=None)
     cache.upsert_pod(tenant)
@@ -126,7 +131,7 @@ def test_a_bound_pods_allocation_is_fixed_and_every_edit_is_ignored_and_told_onc
 
 
 def test_what_the_device_plugin_and_the_kubelet_record_later_still_counts() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([node()])
     spec: dict[str, Any] = {
         "initContainers": [
@@ -146,7 +151,7 @@ def test_what_the_device_plugin_and_the_kubelet_record_later_still_counts() -> N
         "spec": spec,
         "status": {"phase": "Running"},
     }
-    pod["metadata"]["annotations"] = allocation_annotations("n", devices, 0)
+    pod["metadata"]["annotations"] = allocation_annotations("n", devices, 0, families=FAMILIES)
     cache.upsert_pod(pod)
     assert cards(cache)["GPU-0"] == Usage(1, 8000, 0)
     # The init container finished, and the device plugin consumed what it had to allocate.
@@ -177,7 +182,7 @@ def test_what_the_device_plugin_and_the_kubelet_record_later_still_counts() -> N
 def test_a_bound_gpu_pod_without_an_allocation_of_ours_counts_as_whole_cards(
     pod: dict[str, Any], why: str
 ) -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([node()])
     cache.upsert_pod(gpu_pod("ours", "GPU-3"))  # the least used cards are taken first
     cache.upsert_pod(pod)
@@ -195,7 +200,7 @@ def test_a_bound_gpu_pod_without_an_allocation_of_ours_counts_as_whole_cards(
 
 
 def test_whole_cards_fill_the_node_and_then_over_commit_it_as_it_is() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([node()])
     for i in range(3):
         cache.upsert_pod(gpu_pod(f"ours-{i}", f"GPU-{i}", mem=14000))
@@ -212,7 +217,13 @@ def test_whole_cards_fill_the_node_and_then_over_commit_it_as_it_is() -> None:
 
 def test_an_unbound_allocation_counts_only_while_the_node_lock_names_the_pod() -> None:
     freed: list[str] = []
-    cache = ClusterCache(Clock(), on_release=freed.append, locks=NodeLocks())
+    cache = ClusterCache(
+        Clock(),
+        on_release=freed.append,
+        locks=NodeLocks(keys=lock_keys(FAMILIES)),
+        families=FAMILIES,
+        resources=ResourceDefaults(),
+    )
     cache.replace_nodes([node()])
     freed.clear()
     squat = gpu_pod("squat", "GPU-0", mem=None, gpus=1, on=None)
@@ -239,7 +250,7 @@ def _now() -> Any:
 
 def test_cards_a_node_registers_later_decide_how_its_pods_count() -> None:
     """Pods may come before their node, and a node may lose a card: the count follows."""
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_pods([gpu_pod("a", "GPU-3", mem=None), gpu_pod("b", "GPU-9", mem=None)])
     cache.replace_nodes([node()])
     assert cards(cache) == {"GPU-0": Usage(), "GPU-1": Usage(), "GPU-2": WHOLE, "GPU-3": WHOLE}
@@ -252,7 +263,9 @@ def test_cards_a_node_registers_later_decide_how_its_pods_count() -> None:
 
 def test_an_allocation_written_after_a_bare_bind_is_ignored() -> None:
     told = Told()
-    cache = ClusterCache(Clock(), on_edit_ignored=told)
+    cache = ClusterCache(
+        Clock(), on_edit_ignored=told, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([node()])
     bare = gpu_pod("bare", None, mem=None, scheduler="other")
     cache.upsert_pod(bare)
@@ -264,14 +277,14 @@ def test_an_allocation_written_after_a_bare_bind_is_ignored() -> None:
     assert "written after the pod was bound without one" in told.edits[0][1]
     # A scheduler started after the edit believes it (the README says so), raised to the pod's
     # own request (the whole card's memory).
-    fresh = ClusterCache(Clock())
+    fresh = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     fresh.replace_nodes([node()])
     fresh.replace_pods([claimed])
     assert cards(fresh)["GPU-0"].usedmem == 15360 and list(fresh.outside()) == []
 
 
 def test_a_pod_whose_gpus_are_not_devices_of_the_kubelet_counts_nothing_outside() -> None:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([node()])
     cache.upsert_pod(gpu_pod("none", None, mem=1000, gpus=0, scheduler="other"))
     assert list(cache.outside()) == [] and all(u == Usage() for u in cards(cache).values())
@@ -328,7 +341,7 @@ def test_any_order_of_events_counts_the_same_as_a_fresh_list(
         gpu_pod(f"p{i}", card, mem=mem, gpus=n if card is None else 1, on="n" if bound else None)
         for i, (card, mem, n, bound) in enumerate(shapes)
     ]
-    live = ClusterCache(Clock())
+    live = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     live.replace_nodes([node()])
     events = [*pods, *rng.sample(pods, k=len(pods) // 2)]
     rng.shuffle(events)
@@ -337,7 +350,7 @@ def test_any_order_of_events_counts_the_same_as_a_fresh_list(
     gone = rng.sample(pods, k=len(pods) // 3)
     for p in gone:
         live.delete_pod(p)
-    fresh = ClusterCache(Clock())
+    fresh = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     fresh.replace_pods([p for p in reversed(pods) if p not in gone])
     fresh.replace_nodes([node()])
     assert live.view == fresh.view

@@ -5,8 +5,9 @@ import pytest
 
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.jsonpatch import apply, diff
+from tests.builders import FAMILIES
 
-CFG = AdmissionConfig()
+CFG = AdmissionConfig(families=FAMILIES)
 
 
 def pod(limits: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def test_other_schedulers_are_respected(scheduler: str, ours: bool) -> None:
 
 
 def test_default_scheduler_kept_without_force_overwrite() -> None:
-    cfg = AdmissionConfig(force_overwrite_default_scheduler=False)
+    cfg = AdmissionConfig(force_overwrite_default_scheduler=False, families=FAMILIES)
     a = admit(pod({"nvidia.com/gpu": 1}, schedulerName="default-scheduler"), cfg)
     assert a.pod["spec"]["schedulerName"] == "default-scheduler"
 
@@ -131,7 +132,7 @@ def test_forged_scheduler_annotations_are_denied(key: str) -> None:
 
 
 def test_priority_and_core_policy_env_are_added_once() -> None:
-    cfg = AdmissionConfig(gpu_core_policy="force")
+    cfg = AdmissionConfig(gpu_core_policy="force", families=FAMILIES)
     p = pod({"nvidia.com/gpu": 1, "nvidia.com/priority": 1})
     once = admit(p, cfg).pod
     env = once["spec"]["containers"][0]["env"]

@@ -14,6 +14,7 @@ from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import copy_json, diff
 from hami.engine.requests import ResourceDefaults
+from tests.builders import FAMILIES
 
 RESOURCES = (
     "nvidia.com/gpu",
@@ -27,16 +28,19 @@ VALUES = st.sampled_from([0, 1, 2, "1", "3", 30, 50, 100, 1000, "4Gi", "500m", N
 SECTION = st.dictionaries(st.sampled_from(RESOURCES), VALUES, max_size=4)
 
 CONFIGS = [
-    AdmissionConfig(),
-    AdmissionConfig(gpu_core_policy="force", overwrite_env=True, runtime_class_name="nvidia"),
-    AdmissionConfig(resources=ResourceDefaults(default_gpu_num=1)),
-    AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke"))),
+    AdmissionConfig(families=FAMILIES),
+    AdmissionConfig(
+        gpu_core_policy="force", overwrite_env=True, runtime_class_name="nvidia", families=FAMILIES
+    ),
+    AdmissionConfig(resources=ResourceDefaults(default_gpu_num=1), families=FAMILIES),
+    AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke")), families=FAMILIES),
     AdmissionConfig(
         injection=InjectionConfig(
             mode="standalone",
             driver=driver_profile("gke"),
             hook_path="/home/kubernetes/bin/nvidia/vgpu",
-        )
+        ),
+        families=FAMILIES,
     ),
 ]
 

@@ -7,6 +7,7 @@ import pytest
 from hami.engine.advertised import shortfall
 from hami.engine.model import DeviceInfo, Usage
 from hami.engine.state import build_node
+from tests.builders import FAMILIES
 
 T4 = DeviceInfo("GFD-n-0", 0, 2, 15360, 100, "NVIDIA-Tesla T4")
 
@@ -23,7 +24,9 @@ T4 = DeviceInfo("GFD-n-0", 0, 2, 15360, 100, "NVIDIA-Tesla T4")
 def test_a_node_is_short_when_its_pods_take_more_slots_than_it_advertises(
     advertised: int, used: int, warned: bool
 ) -> None:
-    node = build_node("n", (T4,), {"GFD-n-0": Usage(used=used, usedmem=4096 * used)})
+    node = build_node(
+        "n", (T4,), {"GFD-n-0": Usage(used=used, usedmem=4096 * used)}, registry=FAMILIES
+    )
     found = shortfall(node, advertised)
     assert (found is not None) == warned
     if found:

@@ -20,7 +20,7 @@ from hami.engine.fit import fit_pod_uncached
 from hami.engine.model import CardScores, ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import PodOptions, pod_options
 from hami.engine.state import build_node
-from tests.builders import t4
+from tests.builders import FAMILIES, t4
 
 TYPES = ("NVIDIA-Tesla T4", "NVIDIA A100-SXM4-40GB")
 MODES = ("hami-core", "mig")
@@ -74,7 +74,7 @@ def nodes(draw: Any, name: str = "n") -> NodeState:
             memory = (0, info.devmem, info.devmem + 1, info.devmem - 1000, info.devmem // 3)
             in_use = (0, info.devcore, info.devcore - 30, info.devcore + 1)
             usage[info.id] = Usage(min(slots, count + 1), max(memory[mem], 0), in_use[busy])
-    return build_node(name, devices, usage, frozenset(cordoned))
+    return build_node(name, devices, usage, frozenset(cordoned), registry=FAMILIES)
 
 
 containers = st.builds(
@@ -163,13 +163,14 @@ def test_decisions_are_those_made_by_fitting_every_node(
             [c.info for c in s.cards],
             {c.info.id: c.usage for c in s.cards},
             s.cordoned,
+            registry=FAMILIES,
         )
         for i, s in enumerate([*states, *states])
     }
     names = [*reversed(cluster), "ghost"]
     opts = pod_options(ann)
     fast, slow = (
-        schedule(cluster, request, opts, names),
+        schedule(cluster, request, opts, names, families=FAMILIES),
         slow_schedule(cluster, request, opts, names),
     )
     if slow.node is None:
@@ -228,12 +229,14 @@ def test_full_nodes_are_turned_down_by_their_summary(
     usage: Usage, request_: PodRequest, policy: str, reason: str
 ) -> None:
     """The ways binpack leaves a node full, each answered without a card walk."""
-    node = build_node("n", [t4(i) for i in range(4)], {f"GPU-{i}": usage for i in range(4)})
+    node = build_node(
+        "n", [t4(i) for i in range(4)], {f"GPU-{i}": usage for i in range(4)}, registry=FAMILIES
+    )
     assert turned_down(node, request_, **{"hami.io/gpu-scheduler-policy": policy}) == reason
 
 
 def test_a_node_that_might_fit_is_left_to_the_card_walk() -> None:
-    node = build_node("n", [t4(0), t4(1)], {"GPU-0": Usage(1, 15000, 0)})
+    node = build_node("n", [t4(0), t4(1)], {"GPU-0": Usage(1, 15000, 0)}, registry=FAMILIES)
     assert turned_down(node, ONE) is None
     two = PodRequest(app=(ContainerRequest(2, 1000),))
     reason = turned_down(node, two)
@@ -242,7 +245,10 @@ def test_a_node_that_might_fit_is_left_to_the_card_walk() -> None:
 
 def test_a_state_keeps_a_bounded_number_of_texts() -> None:
     node = build_node(
-        "n", [t4(i) for i in range(4)], {f"GPU-{i}": Usage(1, 15000, 0) for i in range(4)}
+        "n",
+        [t4(i) for i in range(4)],
+        {f"GPU-{i}": Usage(1, 15000, 0) for i in range(4)},
+        registry=FAMILIES,
     )
     for cores in range(101):
         reason = turned_down(node, PodRequest(app=(ContainerRequest(1, 1000, coresreq=cores),)))
@@ -254,9 +260,9 @@ def test_a_state_replaced_with_other_cards_is_summed_up_afresh() -> None:
     """What is derived from a state (its summary, its fit results) lives with that state:
     dataclasses.replace with full cards gives a state on which nothing fits, not the old
     summary's 'fits'."""
-    free = build_node("n", [t4(0)], {})
+    free = build_node("n", [t4(0)], {}, registry=FAMILIES)
     assert turned_down(free, ONE) is None and fit_pod_uncached(free, ONE, pod_options({}))
-    full = build_node("n", [t4(0)], {"GPU-0": Usage(1, 15360, 0)})
+    full = build_node("n", [t4(0)], {"GPU-0": Usage(1, 15360, 0)}, registry=FAMILIES)
     replaced = replace(free, cards=full.cards)
     assert turned_down(replaced, ONE) == turned_down(full, ONE) == "1/1 CardInsufficientMemory"
 
@@ -267,21 +273,47 @@ IDLE_AND_FULL = {"GPU-1": Usage(1, 15000, 0)}  # GPU-0 idle, GPU-1 full
 @pytest.mark.parametrize(
     ("other", "policy"),
     [
-        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(1, 0, 0)}), "mutex"),
-        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(0, 15000, 0)}), "spread"),
-        (build_node("b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(0, 0, 100)}), "spread"),
-        (build_node("b", [t4(0), t4(1)], IDLE_AND_FULL, frozenset({"GPU-0"})), "spread"),
-        (build_node("b", [replace(t4(0), health=False), t4(1)], IDLE_AND_FULL), "spread"),
+        (
+            build_node(
+                "b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(1, 0, 0)}, registry=FAMILIES
+            ),
+            "mutex",
+        ),
+        (
+            build_node(
+                "b",
+                [t4(0), t4(1)],
+                {**IDLE_AND_FULL, "GPU-0": Usage(0, 15000, 0)},
+                registry=FAMILIES,
+            ),
+            "spread",
+        ),
+        (
+            build_node(
+                "b", [t4(0), t4(1)], {**IDLE_AND_FULL, "GPU-0": Usage(0, 0, 100)}, registry=FAMILIES
+            ),
+            "spread",
+        ),
+        (
+            build_node("b", [t4(0), t4(1)], IDLE_AND_FULL, frozenset({"GPU-0"}), registry=FAMILIES),
+            "spread",
+        ),
+        (
+            build_node(
+                "b", [replace(t4(0), health=False), t4(1)], IDLE_AND_FULL, registry=FAMILIES
+            ),
+            "spread",
+        ),
     ],
     ids=["in use", "fuller", "cores taken", "cordoned", "unhealthy"],
 )
 def test_nodes_alike_but_for_one_card_are_answered_apart(other: NodeState, policy: str) -> None:
     """The class two nodes share in one decision tells apart every card state a check reads:
     node a has GPU-0 idle, node b the same cards with GPU-0 otherwise."""
-    ones = build_node("a", [t4(0), t4(1)], IDLE_AND_FULL)
+    ones = build_node("a", [t4(0), t4(1)], IDLE_AND_FULL, registry=FAMILIES)
     opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
     asked = PodRequest(app=(ContainerRequest(2, 1000),))
-    decision = schedule({"a": ones, "b": other}, asked, opts, ["a", "b"])
+    decision = schedule({"a": ones, "b": other}, asked, opts, ["a", "b"], families=FAMILIES)
     by_fitting = {n.name: fit_pod_uncached(n, asked, opts).reason for n in (ones, other)}
     assert decision.node is None
     assert dict(decision.failed) == by_fitting

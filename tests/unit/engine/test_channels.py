@@ -11,17 +11,19 @@ from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import diff
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
-CFG = AdmissionConfig()
-STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
+CFG = AdmissionConfig(families=FAMILIES)
+STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"), families=FAMILIES)
 GKE_STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke"),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
-NO_OVERWRITE = AdmissionConfig(overwrite_env=False)
+NO_OVERWRITE = AdmissionConfig(overwrite_env=False, families=FAMILIES)
 GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
 VISIBLE_NONE = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}
 SLICE = {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}
@@ -128,7 +130,9 @@ def test_a_host_path_volume_no_container_mounts_is_admitted() -> None:
 def test_a_writable_mount_of_the_configured_hook_folder_is_refused() -> None:
     pod = mounting("/opt", None)
     admitted(pod)  # /opt is nothing of the default installation
-    cfg = AdmissionConfig(injection=InjectionConfig(mode="standalone", hook_path="/opt/hami"))
+    cfg = AdmissionConfig(
+        injection=InjectionConfig(mode="standalone", hook_path="/opt/hami"), families=FAMILIES
+    )
     assert "HAMi-core's libvgpu.so" in refused(pod, cfg)
 
 

@@ -13,8 +13,9 @@ from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.claims import CLAIM, TEMPLATE, ClaimSources, device_classes
 from hami.kube.errors import Unavailable
 from hami.service.claims import read_claims
+from tests.builders import FAMILIES
 
-CFG = AdmissionConfig()
+CFG = AdmissionConfig(families=FAMILIES)
 GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
 
 
@@ -105,7 +106,7 @@ def test_other_classes_are_admitted_and_the_gpu_classes_are_configurable() -> No
     pod = claiming({"name": "nic", "resourceClaimTemplateName": "rdma"})
     nic = by_ref(template("rdma", "rdma.example.com"))
     assert admit(pod, CFG, claims=nic).allowed
-    own = AdmissionConfig(gpu_device_classes=("rdma.example.com",))
+    own = AdmissionConfig(gpu_device_classes=("rdma.example.com",), families=FAMILIES)
     assert "asks DeviceClass rdma.example.com for GPUs" in admit(pod, own, claims=nic).message
     # A pod without GPU resources is not ours: its claims are the DRA driver's to count.
     cpu = claiming({"name": "gpus", "resourceClaimTemplateName": "two"}, gpu=False)

@@ -19,9 +19,9 @@ from hami.engine.dra.translate import (
     short,
     to_dra,
 )
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice
 from hami.engine.requests import RequestError, ResourceDefaults
+from tests.builders import FAMILIES
 
 ON = DraConfig("all")
 NV = "hami-core-gpu.project-hami.io"

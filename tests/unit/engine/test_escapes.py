@@ -15,9 +15,10 @@ from hami.engine.hostpaths import HostFolders, mount_reach, reaches_devices
 from hami.engine.injection import InjectionConfig
 from hami.engine.requests import ResourceNames, names_gpu
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
-CFG = AdmissionConfig()
-STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"))
+CFG = AdmissionConfig(families=FAMILIES)
+STANDALONE = AdmissionConfig(injection=InjectionConfig(mode="standalone"), families=FAMILIES)
 GPU = {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}}
 
 
@@ -469,7 +470,7 @@ def test_updates_of_pods_without_a_gpu_and_spec_changes_through_status_are_not_j
 
 def test_a_core_policy_limiting_less_than_the_schedulers_is_refused_as_hami_core_reads_it() -> None:
     """HAMi-core reads force/FORCE and disable/DISABLE, anything else as the default."""
-    forced = AdmissionConfig(gpu_core_policy="force")
+    forced = AdmissionConfig(gpu_core_policy="force", families=FAMILIES)
     for value in ("default", "Force", "disable"):
         verdict = admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", value)), forced)
         assert "limits its cores less than the scheduler's policy (force)" in verdict.message

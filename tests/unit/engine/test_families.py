@@ -11,7 +11,7 @@ from hami.engine.asks import pod_request
 from hami.engine.codec import decode_pod_devices, encode_node_devices
 from hami.engine.decide import schedule
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.inventory import NodeInventory, Unregistered, node_inventory, pod_allocation
 from hami.engine.model import ContainerDevice, FamilyRequest, NodeState, PodRequest, Usage
 from hami.engine.policy import Defaults, pod_options
@@ -19,7 +19,7 @@ from hami.engine.preempt import Preemptor, Victim, victims_on
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node, held
 from hami.service.annotations import allocation_annotations
-from tests.builders import family_limits, family_node, sample_card, t4s
+from tests.builders import FAMILIES, family_limits, family_node, sample_card, t4s
 
 DCU = HYGON.wire
 Obj = dict[str, Any]
@@ -41,25 +41,26 @@ def test_hygon_is_registered() -> None:
 
 def test_a_bare_dcu_count_takes_the_whole_card_and_its_cores() -> None:
     """HAMi's Hygon request: no memory is 100 %, no cores is 100 (its default)."""
-    request = pod_request(spec({"hygon.com/dcunum": "2"}), ResourceDefaults())
+    request = pod_request(spec({"hygon.com/dcunum": "2"}), ResourceDefaults(), families=FAMILIES)
     assert request.families == ((FamilyRequest("DCU", 2, 0, 100, 100),),)
     assert request.wants_gpu and not request.wants_nvidia
     asked = pod_request(
         spec({"hygon.com/dcunum": "1", "hygon.com/dcumem": "2000", "hygon.com/dcucores": "30"}),
         ResourceDefaults(),
+        families=FAMILIES,
     )
     assert asked.families == ((FamilyRequest("DCU", 1, 2000, 101, 30),),)
 
 
 def test_an_nvidia_pod_carries_no_family_ask() -> None:
-    request = pod_request(spec({"nvidia.com/gpu": "1"}), ResourceDefaults())
+    request = pod_request(spec({"nvidia.com/gpu": "1"}), ResourceDefaults(), families=FAMILIES)
     assert request.families == () and request.wants_nvidia
 
 
 def node_of(name: str, *objects: Obj) -> NodeState:
-    inv = node_inventory(objects[0])
+    inv = node_inventory(objects[0], families=FAMILIES)
     assert isinstance(inv, NodeInventory), inv
-    return build_node(name, inv.devices, {}, families=inv.families)
+    return build_node(name, inv.devices, {}, families=inv.families, registry=FAMILIES)
 
 
 def dcus(n: int) -> list[Any]:
@@ -67,7 +68,7 @@ def dcus(n: int) -> list[Any]:
 
 
 def test_a_node_with_only_dcus_is_registered() -> None:
-    inv = node_inventory(family_node("n", HYGON, dcus(2)))
+    inv = node_inventory(family_node("n", HYGON, dcus(2)), families=FAMILIES)
     assert isinstance(inv, NodeInventory)
     assert inv.devices == () and [k for k, _ in inv.families] == ["DCU"]
     assert [d.id for d in inv.all_devices()] == ["DCU-0", "DCU-1"]
@@ -79,14 +80,14 @@ def test_a_card_id_that_cannot_travel_in_an_allocation_leaves_the_family_unregis
 ) -> None:
     """`id,type,MiB,cores:` per device, `;` per container: a PCI-style id would be read back
     as another device and its usage counted on none, so the node says why instead."""
-    inv = node_inventory(family_node("n", HYGON, [replace(dcus(1)[0], id=uuid)]))
+    inv = node_inventory(family_node("n", HYGON, [replace(dcus(1)[0], id=uuid)]), families=FAMILIES)
     assert isinstance(inv, Unregistered)
     assert f"hami.io/node-dcu-register: device id {uuid!r} holds one of" in inv.why
 
 
 def test_a_dcu_registration_listing_no_card_is_not_registered() -> None:
     """HAMi's GetNodeDevices: "no gpu found on node"; the reason names the annotation."""
-    inv = node_inventory(family_node("n", HYGON, []))
+    inv = node_inventory(family_node("n", HYGON, []), families=FAMILIES)
     assert isinstance(inv, Unregistered)
     assert "hami.io/node-dcu-register: no DCU device found on node" in inv.why
 
@@ -96,22 +97,25 @@ def test_a_mixed_node_keeps_both_families_and_scores_all_cards() -> None:
     nv = t4s(1)
     node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = encode_node_devices(nv)
     node["status"]["allocatable"]["nvidia.com/gpu"] = "10"
-    inv = node_inventory(node)
+    inv = node_inventory(node, families=FAMILIES)
     assert isinstance(inv, NodeInventory)
     assert [d.id for d in inv.devices] == ["GPU-0"]
     # HAMi's node score sums every device: a used DCU makes the node busier.
     usage = {"DCU-0": Usage(1, 32768, 100)}
-    state = build_node("n", inv.devices, usage, families=inv.families)
-    assert state.score > build_node("n", inv.devices, {}, families=inv.families).score
+    state = build_node("n", inv.devices, usage, families=inv.families, registry=FAMILIES)
     assert (
-        build_node("n", inv.devices, {}).score
-        == build_node("n", inv.devices, {}, families=inv.families).score
+        state.score
+        > build_node("n", inv.devices, {}, families=inv.families, registry=FAMILIES).score
+    )
+    assert (
+        build_node("n", inv.devices, {}, registry=FAMILIES).score
+        == build_node("n", inv.devices, {}, families=inv.families, registry=FAMILIES).score
     )
 
 
 def decide(nodes: dict[str, NodeState], limits: list[dict[str, str]], **annotations: str) -> Any:
-    request = pod_request(spec(*limits), ResourceDefaults())
-    return schedule(nodes, request, pod_options(annotations, Defaults()))
+    request = pod_request(spec(*limits), ResourceDefaults(), families=FAMILIES)
+    return schedule(nodes, request, pod_options(annotations, Defaults()), families=FAMILIES)
 
 
 def test_a_dcu_pod_is_placed_on_the_tail_card_and_annotated_for_hygons_plugin() -> None:
@@ -119,7 +123,7 @@ def test_a_dcu_pod_is_placed_on_the_tail_card_and_annotated_for_hygons_plugin() 
     d = decide(nodes, [family_limits(HYGON, 1, 1000)])
     assert d.node == "n"
     assert d.devices == ((ContainerDevice("DCU-1", 1000, 100, "DCU"),),)
-    out = allocation_annotations("n", d.devices, 0)
+    out = allocation_annotations("n", d.devices, 0, families=FAMILIES)
     assert (
         out[DCU.allocated_annotation] == out[DCU.to_allocate_annotation] == "DCU-1,DCU,1000,100:;"
     )
@@ -144,32 +148,38 @@ def test_a_card_taken_whole_by_cores_refuses_the_next_pod() -> None:
     """A bare count takes 100 cores: the card is exclusive (HAMi's ExclusiveDeviceAllocateConflict
     comes after the core check, which fails first here)."""
     node = family_node("n", HYGON, dcus(1))
-    inv = node_inventory(node)
+    inv = node_inventory(node, families=FAMILIES)
     assert isinstance(inv, NodeInventory)
-    state = build_node("n", (), {"DCU-0": Usage(1, 1000, 100)}, families=inv.families)
+    state = build_node(
+        "n", (), {"DCU-0": Usage(1, 1000, 100)}, families=inv.families, registry=FAMILIES
+    )
     d = decide({"n": state}, [family_limits(HYGON, 1, 1000)])
     assert d.failed == {"n": "1/1 CardInsufficientCore"}
 
 
 def test_type_selection_reads_hygons_annotation() -> None:
     nodes = {"n": node_of("n", family_node("n", HYGON, dcus(1)))}
-    request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults())
+    request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults(), families=FAMILIES)
     opts = pod_options({}, Defaults())
     refused = replace(opts, family_annotations=((DCU.use_type, "K100"),))
-    assert schedule(nodes, request, refused).failed == {"n": "1/1 CardTypeMismatch"}
+    assert schedule(nodes, request, refused, families=FAMILIES).failed == {
+        "n": "1/1 CardTypeMismatch"
+    }
     taken = replace(opts, family_annotations=((DCU.use_type, "z100"),))
-    assert schedule(nodes, request, taken).node == "n"
+    assert schedule(nodes, request, taken, families=FAMILIES).node == "n"
 
 
 @pytest.mark.parametrize(("policy", "chosen"), [("binpack", "busy"), ("spread", "idle")])
 def test_node_policy_orders_by_hamis_node_score_with_the_family_cards(
     policy: str, chosen: str
 ) -> None:
-    inv = node_inventory(family_node("x", HYGON, dcus(2)))
+    inv = node_inventory(family_node("x", HYGON, dcus(2)), families=FAMILIES)
     assert isinstance(inv, NodeInventory)
     nodes = {
-        "busy": build_node("busy", (), {"DCU-0": Usage(1, 1000, 10)}, families=inv.families),
-        "idle": build_node("idle", (), {}, families=inv.families),
+        "busy": build_node(
+            "busy", (), {"DCU-0": Usage(1, 1000, 10)}, families=inv.families, registry=FAMILIES
+        ),
+        "idle": build_node("idle", (), {}, families=inv.families, registry=FAMILIES),
     }
     limits = {**family_limits(HYGON, 1, 1000), "hygon.com/dcucores": "10"}
     d = decide(nodes, [limits], **{"hami.io/node-scheduler-policy": policy})
@@ -190,7 +200,7 @@ def test_a_pod_asking_two_families_fits_both_or_neither() -> None:
         (ContainerDevice("GPU-0", 1000, 0),),
         (ContainerDevice("DCU-0", 32768, 100, "DCU"),),
     )
-    out = allocation_annotations("n", both.devices, 0)
+    out = allocation_annotations("n", both.devices, 0, families=FAMILIES)
     assert decode_pod_devices(out["hami.io/vgpu-devices-allocated"]) == (
         (ContainerDevice("GPU-0", 1000, 0),),
         (),
@@ -207,7 +217,9 @@ def test_a_pod_asking_two_families_fits_both_or_neither() -> None:
     full = {"DCU-0": Usage(4, 0, 0)}
     dcu_infos = tuple(c.info for c in state.families["DCU"])
     nvidia_infos = tuple(c.info for c in state.cards)
-    nodes["n"] = build_node("n", nvidia_infos, full, families=[("DCU", dcu_infos)])
+    nodes["n"] = build_node(
+        "n", nvidia_infos, full, families=[("DCU", dcu_infos)], registry=FAMILIES
+    )
     refused = decide(nodes, [{"nvidia.com/gpu": "1"}, family_limits(HYGON, 1)])
     assert refused.node is None and refused.failed == {"n": "1/1 CardTimeSlicingExhausted"}
 
@@ -227,11 +239,11 @@ def test_a_pods_dcu_allocation_counts_against_its_cards() -> None:
             "uid": "u",
             "namespace": "ns",
             "name": "p",
-            "annotations": allocation_annotations("n", devices, 0),
+            "annotations": allocation_annotations("n", devices, 0, families=FAMILIES),
         },
         "spec": {"containers": [{"name": "c", "resources": {"limits": family_limits(HYGON, 1)}}]},
     }
-    alloc = pod_allocation(pod)
+    alloc = pod_allocation(pod, families=FAMILIES)
     assert alloc is not None
     assert alloc.devices == () and alloc.family_devices == devices
     assert held(alloc, frozenset()) == {"DCU-1": Usage(1, 1000, 30)}
@@ -255,7 +267,7 @@ def test_hami_form_of_the_allocation_goes_to_the_containers_naming_the_family() 
             ]
         },
     }
-    alloc = pod_allocation(pod)
+    alloc = pod_allocation(pod, families=FAMILIES)
     assert alloc is not None
     assert alloc.family_devices == ((), (ContainerDevice("DCU-1", 0, 100, "DCU"),))
 
@@ -271,14 +283,14 @@ def test_preemption_evicts_for_a_dcu_pod_only_what_frees_a_dcu() -> None:
     node = family_node("n", HYGON, dcus(1))
     node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = encode_node_devices(t4s(1))
     node["status"]["allocatable"]["nvidia.com/gpu"] = "10"
-    inv = node_inventory(node)
+    inv = node_inventory(node, families=FAMILIES)
     assert isinstance(inv, NodeInventory)
     on_gpu = Victim("g", "ns", "g", 1, 0, {"GPU-0": Usage(1, 1000, 0)})
     on_dcu = Victim("d", "ns", "d", 1, 0, {"DCU-0": Usage(1, 32768, 100)})
     usage = {"GPU-0": Usage(1, 1000, 0), "DCU-0": Usage(1, 32768, 100)}
-    state = build_node("n", inv.devices, usage, families=inv.families)
-    request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults())
-    pod = Preemptor(request, pod_options({}, Defaults()), 100)
+    state = build_node("n", inv.devices, usage, families=inv.families, registry=FAMILIES)
+    request = pod_request(spec(family_limits(HYGON, 1)), ResourceDefaults(), families=FAMILIES)
+    pod = Preemptor(request, pod_options({}, Defaults()), 100, families=FAMILIES)
     plan = victims_on(state, [on_gpu, on_dcu], pod)
     assert plan is not None and [v.name for v in plan.victims] == ["d"]
     assert plan.devices == ((ContainerDevice("DCU-0", 32768, 100, "DCU"),),)

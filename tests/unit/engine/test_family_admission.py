@@ -8,18 +8,19 @@ import pytest
 from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.families.base import Claim
 from hami.engine.families.hygon import HYGON
-from hami.engine.families.registry import FAMILIES, Families
+from hami.engine.families.registry import Families
 from hami.engine.familyadmit import claim_families
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.requests import ResourceDefaults
-from tests.builders import family_limits
+from tests.builders import FAMILIES, family_limits
 
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke"),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
 
 
@@ -62,19 +63,24 @@ def test_a_pod_asking_nvidia_and_a_family_is_injected_for_its_nvidia_container_o
 
 
 def test_a_family_pod_of_another_scheduler_is_left_alone() -> None:
-    a = admit(pod(family_limits(HYGON, 1), schedulerName="volcano"), AdmissionConfig())
+    a = admit(
+        pod(family_limits(HYGON, 1), schedulerName="volcano"), AdmissionConfig(families=FAMILIES)
+    )
     assert a.allowed and a.pod["spec"]["schedulerName"] == "volcano"
 
 
 def test_a_family_ask_hami_cannot_read_is_refused_naming_it() -> None:
-    a = admit(pod({"hygon.com/dcunum": "1", "hygon.com/dcumem": "lots"}), AdmissionConfig())
+    a = admit(
+        pod({"hygon.com/dcunum": "1", "hygon.com/dcumem": "lots"}),
+        AdmissionConfig(families=FAMILIES),
+    )
     assert not a.allowed and "hygon.com/dcumem" in a.message
 
 
 def test_forged_family_allocation_is_refused() -> None:
     p = pod(family_limits(HYGON, 1))
     p["metadata"]["annotations"] = {HYGON.wire.allocated_annotation: "DCU-0,DCU,0,100:;"}
-    a = admit(p, AdmissionConfig())
+    a = admit(p, AdmissionConfig(families=FAMILIES))
     assert not a.allowed and HYGON.wire.allocated_annotation in a.message
 
 
@@ -155,7 +161,7 @@ def test_a_family_changes_the_containers_it_does_not_claim_in_an_nvidia_pod() ->
     ]
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"} in cpu["env"]
     # Without overwriteEnv (the chart's default) nothing of Ascend's is set.
-    plain = admit(pod({"nvidia.com/gpu": "1"}, {"cpu": "1"}), AdmissionConfig())
+    plain = admit(pod({"nvidia.com/gpu": "1"}, {"cpu": "1"}), AdmissionConfig(families=FAMILIES))
     assert not any(
         e["name"] == "ASCEND_VISIBLE_DEVICES"
         for c in plain.pod["spec"]["containers"]

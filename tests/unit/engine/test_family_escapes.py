@@ -6,9 +6,8 @@ from typing import Any
 import pytest
 
 from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
-from hami.engine.families.registry import FAMILIES
 from hami.engine.familyescapes import family_escapes
-from tests.builders import family_limits
+from tests.builders import FAMILIES, family_limits
 
 BY_TYPE = FAMILIES.by_type()
 ASCEND = BY_TYPE["Ascend910B3"]
@@ -115,7 +114,7 @@ CASES = [
 
 @pytest.mark.parametrize(("the_pod", "refused"), CASES)
 def test_each_familys_variables(the_pod: dict[str, Any], refused: list[str]) -> None:
-    problems = family_escapes(the_pod)
+    problems = family_escapes(the_pod, families=FAMILIES)
     assert [next(v for v in refused if v in p) for p in problems] == refused, problems
 
 
@@ -149,15 +148,15 @@ def test_an_env_from_that_could_set_one(
         {"name": v, "value": "x"} for v in pinned if v != "ASCEND_VISIBLE_DEVICES"
     )
     app["envFrom"] = [{"configMapRef": {"name": "cm"}, **({"prefix": prefix} if prefix else {})}]
-    problems = [p for p in family_escapes(the_pod) if "envFrom" in p]
+    problems = [p for p in family_escapes(the_pod, families=FAMILIES) if "envFrom" in p]
     assert bool(problems) is refused, problems
 
 
 def test_admission_refuses_a_family_pod_and_names_the_variable() -> None:
-    a = admit(asking(ASCEND, ASCEND_VISIBLE_DEVICES="0-7"), AdmissionConfig())
+    a = admit(asking(ASCEND, ASCEND_VISIBLE_DEVICES="0-7"), AdmissionConfig(families=FAMILIES))
     assert not a.allowed
     assert "ASCEND_VISIBLE_DEVICES=0-7" in a.message and "spec.containers[0].env[0]" in a.message
-    assert admit(asking(ASCEND), AdmissionConfig()).allowed
+    assert admit(asking(ASCEND), AdmissionConfig(families=FAMILIES)).allowed
 
 
 def test_admission_refuses_a_pod_asking_nvidia_and_a_family() -> None:
@@ -165,7 +164,7 @@ def test_admission_refuses_a_pod_asking_nvidia_and_a_family() -> None:
         container("gpu", {"nvidia.com/gpu": "1"}),
         container("npu", family_limits(AMD, 1), HSA_CU_MASK="0:0-303"),
     )
-    a = admit(the_pod, AdmissionConfig())
+    a = admit(the_pod, AdmissionConfig(families=FAMILIES))
     assert not a.allowed and "HSA_CU_MASK" in a.message
 
 
@@ -173,7 +172,7 @@ def test_a_debug_container_added_to_a_family_pod_is_checked() -> None:
     old = asking(MTHREADS)
     new = asking(MTHREADS)
     new["spec"]["ephemeralContainers"] = [container("debug", MTHREADS_VISIBLE_DEVICES="all")]
-    a = admit_ephemeral(new, old, AdmissionConfig())
+    a = admit_ephemeral(new, old, AdmissionConfig(families=FAMILIES))
     assert not a.allowed and "MTHREADS_VISIBLE_DEVICES" in a.message
     # One already running is not judged again.
-    assert admit_ephemeral(new, new, AdmissionConfig()).allowed
+    assert admit_ephemeral(new, new, AdmissionConfig(families=FAMILIES)).allowed

@@ -17,7 +17,7 @@ from hami.engine.model import NodeState, Usage
 from hami.engine.policy import Defaults, pod_options
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node
-from tests.builders import family_limits, registered_node, sample_card, t4s
+from tests.builders import FAMILIES, family_limits, registered_node, sample_card, t4s
 
 LOSSES = "metax-tech.com/gpu.topology.losses"
 SCORES = "metax-tech.com/gpu.topology.scores"
@@ -42,19 +42,24 @@ def state(
         node["metadata"]["annotations"][HYGON.wire.register_annotation] = encode_node_devices(cards)
         node["metadata"]["annotations"][HYGON.wire.handshake_annotation] = "Reported now"
         node["status"]["allocatable"][HYGON.wire.resources.count] = str(4 * dcus)
-    inv = node_inventory(node)
+    inv = node_inventory(node, families=FAMILIES)
     assert isinstance(inv, NodeInventory), inv
     usage = {f"GPU-{name}-0": Usage(1, 7680, 0)} if busy else {}
     return build_node(
-        name, inv.devices, usage, families=inv.families, annotations=dict(inv.annotations)
+        name,
+        inv.devices,
+        usage,
+        families=inv.families,
+        annotations=dict(inv.annotations),
+        registry=FAMILIES,
     )
 
 
 def place(nodes: list[NodeState], limits: dict[str, str], policy: str) -> Any:
     spec = {"containers": [{"name": "c", "resources": {"limits": limits}}]}
-    request = pod_request(spec, ResourceDefaults())
+    request = pod_request(spec, ResourceDefaults(), families=FAMILIES)
     options = pod_options({"hami.io/node-scheduler-policy": policy}, Defaults())
-    return schedule({n.name: n for n in nodes}, request, options)
+    return schedule({n.name: n for n in nodes}, request, options, families=FAMILIES)
 
 
 GPU = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}

@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 
-from hami.engine.families.registry import FAMILIES
 from hami.engine.familyquota import (
     FamilyQuota,
     card_amounts,
@@ -15,10 +14,11 @@ from hami.engine.familyquota import (
     tightest,
 )
 from hami.engine.model import FamilyRequest, PodRequest
+from tests.builders import FAMILIES
 
 
 def test_every_familys_memory_and_core_resources_are_managed() -> None:
-    names = quota_names()
+    names = quota_names(families=FAMILIES)
     for family in FAMILIES.others:
         wire = family.wire.resources
         assert {n for n in (wire.memory, wire.cores) if n} <= names
@@ -43,7 +43,7 @@ def test_every_familys_memory_and_core_resources_are_managed() -> None:
     ],
 )
 def test_the_limits_read_from_a_quota(hard: dict[str, Any], limits: dict[str, int]) -> None:
-    assert family_limits(hard) == limits
+    assert family_limits(hard, families=FAMILIES) == limits
 
 
 def test_several_quotas_of_a_namespace_all_hold() -> None:
@@ -58,7 +58,7 @@ def test_a_pods_cards_count_under_their_familys_names() -> None:
         "va-0": ("Vastai", 0, 0),  # count only: nothing to count
         "gpu-0": ("NVIDIA", 5000, 50),  # not a family here
     }
-    assert card_amounts(held) == {
+    assert card_amounts(held, families=FAMILIES) == {
         "hygon.com/dcumem": 3000,
         "hygon.com/dcucores": 40,
         "cambricon.com/mlu.smlu.vmemory": 16,
@@ -96,7 +96,7 @@ def test_what_the_webhook_counts(
     asked: dict[str, dict[str, int]],
 ) -> None:
     request = PodRequest(init=(None,) * len(init), app=(None,) * len(app), families=(*init, *app))
-    assert requested_amounts(request) == asked
+    assert requested_amounts(request, families=FAMILIES) == asked
 
 
 @pytest.mark.parametrize(
@@ -115,4 +115,7 @@ def test_what_the_webhook_counts(
 )
 def test_fit_quota(limits: dict[str, int], used: dict[str, int], asked: int, fits: bool) -> None:
     quota = FamilyQuota(limits, used)
-    assert quota.fits({"DCU": {"hygon.com/dcumem": asked, "hygon.com/dcucores": 0}}) is fits
+    assert (
+        quota.fits({"DCU": {"hygon.com/dcumem": asked, "hygon.com/dcucores": 0}}, families=FAMILIES)
+        is fits
+    )

@@ -26,6 +26,7 @@ from hami.engine.familyfit import fit_families
 from hami.engine.model import Card, DeviceInfo, FamilyRequest, NodeState, PodRequest, Usage
 from hami.engine.policy import pod_options
 from hami.engine.score import make_card
+from tests.builders import FAMILIES
 
 
 def cards(model: str) -> tuple[Card, ...]:
@@ -57,6 +58,6 @@ def test_the_request_counts_in_the_score_of_cards_whose_model_is_the_type(
     node = NodeState("n", (), 0.0, 0.0, 0.0, families={"DCU": cards(model)})
     request = PodRequest(app=(None,), families=((ask,),))
     opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
-    got = fit_families(node, request, opts)
+    got = fit_families(node, request, opts, families=FAMILIES)
     assert got.devices is not None, got.reason
     assert [d.uuid for d in got.devices[0]] == [want]

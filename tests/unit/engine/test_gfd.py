@@ -10,6 +10,7 @@ from hami.engine.gfd import card_id, gfd_cards, visible_device
 from hami.engine.injection import config_data
 from hami.engine.inventory import NodeInventory, Unregistered, node_inventory
 from hami.engine.model import ContainerDevice, DeviceInfo
+from tests.builders import FAMILIES
 
 LAB12_NODE = "gke-kai-hami-test-default-pool-370c394b-pm4j"
 # Lab 12, Step 2, and what GKE's device plugin leaves on a one-T4 node.
@@ -30,7 +31,7 @@ def gke_node(
 
 
 def test_lab12_node_registers_one_t4_with_the_split_count() -> None:
-    inv = node_inventory(gke_node(LAB12_LABELS), gfd_split=10)
+    inv = node_inventory(gke_node(LAB12_LABELS), gfd_split=10, families=FAMILIES)
     assert inv == NodeInventory(
         LAB12_NODE,
         (
@@ -49,7 +50,7 @@ def test_lab12_node_registers_one_t4_with_the_split_count() -> None:
 
 
 def test_without_the_opt_in_such_a_node_stays_unregistered() -> None:
-    inv = node_inventory(gke_node(LAB12_LABELS))
+    inv = node_inventory(gke_node(LAB12_LABELS), families=FAMILIES)
     assert isinstance(inv, Unregistered)
     assert "hami.io/node-nvidia-register" in inv.why
 
@@ -62,7 +63,7 @@ def test_hami_registration_wins_over_the_labels() -> None:
             '"type":"NVIDIA-Tesla T4","health":true}]'
         )
     }
-    inv = node_inventory(node, gfd_split=4)
+    inv = node_inventory(node, gfd_split=4, families=FAMILIES)
     assert isinstance(inv, NodeInventory) and inv.handshake
     assert [(d.id, d.count) for d in inv.devices] == [("GPU-real", 10)]
 
@@ -99,7 +100,7 @@ def test_hami_registration_wins_over_the_labels() -> None:
 def test_nodes_the_labels_do_not_describe_are_refused_with_the_reason(
     labels: dict[str, str], allocatable: str | None, why: str
 ) -> None:
-    inv = node_inventory(gke_node(labels, allocatable), gfd_split=10)
+    inv = node_inventory(gke_node(labels, allocatable), gfd_split=10, families=FAMILIES)
     assert isinstance(inv, Unregistered)
     assert inv.why.startswith("no hami.io/node-nvidia-register annotation and ")
     assert why in inv.why

@@ -24,8 +24,11 @@ from hami.engine import nvidianames as names
 from hami.engine.codec import encode_node_devices
 from hami.engine.migalloc import MigAllocation, decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, MigInstance, MigPlacement
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 from tests.reference import hami_v210 as hami
 from tests.reference import hami_v210_mig as hami_mig
 from tests.reference import hami_v210_register as hami_register
@@ -208,7 +211,7 @@ class Foreign:
 
 
 def run_steps(cluster: dict[str, list[hami.Card]], steps: list[Any]) -> None:
-    ours = ClusterCache(clock=lambda: 0.0)
+    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     ours.replace_nodes([node_object(n, cards) for n, cards in cluster.items()])
     model = hami.Cluster(cluster)
     placed: dict[str, dict[str, Any]] = {}
@@ -234,7 +237,7 @@ def run_steps(cluster: dict[str, list[hami.Card]], steps: list[Any]) -> None:
             step.vgpu_mode,
         )
         obj = pod_object(name, step)
-        outcome = Placement(ours).filter(obj, candidates)
+        outcome = Placement(ours, Defaults(), ResourceDefaults()).filter(obj, candidates)
         if not any((*pod.init, *pod.app)):
             assert outcome.gpu is False
             continue
@@ -249,7 +252,7 @@ def run_steps(cluster: dict[str, list[hami.Card]], steps: list[Any]) -> None:
         assert want.devices is not None and decision.devices is not None
         # /bind's re-check on the cache filter left (its reservation counted) accepts it.
         assert ours.overcommitted(want.node, decision.devices) == [], (name, pod)
-        written = allocation_annotations(want.node, decision.devices, 0)
+        written = allocation_annotations(want.node, decision.devices, 0, families=FAMILIES)
         allocations = hami.encode_mig_allocations(want.devices)
         assert [
             (a.gpu, a.instance.profile, a.instance.placement.start, a.instance.placement.size)
@@ -270,7 +273,7 @@ def foreign(ours: ClusterCache, model: hami.Cluster, name: str, step: Foreign) -
     gpu = {"bare": "", "stray": "GPU-not-on-this-node", "on-core": card.uuid}[step.kind]
     allocations = ((gpu, "1g.5gb", 0, 1),) if gpu else ()
     obj = pod_object(name, hami.Pod((), (hami.Ask(1, 1000),)))
-    annotations = allocation_annotations(node, ours_devices(devices), 0)
+    annotations = allocation_annotations(node, ours_devices(devices), 0, families=FAMILIES)
     if allocations:
         entry = MigInstance("1g.5gb", MigPlacement(0, 1))
         annotations[names.MIG_ALLOCATIONS] = encode_allocations((MigAllocation(0, 0, gpu, entry),))
@@ -441,7 +444,7 @@ def test_same_nodes_registered_as_hami(start: str | None, passes: list[Any]) -> 
     now = datetime(2026, 12, 4, 12, 0, 0)
     handshake = start
     hami_nodes = hami_register.Registry()
-    ours = ClusterCache(clock=lambda: 0.0)
+    ours = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     devices = (DeviceInfo("GPU-0", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     for written, allocatable, later in passes:
         now += timedelta(seconds=later)

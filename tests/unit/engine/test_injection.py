@@ -14,14 +14,16 @@ from hami.engine.injection import (
 )
 from hami.engine.jsonpatch import diff
 from hami.engine.model import ContainerDevice
+from tests.builders import FAMILIES
 
-GKE = AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke")))
+GKE = AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke")), families=FAMILIES)
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke"),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
 
 
@@ -213,7 +215,7 @@ def kai_pod(
 def test_kai_requests_become_ours_and_the_pod_is_adopted(
     annotations: dict[str, str], limits: dict[str, int]
 ) -> None:
-    a = admit(kai_pod(annotations), AdmissionConfig())
+    a = admit(kai_pod(annotations), AdmissionConfig(families=FAMILIES))
     assert a.allowed, a.message
     assert a.pod["spec"]["schedulerName"] == "hami-scheduler"
     assert a.pod["spec"]["containers"][0]["resources"]["limits"] == limits
@@ -222,7 +224,7 @@ def test_kai_requests_become_ours_and_the_pod_is_adopted(
         "gpu-fraction",
         "gpu-fraction-num-devices",
     }
-    assert diff(a.pod, admit(a.pod, AdmissionConfig()).pod) == []
+    assert diff(a.pod, admit(a.pod, AdmissionConfig(families=FAMILIES)).pod) == []
 
 
 @pytest.mark.parametrize(
@@ -240,20 +242,20 @@ def test_kai_requests_become_ours_and_the_pod_is_adopted(
     ],
 )
 def test_bad_kai_requests_are_denied(annotations: dict[str, str], message: str) -> None:
-    a = admit(kai_pod(annotations), AdmissionConfig())
+    a = admit(kai_pod(annotations), AdmissionConfig(families=FAMILIES))
     assert not a.allowed and message in a.message
 
 
 def test_kai_share_with_gpu_limit_is_denied() -> None:
     a = admit(
         kai_pod({"gpu-fraction": "0.5"}, resources={"limits": {"nvidia.com/gpu": 1}}),
-        AdmissionConfig(),
+        AdmissionConfig(families=FAMILIES),
     )
     assert not a.allowed and "keep one of them" in a.message
 
 
 def test_kai_pod_without_share_stays_with_kai() -> None:
-    a = admit(kai_pod({}), AdmissionConfig())
+    a = admit(kai_pod({}), AdmissionConfig(families=FAMILIES))
     assert a.pod["spec"]["schedulerName"] == "kai-scheduler"
 
 
@@ -295,4 +297,4 @@ def test_ignore_label_spares_the_mutation_not_the_denials(
 
 def test_ignore_label_leaves_a_plain_pod_untouched_too() -> None:
     p = pod(plain(), labels={"hami.io/webhook": "ignore"})
-    assert diff(p, admit(p, AdmissionConfig(overwrite_env=True)).pod) == []
+    assert diff(p, admit(p, AdmissionConfig(overwrite_env=True, families=FAMILIES)).pod) == []

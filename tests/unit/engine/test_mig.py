@@ -20,6 +20,7 @@ from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor, Victim, victims_on
 from hami.engine.requests import ResourceDefaults, pod_request
 from hami.engine.state import build_node
+from tests.builders import FAMILIES
 from tests.reference.geometries import A100_40GB
 from tests.unit.mig_cluster import GPU, Cluster, card, gpu, node, pod
 
@@ -204,9 +205,11 @@ def test_preempting_a_mig_pod_frees_its_slices() -> None:
 
     low, high = victim("low", held, 1), victim("high", other, 100)
     usage = {GPU: low.usage[GPU] + high.usage[GPU]}
-    state = build_node("a100", info, usage)
+    state = build_node("a100", info, usage, registry=FAMILIES)
     request = pod_request(pod("p", gpu(15000))["spec"], ResourceDefaults())
-    plan = victims_on(state, [low, high], Preemptor(request, pod_options({}), 10))
+    plan = victims_on(
+        state, [low, high], Preemptor(request, pod_options({}), 10, families=FAMILIES)
+    )
     assert plan is not None and [v.name for v in plan.victims] == ["low"]
     assert plan.devices[0][0].mig == MigInstance("3g.20gb", MigPlacement(4, 4))
 
@@ -310,15 +313,17 @@ def test_topology_aware_chooses_among_instances_then_places_them_in_order() -> N
         node("a100", a, b)["metadata"]["annotations"][nvidianames.NODE_REGISTER]
     )
     links = {"GPU-a": {"GPU-b": 100}, "GPU-b": {"GPU-a": 100}}
-    state = build_node("a100", info, links=links)
+    state = build_node("a100", info, links=links, registry=FAMILIES)
     request = pod_request(pod("p", gpu(4000, nums=2))["spec"], ResourceDefaults())
     opts = pod_options({names.GPU_POLICY: "topology-aware"})
-    decision = schedule({"a100": state}, request, opts)
+    decision = schedule({"a100": state}, request, opts, families=FAMILIES)
     assert decision.devices is not None
     got = [(d.uuid, d.mig and label(d.mig)) for d in decision.devices[0]]
     assert sorted(got) == [("GPU-a", "1g.5gb@6"), ("GPU-b", "1g.5gb@6")]
     # Without link scores the first pair collected wins: two instances of one card.
-    decision = schedule({"a100": build_node("a100", info)}, request, opts)
+    decision = schedule(
+        {"a100": build_node("a100", info, registry=FAMILIES)}, request, opts, families=FAMILIES
+    )
     assert decision.devices is not None
     assert [label(d.mig) for d in decision.devices[0] if d.mig] == ["1g.5gb@6", "1g.5gb@5"]
 

@@ -11,6 +11,7 @@ from hami.engine.model import ContainerRequest, DeviceInfo, NodeState, PodReques
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemptor, Victim, choose, dry_runs, enough, victims_on
 from hami.engine.state import build_node
+from tests.builders import FAMILIES
 
 T4 = 15360
 
@@ -19,7 +20,7 @@ def node(name: str, cards: int = 4, split: int = 10) -> NodeState:
     devices = [
         DeviceInfo(f"{name}-{i}", i, split, T4, 100, "NVIDIA-Tesla T4") for i in range(cards)
     ]
-    return build_node(name, devices)
+    return build_node(name, devices, registry=FAMILIES)
 
 
 def loaded(state: NodeState, victims: Sequence[Victim]) -> NodeState:
@@ -27,7 +28,7 @@ def loaded(state: NodeState, victims: Sequence[Victim]) -> NodeState:
     for v in victims:
         for uuid, u in v.usage.items():
             usage[uuid] = usage.get(uuid, Usage()) + u
-    return build_node(state.name, (c.info for c in state.cards), usage)
+    return build_node(state.name, (c.info for c in state.cards), usage, registry=FAMILIES)
 
 
 def victim(
@@ -45,7 +46,7 @@ def victim(
 def wants(mem: int, policy: str = "binpack", priority: int = 100) -> Preemptor:
     request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
     options = pod_options({"hami.io/gpu-scheduler-policy": policy})
-    return Preemptor(request, options, priority)
+    return Preemptor(request, options, priority, families=FAMILIES)
 
 
 def test_the_smallest_lower_priority_share_that_makes_room_is_evicted() -> None:

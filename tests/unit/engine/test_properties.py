@@ -8,8 +8,11 @@ from hypothesis import strategies as st
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import DeviceInfo
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
+from tests.builders import FAMILIES
 
 POLICIES = [
     "spread",
@@ -39,7 +42,9 @@ ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=40)
 
 
 def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     nodes = []
     for n in range(3):
         devs = tuple(
@@ -56,7 +61,7 @@ def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
             }
         )
     cache.replace_nodes(nodes)
-    return cache, Placement(cache), nodes
+    return cache, Placement(cache, Defaults(), ResourceDefaults()), nodes
 
 
 def manifest(i: int, spec: tuple[Any, ...]) -> dict[str, Any]:
@@ -101,7 +106,9 @@ def replay(operations: list[Any]) -> tuple[ClusterCache, list[str | None]]:
             continue
         if "mutex" in op[2]:
             assert all(users_before[x.uuid] == 0 for c in d.devices for x in c)
-        pod["metadata"]["annotations"].update(allocation_annotations(d.node, d.devices, 0))
+        pod["metadata"]["annotations"].update(
+            allocation_annotations(d.node, d.devices, 0, families=FAMILIES)
+        )
         pod["spec"]["nodeName"] = d.node
         cache.upsert_pod(pod)
         live.append(pod)

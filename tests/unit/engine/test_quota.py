@@ -31,6 +31,7 @@ from hami.engine.requests import ResourceNames
 from hami.engine.score import card_scores
 from hami.engine.state import build_node
 from hami.engine.walk import walk
+from tests.builders import FAMILIES
 
 GIB16, GIB24 = 16384, 24576
 NOTHING = QuotaUsage()
@@ -117,7 +118,7 @@ def card(uuid: str, index: int, mem: int, count: int = 10) -> DeviceInfo:
 
 
 def cluster(*nodes: tuple[str, tuple[DeviceInfo, ...]]) -> dict[str, NodeState]:
-    return {name: build_node(name, devs) for name, devs in nodes}
+    return {name: build_node(name, devs, registry=FAMILIES) for name, devs in nodes}
 
 
 def ask(*app: ContainerRequest | None, init: tuple[ContainerRequest, ...] = ()) -> PodRequest:
@@ -210,7 +211,7 @@ def test_schedule_checks_the_quota_per_card(
     want_node: str | None,
     want_failed: dict[str, str],
 ) -> None:
-    decision = schedule(cluster(*nodes), ask(request_), OPTS, quota=q)
+    decision = schedule(cluster(*nodes), ask(request_), OPTS, quota=q, families=FAMILIES)
     assert decision.node == want_node
     assert dict(decision.failed) == want_failed
     if decision.devices is not None and q is not None:
@@ -307,6 +308,7 @@ def test_the_over_quota_shortcut_answers_as_the_walk(
             f"GPU-{i}": Usage(used, min(usedmem, devmem), 0)
             for i, (devmem, used, usedmem, _) in enumerate(states)
         },
+        registry=FAMILIES,
     )
     opts = pod_options({"hami.io/gpu-scheduler-policy": policy})
     gate = NamespaceQuota(QuotaLimits(mem, cores), QuotaUsage(500, 5)).gate((), 0)

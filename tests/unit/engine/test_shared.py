@@ -3,7 +3,7 @@
 from hami.engine.codec import decode_pod_devices
 from hami.engine.model import ContainerDevice
 from hami.engine.requests import ResourceDefaults, pod_request
-from hami.engine.state import pod_usage
+from hami.engine.usage import pod_usage
 
 
 def spec() -> dict[str, object]:

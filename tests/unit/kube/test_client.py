@@ -24,6 +24,7 @@ from pytest_aiohttp import AiohttpServer
 
 from hami.cache.store import ClusterCache
 from hami.certs.selfsigned import issue_ca, issue_client, issue_serving
+from hami.engine.requests import ResourceDefaults
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import Unavailable
@@ -31,6 +32,7 @@ from hami.kube.informer import Informer
 from hami.kube.leader import NotLeading, Term
 from hami.kube.limiter import WriteLimiter
 from hami.kube.listwatch import LIST_PAGE
+from tests.builders import FAMILIES
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Serve = Callable[[dict[str, Handler]], Awaitable[Kube]]
@@ -341,7 +343,7 @@ async def test_the_cache_forgets_an_allocation_that_vanished_between_lists(serve
 
     server.watch = watch
     kube = await serve({"/api/v1/pods": server})
-    cache = ClusterCache(clock=time.monotonic)
+    cache = ClusterCache(clock=time.monotonic, families=FAMILIES, resources=ResourceDefaults())
     await run_until(Informer(kube, "pods", CacheSink(cache)), lambda: watches == 2)
     assert sorted(a.name for a in cache.pods()) == ["b", "c"]
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from hami.engine.families.ascend import DEFAULT_VNPUS
-from hami.engine.families.registry import FAMILIES
 from hami.runtime.config import ConfigError, device_config, gpu_core_policy, load_settings
+from tests.builders import FAMILIES
 from tests.unit.runtime.test_config import parse, tls  # noqa: F401 (a fixture)
 
 HAMI_SRC = Path("/work/hami-src")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from hami.engine.dra.config import DEFAULT_CLASSES, DraClass
-from hami.engine.families.registry import FAMILIES
 from hami.runtime.config import ConfigError, Settings, add_serve_arguments, load_settings
 from hami.runtime.dramode import dra_config
+from tests.builders import FAMILIES
 
 
 def settings(tmp_path: Path, *argv: str) -> Settings:

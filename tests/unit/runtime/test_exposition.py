@@ -16,10 +16,11 @@ from prometheus_client.registry import Collector
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as names
-from hami.engine.families.registry import FAMILIES
 from hami.engine.migalloc import decode_allocations, encode_allocations
 from hami.engine.model import ContainerDevices
 from hami.engine.names import PHASE_SUCCESS
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.runtime import cardblocks
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
@@ -35,7 +36,7 @@ from hami.runtime.metrics import Metrics
 from hami.runtime.promtext import ZONE, go_float
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import Placement
-from tests.builders import family_pod, sample_node
+from tests.builders import FAMILIES, family_pod, sample_node
 from tests.e2e.cluster import built_tool
 from tests.unit import mig_cluster as mc
 
@@ -213,13 +214,15 @@ def test_one_series_per_container_and_card_holding_the_sum(legacy: bool) -> None
 def every_family() -> tuple[ClusterCache, dict[str, ContainerDevices]]:
     """A node of each family but NVIDIA, as its device plugin registers it, and a pod on each,
     placed by /filter and bound with what /bind writes; each family's devices, by type."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([sample_node(f"node-{f.wire.type}", f) for f in FAMILIES.others])
     placed = {}
     for family in FAMILIES.others:
         kind = family.wire.type
         obj = family_pod(f"pod-{kind}", family)
-        decision = Placement(cache).filter(obj, [f"node-{kind}"]).decision
+        decision = (
+            Placement(cache, Defaults(), ResourceDefaults()).filter(obj, [f"node-{kind}"]).decision
+        )
         assert decision is not None and decision.node and decision.devices, (kind, decision)
         written = allocation_annotations(
             decision.node,
@@ -228,6 +231,7 @@ def every_family() -> tuple[ClusterCache, dict[str, ContainerDevices]]:
             PHASE_SUCCESS,
             containers=tuple(obj["spec"]["containers"]),
             cards=cache.family_cards(decision.node),
+            families=FAMILIES,
         )
         obj["metadata"]["annotations"].update(written)
         obj["spec"]["nodeName"], obj["status"]["phase"] = decision.node, "Running"

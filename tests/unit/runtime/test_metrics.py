@@ -4,9 +4,11 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
 from hami.engine.quota import QuotaUsage
+from hami.engine.requests import ResourceDefaults
 from hami.runtime.metrics import BIND_FAILURE_REASONS, PREEMPTION_OUTCOMES, Metrics, Probes
 from hami.service.annotations import allocation_annotations
 from hami.service.binderrors import BindError, BindFailure
+from tests.builders import FAMILIES
 
 
 def metrics(legacy: bool, per_pod: bool = True) -> str:
@@ -15,7 +17,7 @@ def metrics(legacy: bool, per_pod: bool = True) -> str:
 
 def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
     """One T4 node, one pod holding 1000 MiB and 30 cores of it, one quota."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     devs = (DeviceInfo("GPU-a", 0, 10, 15360, 100, "NVIDIA-Tesla T4"),)
     cache.replace_nodes([
         {"metadata": {"name": "n", "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)}},
@@ -23,7 +25,8 @@ def metrics_of_one_pod(legacy: bool = False, per_pod: bool = True) -> Metrics:
     ])  # fmt: skip
     cache.upsert_pod({
         "metadata": {"uid": "u", "namespace": "ns", "name": "p",
-                     "annotations": allocation_annotations("n", ((ContainerDevice("GPU-a", 1000, 30),),), 0)},
+                     "annotations": allocation_annotations(
+                         "n", ((ContainerDevice("GPU-a", 1000, 30),),), 0, families=FAMILIES)},
         "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"limits": {
             "nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}}}]},
         "status": {"phase": "Running"},
@@ -82,7 +85,7 @@ def test_per_pod_series_can_be_left_out() -> None:
 
 
 def test_quota_series_per_namespace_and_resource() -> None:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.quotas.replace(
         [
             {
@@ -116,7 +119,11 @@ def test_quota_series_per_namespace_and_resource() -> None:
 
 def test_process_probes_are_read_at_scrape_time() -> None:
     state = {"leader": False, "requeues": 0}
-    m = Metrics(ClusterCache(clock=lambda: 0.0), lambda: 0.0, lambda: 0)
+    m = Metrics(
+        ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()),
+        lambda: 0.0,
+        lambda: 0,
+    )
     m.add_probes(
         Probes(
             ready=lambda: True,

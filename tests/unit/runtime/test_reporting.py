@@ -6,10 +6,12 @@ from collections.abc import Mapping
 import pytest
 
 from hami.cache.store import ClusterCache
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder, EventType
 from hami.runtime.reporting import FilterReporter, LineBudget
 from hami.service.placement import Placement
-from tests.builders import gpu_pod, registered_node, t4
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4
 from tests.fakes.kubeapi import FakeKube
 
 
@@ -41,13 +43,15 @@ class _Recorded(EventRecorder):
 
 
 async def test_unregistered_nodes_keep_hamis_wire_reason_and_say_why_in_events() -> None:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([{"metadata": {"name": "cpu-1"}}, {"metadata": {"name": "cpu-2"}}])
     pod = {
         "metadata": {"namespace": "ns", "name": "p", "uid": "u"},
         "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
     }
-    outcome = Placement(cache).filter(pod, ["cpu-1", "cpu-2", "ghost"])
+    outcome = Placement(cache, Defaults(), ResourceDefaults()).filter(
+        pod, ["cpu-1", "cpu-2", "ghost"]
+    )
     # The wire: exactly HAMi's reason, which kube-scheduler copies into FailedScheduling.
     assert dict(outcome.failed) == dict.fromkeys(["cpu-1", "cpu-2", "ghost"], "node unregistered")
     events = _Recorded()
@@ -67,7 +71,7 @@ async def test_a_pod_that_fits_nowhere_gets_one_event_per_reason_and_a_counted_l
 ) -> None:
     """HAMi's Events word for word (one per reason type, its nodes by name), and one log line
     counting nodes per reason, however many nodes there are."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     full = {"GPU-0": 15000, "GPU-1": 15000}
     nodes = [registered_node(n, [t4(0), t4(1)]) for n in ("n-c", "n-a", "n-b")]
     cache.replace_nodes(nodes)
@@ -93,7 +97,9 @@ async def test_a_pod_that_fits_nowhere_gets_one_event_per_reason_and_a_counted_l
         )
     ]
     cache.replace_pods(taken)
-    outcome = Placement(cache).filter(gpu_pod("p", gpus=2, mem=1000), ["n-c", "n-a", "n-b"])
+    outcome = Placement(cache, Defaults(), ResourceDefaults()).filter(
+        gpu_pod("p", gpus=2, mem=1000), ["n-c", "n-a", "n-b"]
+    )
     assert outcome.decision is not None and outcome.decision.node is None
     events = _Recorded()
     with caplog.at_level(logging.INFO, logger="hami.scheduler"):
@@ -115,9 +121,9 @@ async def test_a_placement_logs_one_info_line_and_hamis_card_lines_from_verbosit
 ) -> None:
     """HAMi logs each card's score at klog -v=2: at that verbosity ours are info lines in its
     words; below it they are debug lines, and the one info line carries the scores."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", [t4(0), t4(1)])])
-    outcome = Placement(cache).filter(gpu_pod("p"), ["n"])
+    outcome = Placement(cache, Defaults(), ResourceDefaults()).filter(gpu_pod("p"), ["n"])
     with caplog.at_level(logging.DEBUG, logger="hami.scheduler"):
         FilterReporter(_Recorded(), verbosity=verbosity)(outcome)
     cards = [r for r in caplog.records if "computer score" in r.msg]

@@ -21,6 +21,8 @@ import hami.extender.routes
 from hami.cache.store import ClusterCache
 from hami.engine import reasons
 from hami.engine.model import ContainerDevice
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.runtime.bodies import MAX_BODY
@@ -28,8 +30,9 @@ from hami.service.annotations import allocation_annotations
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.placement import FilterOutcome, Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 
 Client = TestClient[web.Request, web.Application]
@@ -78,11 +81,13 @@ class NeverBinder(Binder):
 
 class Harness:
     def __init__(self) -> None:
-        self.cache = ClusterCache(clock=lambda: 0.0)
+        self.cache = ClusterCache(
+            clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults()
+        )
         self.cache.replace_nodes(
             [*(registered_node(n, t4s(2, f"GPU-{n}")) for n in REGISTERED), bare_node(BARE)]
         )
-        self.placement = Placement(self.cache)
+        self.placement = Placement(self.cache, Defaults(), ResourceDefaults())
         self.closed: str | None = None
         self.paced = 0
         self.filtered: list[FilterOutcome] = []
@@ -115,7 +120,7 @@ async def client(aiohttp_client: AiohttpClient, harness: Harness, kube: FakeKube
         h.cache,
         EventRecorder(kube),
         now=lambda: datetime.now(UTC),
-        locks=NodeLocks(),
+        locks=NodeLocks(keys=lock_keys(FAMILIES)),
         leadership=AlwaysLeader(),
         budget=Budget.within(timedelta(seconds=30), 5.0),
     )
@@ -194,7 +199,7 @@ async def test_filter_of_a_pod_the_cache_knows_bound_places_nothing(
 ) -> None:
     bound = pod(
         annotations=allocation_annotations(
-            "node-a", ((ContainerDevice("GPU-node-a-0", 100, 0),),), 0
+            "node-a", ((ContainerDevice("GPU-node-a-0", 100, 0),),), 0, families=FAMILIES
         )
     )
     bound["spec"]["nodeName"] = "node-a"

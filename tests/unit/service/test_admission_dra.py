@@ -11,6 +11,7 @@ from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE, REQUESTS
 from hami.engine.jsonpatch import apply
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 from tests.unit.service.test_admission_quota import team_a_book
 
 
@@ -33,7 +34,9 @@ def pod(limits: dict[str, Any], **annotations: str) -> dict[str, Any]:
 
 @pytest.fixture
 def service() -> AdmissionService:
-    return AdmissionService(AdmissionConfig(), team_a_book().quota, dra=DraConfig("all"))
+    return AdmissionService(
+        AdmissionConfig(families=FAMILIES), team_a_book().quota, dra=DraConfig("all")
+    )
 
 
 def stored(service: AdmissionService, obj: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +84,6 @@ def test_an_annotation_dra_cannot_honour_is_refused_with_its_fix(
 
 
 def test_dra_mode_off_leaves_the_device_plugin_path() -> None:
-    out = stored(AdmissionService(AdmissionConfig()), pod({"nvidia.com/gpu": 1}))
+    out = stored(AdmissionService(AdmissionConfig(families=FAMILIES)), pod({"nvidia.com/gpu": 1}))
     assert "schedulingGates" not in out["spec"]
     assert out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1

@@ -9,6 +9,7 @@ from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
 from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 
 def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
 
 def team_a_book() -> QuotaBook:
     """team-a may use 8000 MiB of GPU memory and uses 5000."""
-    book = QuotaBook()
+    book = QuotaBook(families=FAMILIES)
     book.upsert(
         {
             "metadata": {"uid": "q", "namespace": "team-a", "name": "gpu"},
@@ -39,7 +40,7 @@ def team_a_book() -> QuotaBook:
 
 @pytest.fixture
 def service() -> AdmissionService:
-    return AdmissionService(AdmissionConfig(), team_a_book().quota)
+    return AdmissionService(AdmissionConfig(families=FAMILIES), team_a_book().quota)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.injection import CONFIG_ANNOTATION
 from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import NotFound
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -28,8 +29,8 @@ from hami.service.binding import BeforeBinding, Binder
 from hami.service.bindrules import Budget, Found
 from hami.service.limits import LimitsWriter
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import encode_node_lock
-from tests.builders import gpu_pod, registered_node, t4s
+from hami.service.nodelock.wire import encode_node_lock, lock_keys
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import (
     FakeKube,
     Fault,
@@ -83,8 +84,10 @@ def world(
     **binder: Any,
 ) -> World:
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     for name in (HERE, THERE):
         cache.upsert_node(api.add("nodes", registered_node(name, t4s(2))))
     api.add("pods", gpu_pod(POD, NS))
@@ -325,7 +328,9 @@ async def test_a_node_without_the_handshake_is_bound_with_no_lock() -> None:
         "status": {"allocatable": {"nvidia.com/gpu": "1"}},
     }
     w.api.add("nodes", gfd)
-    cache = ClusterCache(clock=lambda: 0.0, gfd_split=4)
+    cache = ClusterCache(
+        clock=lambda: 0.0, gfd_split=4, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(w.api.get("nodes", "gfd") or {})
     assert not cache.handshake("gfd")
     w.binder.cache = cache
@@ -542,7 +547,7 @@ async def test_a_lock_give_back_that_fails_is_only_logged(caplog: pytest.LogCapt
 
 
 async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     w.api.edit(
         "pods",
         POD,
@@ -553,7 +558,7 @@ async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() 
     config = w.api.get("configmaps", "p-limits", NS)
     assert config is not None and config["metadata"]["ownerReferences"][0]["uid"] == UID
     # A retry after a lost answer finds its own ConfigMap and replaces it.
-    writer = LimitsWriter(w.api)
+    writer = LimitsWriter(w.api, families=FAMILIES)
     await writer(NS, POD, UID, ONE_CARD)
     assert [c[0] for c in w.api.calls if "configmap" in c[0]][-2:] == [
         "get_configmap",
@@ -562,7 +567,7 @@ async def test_limits_are_written_before_the_binding_and_replace_a_stale_copy() 
 
 
 async def test_limits_never_overwrite_someone_elses_config_map() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     w.api.edit(
         "pods", POD, lambda p: p["metadata"]["annotations"].update({CONFIG_ANNOTATION: "taken"}), NS
     )
@@ -573,7 +578,7 @@ async def test_limits_never_overwrite_someone_elses_config_map() -> None:
 
 
 async def test_limits_of_a_pod_admitted_before_standalone_mode_are_the_plugins() -> None:
-    w = world(before_binding=LimitsWriter)
+    w = world(before_binding=lambda api: LimitsWriter(api, FAMILIES))
     await w.bind()
     assert w.api.written("create_configmap") == []
 
@@ -581,7 +586,7 @@ async def test_limits_of_a_pod_admitted_before_standalone_mode_are_the_plugins()
 async def test_limits_of_a_pod_gone_before_they_are_written() -> None:
     api = FakeKube()
     with pytest.raises(BindError, match="disappeared"):
-        await LimitsWriter(api)(NS, POD, UID, ONE_CARD)
+        await LimitsWriter(api, families=FAMILIES)(NS, POD, UID, ONE_CARD)
 
 
 class _NotLeading:

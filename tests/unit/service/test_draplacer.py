@@ -10,10 +10,12 @@ from hami.engine.admission import AdmissionConfig
 from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE
 from hami.engine.jsonpatch import apply
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated, stranded
 from hami.service.placement import Placement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube
 from tests.unit.cache.test_store import Clock
 
@@ -40,16 +42,18 @@ def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
         "operation": "CREATE",
         "object": written,
     }
-    outcome = AdmissionService(AdmissionConfig(), dra=DRA).review(review)
+    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
     pod: dict[str, Any] = apply(written, outcome.patch)
     pod["metadata"]["uid"] = uid
     return pod
 
 
 def placer(kube: FakeKube) -> DraPlacer:
-    cache = ClusterCache(Clock())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
-    return DraPlacer(kube, Placement(cache), DRA, lambda: True, lambda: ["n"])
+    return DraPlacer(
+        kube, Placement(cache, Defaults(), ResourceDefaults()), DRA, lambda: True, lambda: ["n"]
+    )
 
 
 def place(kube: FakeKube, pod: dict[str, Any]) -> bool:

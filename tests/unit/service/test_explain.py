@@ -7,8 +7,11 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.explain import explain
+from tests.builders import FAMILIES
 
 
 def nodes(**gpu_node: Any) -> list[dict[str, Any]]:
@@ -28,7 +31,7 @@ def nodes(**gpu_node: Any) -> list[dict[str, Any]]:
 
 
 def cluster() -> ClusterCache:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes(nodes())
     cache.replace_pods(
         [
@@ -38,7 +41,7 @@ def cluster() -> ClusterCache:
                     "namespace": "ns",
                     "name": "tenant",
                     "annotations": allocation_annotations(
-                        "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0
+                        "gpu-1", ((ContainerDevice("GPU-a", 1000, 0),),), 0, families=FAMILIES
                     ),
                 },
                 "spec": {
@@ -80,7 +83,7 @@ def pod(policy: str = "mutex", **spec: Any) -> dict[str, Any]:
 
 
 def test_pending_pod_gets_kube_schedulers_sentence_and_each_nodes_reason() -> None:
-    lines = explain(cluster(), pod(), verbose=True)
+    lines = explain(cluster(), pod(), Defaults(), ResourceDefaults(), verbose=True)
     assert lines[0] == "ns/p is pending (GPU policy 'mutex', node policy 'binpack')"
     assert (
         "0/2 nodes are available: 1 1/1 ExclusiveDeviceAllocateConflict, 1 node unregistered."
@@ -96,22 +99,22 @@ def test_pending_pod_gets_kube_schedulers_sentence_and_each_nodes_reason() -> No
 
 def test_a_pod_that_would_fit_says_where() -> None:
     assert "  it fits now: node gpu-1, cards GPU-a,NVIDIA,1000,0:;" in explain(
-        cluster(), pod("binpack")
+        cluster(), pod("binpack"), Defaults(), ResourceDefaults()
     )
 
 
 def test_bound_and_non_gpu_pods() -> None:
     bound = pod(nodeName="gpu-1")
-    assert explain(cluster(), bound)[0] == "ns/p is bound to gpu-1"
+    assert explain(cluster(), bound, Defaults(), ResourceDefaults())[0] == "ns/p is bound to gpu-1"
     plain = {
         "metadata": {"namespace": "ns", "name": "web"},
         "spec": {"containers": [{"name": "c"}]},
     }
-    assert "asks for no GPU" in explain(cluster(), plain)[0]
+    assert "asks for no GPU" in explain(cluster(), plain, Defaults(), ResourceDefaults())[0]
 
 
 def test_unknown_policy_is_explained() -> None:
-    assert "valid names" in explain(cluster(), pod("fastest"))[0]
+    assert "valid names" in explain(cluster(), pod("fastest"), Defaults(), ResourceDefaults())[0]
 
 
 def test_a_pod_over_its_namespace_quota_is_told_so_per_node() -> None:
@@ -124,7 +127,7 @@ def test_a_pod_over_its_namespace_quota_is_told_so_per_node() -> None:
             }
         ]
     )
-    lines = explain(cache, pod("binpack"))
+    lines = explain(cache, pod("binpack"), Defaults(), ResourceDefaults())
     assert "  namespace ns GPU quota (used of limit): nvidia.com/gpumem 1000 of 1500" in lines
     assert "  gpu-1: 1/1 ResourceQuotaNotFit" in lines
     assert not any("it fits now" in line for line in lines)
@@ -215,7 +218,9 @@ def required(*expressions: dict[str, Any], fields: Any = ()) -> dict[str, Any]:
 def test_kube_schedulers_node_checks_come_first(
     spec: dict[str, Any], gpu_node: dict[str, Any], gpu_reason: str | None, sentence: str | None
 ) -> None:
-    lines = explain(cluster(), pod("binpack", **spec), nodes=nodes(**gpu_node))
+    lines = explain(
+        cluster(), pod("binpack", **spec), Defaults(), ResourceDefaults(), nodes=nodes(**gpu_node)
+    )
     if gpu_reason is None:
         assert "  it fits now: node gpu-1, cards GPU-a,NVIDIA,1000,0:;" in lines, lines
         return

@@ -7,14 +7,16 @@ from datetime import UTC, datetime
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames
 from hami.engine.families.hygon import HYGON
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
-from hami.service.nodelock.wire import decode_node_lock
+from hami.service.nodelock.wire import decode_node_lock, lock_keys
 from hami.service.placement import Placement
-from tests.builders import family_node, family_pod, sample_card
+from tests.builders import FAMILIES, family_node, family_pod, sample_card
 from tests.fakes.kubeapi import FakeKube
 
 NOW = datetime(2026, 8, 21, 10, 0, 0, tzinfo=UTC)
@@ -23,14 +25,16 @@ WIRE = HYGON.wire
 
 async def test_a_dcu_pod_is_filtered_and_bound_with_hygons_annotations() -> None:
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(
         api.add("nodes", family_node("n", HYGON, [sample_card(HYGON, i) for i in range(2)]))
     )
     pod = api.add("pods", family_pod("p", HYGON, mem=2000))
     cache.upsert_pod(pod)
-    out = Placement(cache).filter(pod, ["n"])
+    out = Placement(cache, Defaults(), ResourceDefaults()).filter(pod, ["n"])
     assert out.node_names == ["n"], out
     binder = Binder(
         api,

@@ -17,14 +17,16 @@ from hami.cache.reservations import Stage
 from hami.cache.store import ClusterCache
 from hami.engine import names
 from hami.engine.model import ContainerDevice, PodDevices
+from hami.engine.requests import ResourceDefaults
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
 from hami.service.binderrors import BindError
 from hami.service.binding import Binder
 from hami.service.bindrules import Budget
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
 from hami.service.outcomes import Ended
-from tests.builders import gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, gpu_pod, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault, lost, server_error
 
 NS, POD, UID, NODE = "ns", "p", "uid-p", "node-a"
@@ -74,8 +76,10 @@ def world(filter_saw: str | None = None) -> World:
     """A pod reserved on one card of NODE, as filter saw it at `filter_saw` (default: as
     stored)."""
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(api.add("nodes", registered_node(NODE, t4s(2))))
     stored = api.add("pods", gpu_pod(POD, NS))
     rv = stored["metadata"]["resourceVersion"] if filter_saw is None else filter_saw
@@ -124,7 +128,7 @@ async def test_an_unknown_outcome_neither_blinds_nor_is_guessed_at() -> None:
     assert (await w.refused()).reason == "unknown-outcome"
     res = w.cache.reservation(UID)
     assert res is not None and res.stage is Stage.UNKNOWN  # its card still counted
-    assert w.cache.unconfirmed_since() is None  # and no lag: the process is not blind
+    assert w.cache.binds.unconfirmed_since() is None  # and no lag: the process is not blind
     assert w.lock() is not None and w.binder.outcomes.following() == 1
     # kube-scheduler records the failure on the pod: the Binding can no longer land.
     status_update(w.api)
@@ -141,7 +145,7 @@ async def test_an_unknown_outcome_that_landed_is_confirmed_by_the_watch() -> Non
     assert w.ended == [Ended.LANDED]
     res = w.cache.reservation(UID)
     assert res is not None and res.stage is Stage.LANDED
-    assert w.cache.unconfirmed_since() is not None  # now the watch owes it
+    assert w.cache.binds.unconfirmed_since() is not None  # now the watch owes it
     assert w.lock() is not None  # the device plugin's to release
     w.cache.upsert_pod(w.pod())
     assert w.cache.reservation(UID) is None and w.cache.allocation(UID) is not None

@@ -9,10 +9,13 @@ import orjson
 from hami.cache.store import ClusterCache
 from hami.engine.codec import encode_node_devices
 from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.requests import ResourceDefaults
+from hami.runtime.choices import serve_defaults
 from hami.service.annotations import allocation_annotations
 from hami.service.status import NOT_TRIED, render_json, render_text, status
 from hami.sim.run import Simulation
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.test_lab14_replay import SCENARIO, STEP_7
 
 NODE = "node-a"
@@ -37,14 +40,14 @@ def bound(name: str, devices: tuple[ContainerDevice, ...]) -> dict[str, Any]:
     return gpu_pod(
         name,
         {"nvidia.com/gpu": 1, "nvidia.com/gpumem": devices[0].usedmem},
-        metadata={"annotations": allocation_annotations(NODE, (devices,), 0)},
+        metadata={"annotations": allocation_annotations(NODE, (devices,), 0, families=FAMILIES)},
         spec={"nodeName": NODE},
         status={"phase": "Running"},
     )
 
 
 def cluster() -> tuple[ClusterCache, list[dict[str, Any]]]:
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     register = {"hami.io/node-nvidia-register": encode_node_devices(CARDS)}
     cache.replace_nodes(
         [
@@ -77,7 +80,7 @@ def cluster() -> tuple[ClusterCache, list[dict[str, Any]]]:
 
 def test_text() -> None:
     cache, pods = cluster()
-    assert render_text(status(cache, pods)) == [
+    assert render_text(status(cache, pods, ResourceDefaults())) == [
         "NODE node-a",
         "  CARD  UUID   TYPE                         MEMORY MiB  CORES %  SLOTS  PODS",
         "  0     GPU-a  NVIDIA-Tesla T4              4000/15360   30/100   2/10  team/notebook team/trainer",
@@ -99,7 +102,7 @@ def test_text() -> None:
 
 def test_json() -> None:
     cache, pods = cluster()
-    doc = orjson.loads(orjson.dumps(render_json(status(cache, pods))))
+    doc = orjson.loads(orjson.dumps(render_json(status(cache, pods, ResourceDefaults()))))
     (node,) = doc["nodes"]
     assert node["cards"][0] == {
         "index": 0,
@@ -123,10 +126,10 @@ def test_json() -> None:
 
 
 def test_lab14_step_7_as_the_labs_table_shows_it() -> None:
-    sim = Simulation(load(Path(SCENARIO)))
+    sim = Simulation(load(Path(SCENARIO), families=FAMILIES), serve_defaults())
     sim.run()
     pods = [p.obj for p in sim.pods.values()]
-    text = render_text(status(sim.cache, pods))
+    text = render_text(status(sim.cache, pods, ResourceDefaults()))
     start = text.index("PODS default") + 1
     assert "\n".join(text[start : start + 4]) + "\n" == STEP_7
     card_3c5f = next(line for line in text if "GPU-3c5f3637" in line and "/15360" in line)

@@ -12,20 +12,24 @@ after a change that is meant to alter it).
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hami.cli import main
-from hami.engine.admission import AdmissionConfig
+from hami.engine.policy import Defaults
 from hami.engine.reasons import unschedulable_message
+from hami.engine.requests import ResourceDefaults
+from hami.runtime.choices import serve_defaults
 from hami.runtime.deviceconfig import read_device_config
 from hami.service.annotations import written_cards
 from hami.service.explain import explain
 from hami.service.status import status
 from hami.sim.run import Simulation, StepResult
 from hami.sim.scenario import load
+from tests.builders import FAMILIES
 from tests.unit.engine.families.test_hami_fixtures import DELIBERATE_DIFFERENCES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,6 +40,8 @@ NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 # Fixtures whose first pod HAMi placed on one of two nodes it scored the same (0 each): the
 # replay puts it on the other, and only the golden text checks what follows.
 DRAWN_FIRST = frozenset({"cambricon", "enflame", "iluvatar", "mthreads"})
+# `hami simulate` with every gated family enabled: the examples of all of them replay.
+EVERY_FAMILY = replace(serve_defaults(), families=FAMILIES)
 # The examples of the families HAMi schedules only when told to (registry.GATED).
 GATED_FLAGS = {"ascend": ["--enable-ascend=true"], "iluvatar": ["--enable-iluvatar=true"]}
 
@@ -68,8 +74,8 @@ def _hami_steps(name: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_pod_gets_hamis_answer_until_the_first_delete(name: str) -> None:
-    scenario = load(EXAMPLES / f"{name}.yaml")
-    results = Simulation(scenario).run()
+    scenario = load(EXAMPLES / f"{name}.yaml", families=FAMILIES)
+    results = Simulation(scenario, EVERY_FAMILY).run()
     hami = _hami_steps(name)
     placed = pending = compared = 0
     drawn: list[str] = []
@@ -93,7 +99,9 @@ def test_each_pod_gets_hamis_answer_until_the_first_delete(name: str) -> None:
             placed += 1
             assert ours.node == answer["node_names"][0], pod
             if skip != "annotations":
-                assert ours.allocated == written_cards(answer["annotations"]), pod
+                assert ours.allocated == written_cards(answer["annotations"], families=FAMILIES), (
+                    pod
+                )
         else:
             pending += 1
             if skip != "failed_nodes":
@@ -177,18 +185,20 @@ def test_status_and_explain_read_the_configured_families(tmp_path: Path) -> None
     families it would ask for no GPU)."""
     scenario_path, config = renamed_hygon(tmp_path)
     families = read_device_config(str(config)).families
-    simulation = Simulation(load(scenario_path, families), AdmissionConfig(families=families))
+    simulation = Simulation(
+        load(scenario_path, families), replace(serve_defaults(), families=families)
+    )
     simulation.run()
     pods = [p.obj for p in simulation.pods.values()]
-    shown = status(simulation.cache, pods).pods
+    shown = status(simulation.cache, pods, ResourceDefaults()).pods
     assert all(p.allocated and "DCU" in p.allocated for p in shown if p.node)
     waiting = next(p for p in pods if not p["spec"].get("nodeName"))
     assert {p.name for p in shown if p.node is None} >= {waiting["metadata"]["name"]}
-    lines = explain(simulation.cache, waiting)
+    lines = explain(simulation.cache, waiting, Defaults(), ResourceDefaults())
     assert "is pending" in lines[0] and "CardInsufficientMemory" in "\n".join(lines), lines
-    defaults = Simulation(load(scenario_path)).cache
+    defaults = Simulation(load(scenario_path, families=FAMILIES), EVERY_FAMILY).cache
     defaults.replace_pods(pods)
-    assert "asks for no GPU" in explain(defaults, waiting)[0]
+    assert "asks for no GPU" in explain(defaults, waiting, Defaults(), ResourceDefaults())[0]
 
 
 def test_a_device_config_hami_could_not_read_stops_simulate_naming_the_field(

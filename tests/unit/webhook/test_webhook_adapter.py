@@ -23,10 +23,11 @@ from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import apply
 from hami.runtime.bodies import MAX_BODY
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 V1 = "admission.k8s.io/v1"
 V1BETA1 = "admission.k8s.io/v1beta1"
-SCHEDULER = AdmissionConfig().scheduler_name
+SCHEDULER = AdmissionConfig(families=FAMILIES).scheduler_name
 
 Client = TestClient[web.Request, web.Application]
 Obj = dict[str, Any]
@@ -96,7 +97,7 @@ def observed() -> list[tuple[str, float]]:
 @pytest.fixture
 async def client(aiohttp_client: AiohttpClient, observed: list[tuple[str, float]]) -> Client:
     app = web.Application(client_max_size=MAX_BODY)
-    service = AdmissionService(AdmissionConfig())
+    service = AdmissionService(AdmissionConfig(families=FAMILIES))
     app.add_routes(hami.webhook.routes.routes(service, lambda r, s: observed.append((r, s))))
     return await aiohttp_client(app)
 
@@ -356,7 +357,8 @@ async def test_not_ours_is_allowed_untouched(
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone", driver=driver_profile("gke"), hook_path="/home/kubernetes/bin/vgpu"
-    )
+    ),
+    families=FAMILIES,
 )
 
 
@@ -552,7 +554,7 @@ async def test_the_dra_claims_a_gpu_pod_names_are_read_before_it_is_judged(
     app = web.Application(client_max_size=MAX_BODY)
     app.add_routes(
         hami.webhook.routes.routes(
-            AdmissionService(AdmissionConfig(), claims=reader), lambda *_: None
+            AdmissionService(AdmissionConfig(families=FAMILIES), claims=reader), lambda *_: None
         )
     )
     client = await aiohttp_client(app)

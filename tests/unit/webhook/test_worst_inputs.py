@@ -21,13 +21,15 @@ from hami.engine.admission import AdmissionConfig
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.runtime.bodies import MAX_BODY
 from hami.service.admission import AdmissionService
+from tests.builders import FAMILIES
 
 STANDALONE = AdmissionConfig(
     injection=InjectionConfig(
         mode="standalone",
         driver=driver_profile("gke", "", ""),
         hook_path="/home/kubernetes/bin/nvidia/vgpu",
-    )
+    ),
+    families=FAMILIES,
 )
 
 

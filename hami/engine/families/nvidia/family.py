@@ -5,9 +5,10 @@ fit HAMi's walk for one container (hami.engine.walk: hami-core shares, MIG insta
 MPS-mode cards), annotations what a bind writes for HAMi's NVIDIA device plugin, claim the
 webhook's rule (hami.engine.families.nvidia.claim). HAMi's NVIDIA ScoreNode adds nothing.
 
-Decisions do not come through here: hami.engine.decide keeps NVIDIA's fast path (card
-summaries, the verdict pass of hami.engine.fit, memoised fits), which gives the same answer
-as this walk and is what makes a /filter cheap (docs/device-families.md).
+Decisions come through its FastPath (hami.engine.families.base): fit_pod is hami.engine.fit's
+(the verdict pass, memoised per node state), summaries hami.engine.capacity's, which give the
+same answer as the per-container walk of `fit` and are what make a /filter cheap
+(docs/device-families.md); `fit` is that walk, which the parity tests compare them with.
 """
 
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 from hami.engine import nvidianames as nv
 from hami.engine import reasons as r
+from hami.engine.capacity import Summaries, summary_check
 from hami.engine.checks import no_room
 from hami.engine.codec import decode_node_devices, encode_pod_devices
 from hami.engine.families.base import (
@@ -31,10 +33,20 @@ from hami.engine.families.base import (
 )
 from hami.engine.families.nvidia.claim import nvidia_claim
 from hami.engine.families.nvidia.wire import wire
+from hami.engine.fit import NodeFit, fit_pod
 from hami.engine.mig import mig_request
 from hami.engine.migalloc import allocations, encode_allocations
-from hami.engine.model import Card, ContainerDevices, ContainerRequest, DeviceInfo, PodDevices
-from hami.engine.policy import NodePolicy, parse_gpu_policy, pod_options
+from hami.engine.model import (
+    Card,
+    ContainerDevices,
+    ContainerRequest,
+    DeviceInfo,
+    NodeState,
+    PodDevices,
+    PodRequest,
+)
+from hami.engine.policy import NodePolicy, PodOptions, parse_gpu_policy, pod_options
+from hami.engine.quota import NamespaceQuota
 from hami.engine.requests import ResourceDefaults, container_request
 from hami.engine.score import card_scores
 from hami.engine.walk import walk
@@ -96,6 +108,23 @@ class NvidiaFamily:
         start = range(len(cards))
         got = walk(cards, scores, req, cores, opts, frozenset(), _as_is, None, None, start)
         return FamilyFit(got.devices, got.reason)
+
+    def fit_pod(
+        self,
+        node: NodeState,
+        request: PodRequest,
+        options: PodOptions,
+        key: int,
+        quota: NamespaceQuota | None,
+    ) -> NodeFit:
+        return fit_pod(node, request, options, key, quota)
+
+    def summaries(
+        self, request: PodRequest, options: PodOptions, quota: NamespaceQuota | None
+    ) -> Summaries | None:
+        """None with a namespace quota: HAMi checks it before each card's room, so every node
+        is fitted card by card."""
+        return None if quota is not None else summary_check(request, options)
 
     def room(self, card: Card, share: ContainerDevices) -> str | None:
         """hami.engine.checks.no_room: the MIG placements, else the room rule of room_verdict."""

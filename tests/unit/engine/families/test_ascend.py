@@ -14,12 +14,11 @@ from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError
 from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
-from hami.engine.policy import NodePolicy
-from hami.engine.requests import RequestError
+from hami.engine.policy import Defaults, NodePolicy
+from hami.engine.requests import RequestError, ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import family_pod, sample_node
+from tests.builders import FAMILIES, family_pod, sample_node
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
 KINDS = {f.wire.type: f for f in from_config(DEFAULT_VNPUS)}
@@ -369,12 +368,12 @@ def test_a_chip_kind_is_placed_on_its_own_cards_only() -> None:
     """A deliberate difference (docs/families.md): HAMi offers an `Ascend910B4` request the
     `Ascend910B4-1` NPUs too (the type as a substring of the card's), and writes an allocation
     no plugin on that node reads; the registration's kind decides here."""
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     b4_1 = FAMILIES.by_type()["Ascend910B4-1"]
     cache.replace_nodes([sample_node("n", b4_1)])
     pod = family_pod("p", FAMILIES.by_type()["Ascend910B4"])
-    outcome = Placement(cache).filter(pod, ["n"])
+    outcome = Placement(cache, Defaults(), ResourceDefaults()).filter(pod, ["n"])
     assert outcome.decision is not None and outcome.decision.node is None
     b4_1_pod = family_pod("q", b4_1)
-    placed = Placement(cache).filter(b4_1_pod, ["n"]).decision
+    placed = Placement(cache, Defaults(), ResourceDefaults()).filter(b4_1_pod, ["n"]).decision
     assert placed is not None and placed.node == "n"

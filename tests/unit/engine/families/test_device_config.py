@@ -26,8 +26,9 @@ from hami.engine.families import (
 from hami.engine.families.base import FamilyWire
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.families.nvidia import family as nvidia
-from hami.engine.families.registry import FAMILIES, Families, configured, from_device_config
+from hami.engine.families.registry import Families, configured, from_device_config
 from hami.engine.requests import ResourceDefaults
+from tests.builders import FAMILIES
 
 HAMI_SRC = Path("/work/hami-src")
 

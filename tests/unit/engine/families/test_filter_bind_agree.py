@@ -1,5 +1,6 @@
-"""Whatever /filter chose, /bind's re-check accepts on the same cache, for every family: a
-node registered as each vendor's device plugin registers it (tests.builders.sample_node),
+"""Whatever /filter chose, /bind's re-check accepts on the same cache, for every family,
+NVIDIA's included (its fit through the FastPath, its re-check its room rule): a node
+registered as each vendor's device plugin registers it (tests.builders.sample_node),
 pods of drawn shapes filtered onto it one after the other (each reservation counted), and
 after each placement ClusterCache.overcommitted, which /bind asks, names no card. The two ask
 each family's one room rule (Family.room); an Ascend soft-split pod (`huawei.com/vnpu-mode:
@@ -15,11 +16,12 @@ from hypothesis import strategies as st
 from hami.cache.store import ClusterCache
 from hami.engine.families.ascend.device import MODE_ANNOTATION, NODE_SOFT_ANNOTATION, SOFT
 from hami.engine.families.base import Family
-from hami.engine.families.registry import FAMILIES
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.placement import Placement
-from tests.builders import sample_node
+from tests.builders import FAMILIES, sample_node
 
-KINDS = [f.wire.type for f in FAMILIES.others]
+KINDS = [f.wire.type for f in FAMILIES.members]
 ASCEND = [k for k in KINDS if k.startswith("Ascend")]
 
 
@@ -64,9 +66,11 @@ def placed_and_rechecked(
 ) -> tuple[int, list[str]]:
     """Each pod filtered onto the node in turn: how many were placed, and what the re-check
     refused of them."""
-    cache = ClusterCache(clock=lambda: 0.0, reservation_ttl=1e9)
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.replace_nodes([node_obj])
-    placement = Placement(cache)
+    placement = Placement(cache, Defaults(), ResourceDefaults())
     placed, refused = 0, []
     for p in pods:
         cache.upsert_pod(p)

@@ -25,10 +25,12 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import PodRequest
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.placement import FilterOutcome, Placement
+from tests.builders import FAMILIES
 
 FIXTURES = Path(__file__).resolve().parents[3] / "reference" / "fixtures" / "hami_v210"
 CLOCK = "<time>"  # how the recorder wrote an annotation holding a clock reading
@@ -179,12 +181,18 @@ def filtered(
     """The cache one filter step ran on (HAMi's earlier placements counted), its pod and our
     /filter's answer; `candidates` instead of the nodes kube-scheduler passed."""
     step = fixture["steps"][index]
-    cache = ClusterCache(clock=lambda: 0.0)
+    cache = ClusterCache(clock=lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([_node(n) for n in fixture["nodes"]])
     cache.replace_pods(_earlier_pods(fixture, index))
     pod = _pod(fixture["namespace"], step, step["annotations"])
     cache.upsert_pod(pod)
-    return cache, pod, Placement(cache).filter(pod, candidates or step["node_names"])
+    return (
+        cache,
+        pod,
+        Placement(cache, Defaults(), ResourceDefaults()).filter(
+            pod, candidates or step["node_names"]
+        ),
+    )
 
 
 def replay(
@@ -207,6 +215,7 @@ def replay(
             0,
             containers=(*(spec.get("initContainers") or ()), *(spec.get("containers") or ())),
             cards=cache.family_cards(decision.node),
+            families=FAMILIES,
         )
     mine, theirs = _written(ours_written, hami["annotations"])
     return (

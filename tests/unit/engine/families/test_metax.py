@@ -15,10 +15,10 @@ from hami.engine.codec import CodecError
 from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_score
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.families.metax.gpu import from_config as gpu_from_config
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
 from hami.engine.policy import NodePolicy
 from hami.engine.requests import LimitError, RequestError
+from tests.builders import FAMILIES
 from tests.unit.engine.families.metax_cards import card, container
 
 GPU = MetaxGpu()

@@ -10,12 +10,12 @@ from hami.engine import nvidianames as nv
 from hami.engine.codec import decode_node_devices, encode_node_devices
 from hami.engine.families.base import FamilyRequest, FitPod
 from hami.engine.families.nvidia.family import FAMILY
-from hami.engine.families.registry import FAMILIES
 from hami.engine.fit import first_order, fit_container, resorted
 from hami.engine.model import PERCENTAGE_UNSET, Card, ContainerRequest, DeviceInfo, Usage
 from hami.engine.policy import pod_options
 from hami.engine.requests import ResourceDefaults, container_request
 from hami.engine.score import make_card
+from tests.builders import FAMILIES
 from tests.reference.geometries import A100_40GB, A100_40GB_MEMORY, engine_profiles
 from tests.unit.engine.families.kit import ctr
 

@@ -7,7 +7,7 @@ import pytest
 
 from hami.engine.families import ascend, enflame, kunlun
 from hami.engine.families.base import Family, NodeFacts
-from hami.engine.families.registry import FAMILIES
+from tests.builders import FAMILIES
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 from tests.unit.engine.families.kit import wire_names_outside
 

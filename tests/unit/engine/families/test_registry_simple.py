@@ -4,7 +4,7 @@ their own modules alone."""
 from pathlib import Path
 
 from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mthreads, vastai
-from hami.engine.families.registry import FAMILIES
+from tests.builders import FAMILIES
 from tests.unit.engine.families.kit import wire_names_outside
 
 ROOT = Path(__file__).resolve().parents[4] / "hami"

@@ -13,6 +13,8 @@ from hami.engine.families.cambricon import FAMILY as CAMBRICON
 from hami.engine.families.hygon import HYGON
 from hami.engine.model import ContainerDevice
 from hami.engine.names import NODE_LOCK
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError
 from hami.kube.events import EventRecorder
 from hami.kube.leader import AlwaysLeader
@@ -23,7 +25,7 @@ from hami.service.nodelock.rules import Action, Reason, decide_lock
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import decode_node_lock, family_lock, family_locks, lock_keys
 from hami.service.placement import Placement
-from tests.builders import family_pod
+from tests.builders import FAMILIES, family_pod
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.families_samples import SAMPLE_ALLOCATABLE
 
@@ -44,7 +46,7 @@ def test_cambricons_lock_is_a_bare_time_that_expires_after_two_minutes() -> None
     assert value == "2026-08-21T10:00:00.250000Z"  # names no pod; Go's RFC 3339 parse reads it
     assert decode_node_lock(value) == (NOW, None, None)
     assert family_lock(HYGON.wire) is None  # Hygon takes HAMi's own lock
-    assert lock_keys() == (NODE_LOCK, KEY)
+    assert lock_keys(families=FAMILIES) == (NODE_LOCK, KEY)
 
 
 @pytest.mark.parametrize(
@@ -66,10 +68,10 @@ def test_the_lock_rules_read_a_family_lock_as_hamis_locknode_does(
 
 def test_only_app_containers_devices_take_the_family_lock() -> None:
     mlu = (ContainerDevice("n-cambricon-mlu-0", 0, 100, "MLU", family="MLU"),)
-    assert family_locks(((), mlu)) == (SPEC,)
-    assert family_locks(()) == ()
+    assert family_locks(((), mlu), families=FAMILIES) == (SPEC,)
+    assert family_locks((), families=FAMILIES) == ()
     hygon = (ContainerDevice("DCU-0", 1000, 100, "DCU", family="DCU"),)
-    assert family_locks((hygon,)) == ()
+    assert family_locks((hygon,), families=FAMILIES) == ()
 
 
 # --- binds ------------------------------------------------------------------------------------
@@ -87,13 +89,17 @@ def mlu_node(**annotations: str) -> dict[str, Any]:
 
 def setup(*pods: str, **annotations: str) -> tuple[FakeKube, Binder]:
     api = FakeKube()
-    locks = NodeLocks(recheck=0.05)
-    cache = ClusterCache(clock=lambda: 0.0, locks=locks)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
+    cache = ClusterCache(
+        clock=lambda: 0.0, locks=locks, families=FAMILIES, resources=ResourceDefaults()
+    )
     cache.upsert_node(api.add("nodes", mlu_node(**annotations)))
     for name in pods:
         pod = api.add("pods", family_pod(name, CAMBRICON))
         cache.upsert_pod(pod)
-        assert Placement(cache).filter(pod, ["n"]).node_names == ["n"]
+        assert Placement(cache, Defaults(), ResourceDefaults()).filter(pod, ["n"]).node_names == [
+            "n"
+        ]
     binder = Binder(
         api,
         cache,

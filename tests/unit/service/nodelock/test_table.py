@@ -4,6 +4,8 @@ release, not on a timer, and the cache hears when the pod a lock names changes."
 import asyncio
 
 from hami.service.nodelock.table import NodeLocks
+from hami.service.nodelock.wire import lock_keys
+from tests.builders import FAMILIES
 
 
 def node(name: str, lock: str | None, version: str = "") -> dict[str, object]:
@@ -12,7 +14,7 @@ def node(name: str, lock: str | None, version: str = "") -> dict[str, object]:
 
 
 async def test_a_waiter_wakes_when_the_lock_it_met_is_released() -> None:
-    locks = NodeLocks(recheck=30)
+    locks = NodeLocks(recheck=30, keys=lock_keys(FAMILIES))
     locks.seen(node("n", "t1,ns,a"))
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -29,7 +31,7 @@ async def test_a_waiter_wakes_when_the_lock_it_met_is_released() -> None:
 
 
 async def test_a_change_the_waiter_missed_returns_at_once_and_a_silent_watch_rechecks() -> None:
-    locks = NodeLocks(recheck=0.05)
+    locks = NodeLocks(recheck=0.05, keys=lock_keys(FAMILIES))
     locks.seen(node("n", "t2,ns,b"))
     await asyncio.wait_for(locks.changed("n", "t1,ns,a", 30), 0.01)  # already another value
     loop = asyncio.get_running_loop()
@@ -43,7 +45,7 @@ async def test_a_change_the_waiter_missed_returns_at_once_and_a_silent_watch_rec
 
 
 def test_the_holder_is_read_once_and_its_changes_are_told() -> None:
-    locks = NodeLocks()
+    locks = NodeLocks(keys=lock_keys(FAMILIES))
     moved: list[str] = []
     locks.listen(moved.append)
     locks.seen(node("n", "2026-08-21T10:00:00Z,ns,a", "5"))
@@ -57,7 +59,7 @@ def test_the_holder_is_read_once_and_its_changes_are_told() -> None:
 
 
 def test_a_lock_this_process_wrote_is_marked_until_it_changes() -> None:
-    locks = NodeLocks()
+    locks = NodeLocks(keys=lock_keys(FAMILIES))
     ours = node("n", "2026-08-21T10:00:00Z,ns,a", "5")
     locks.written(ours, at=12.0)
     assert locks.written_at("n") == 12.0
@@ -73,7 +75,7 @@ async def test_a_familys_own_lock_is_kept_beside_hamis_and_wakes_its_own_waiters
         "2026-08-21T10:00:00Z,ns,a",
         "2026-08-21T10:00:00Z",
     )
-    locks = NodeLocks(recheck=30)
+    locks = NodeLocks(recheck=30, keys=lock_keys(FAMILIES))
     both = node("n", hami, "5")
     both["metadata"]["annotations"][own] = bare  # type: ignore[index]
     locks.seen(both)
@@ -89,7 +91,7 @@ async def test_a_familys_own_lock_is_kept_beside_hamis_and_wakes_its_own_waiters
 
 
 def test_the_nodes_whose_hami_lock_is_held_are_counted() -> None:
-    locks = NodeLocks()
+    locks = NodeLocks(keys=lock_keys(FAMILIES))
     locks.seen(node("a", "t1,ns,a"))
     locks.seen(node("b", "t1,ns,b"))
     locks.seen(node("c", None))
@@ -107,7 +109,7 @@ def test_the_nodes_whose_hami_lock_is_held_are_counted() -> None:
 
 def test_how_long_a_lock_stays_is_averaged_over_the_last_ones() -> None:
     now = [0.0]
-    locks = NodeLocks(clock=lambda: now[0])
+    locks = NodeLocks(clock=lambda: now[0], keys=lock_keys(FAMILIES))
     assert locks.hold == 0.0  # nothing seen yet
     locks.seen(node("a", "t1,ns,a"))
     now[0] = 4.0

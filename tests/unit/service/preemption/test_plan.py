@@ -4,16 +4,16 @@ import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.families.registry import FAMILIES
 from hami.engine.model import ContainerDevice, ContainerRequest, PodRequest
 from hami.engine.pdb import parse_budget
 from hami.engine.policy import pod_options
 from hami.engine.preempt import Preemption, Preemptor
+from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
 from hami.service.preemption.facts import PodFacts, preemptor_of
 from hami.service.preemption.lines import describe, kube_scheduler_words
 from hami.service.preemption.plan import NODES_PER_TURN, Planned, at_once, field, paced
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 
 
 def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -> dict[str, Any]:
@@ -23,7 +23,9 @@ def pod(uid: str, card: str, mem: int, priority: int, start: int, **meta: Any) -
             "namespace": "ns",
             "name": uid,
             "labels": {"tier": "low"},
-            "annotations": allocation_annotations("n", ((ContainerDevice(card, mem, 0),),), 0),
+            "annotations": allocation_annotations(
+                "n", ((ContainerDevice(card, mem, 0),),), 0, families=FAMILIES
+            ),
             **meta,
         },
         "spec": {
@@ -45,7 +47,7 @@ def plan_of(*args: Any, **kw: Any) -> Preemption | None:
 
 
 def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
-    cache = ClusterCache(lambda: 0.0)
+    cache = ClusterCache(lambda: 0.0, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(pods)
     facts = PodFacts()
@@ -55,7 +57,12 @@ def setup(*pods: dict[str, Any]) -> tuple[ClusterCache, PodFacts]:
 
 def wants(mem: int, priority: int = 1000) -> Preemptor:
     request = PodRequest(app=(ContainerRequest(nums=1, memreq=mem),))
-    return Preemptor(request, pod_options({"hami.io/gpu-scheduler-policy": "binpack"}), priority)
+    return Preemptor(
+        request,
+        pod_options({"hami.io/gpu-scheduler-policy": "binpack"}),
+        priority,
+        families=FAMILIES,
+    )
 
 
 LOW = (pod("a", "GPU-0", 8000, 1, 1), pod("b", "GPU-1", 8000, 1, 2))
@@ -79,7 +86,7 @@ def test_the_pod_that_started_last_is_the_victim_and_the_plan_says_where_it_fits
 def test_equal_priority_terminating_and_never_give_no_plan() -> None:
     cache, facts = setup(*LOW)
     assert plan_of(cache, facts, wants(11000, priority=1), "me", ["n"]) is None
-    never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never")
+    never = Preemptor(wants(11000).request, wants(11000).options, 1000, "Never", families=FAMILIES)
     assert plan_of(cache, facts, never, "me", ["n"]) is None
     assert describe(None, never) == ["  preemption: never (preemptionPolicy: Never)"]
     gone = pod("b", "GPU-1", 8000, 1, 2, deletionTimestamp="2026-01-01T00:01:00Z")

@@ -10,12 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hami.cache.store import ClusterCache
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
 from hami.kube.errors import KubeError, NotFound, Unavailable
 from hami.kube.events import EventRecorder
 from hami.service.placement import FilterOutcome, PodRef
 from hami.service.preemption.facts import PodFacts
 from hami.service.preemption.preempter import Preempter, PreemptingPlacement
-from tests.builders import registered_node, t4s
+from tests.builders import FAMILIES, registered_node, t4s
 from tests.fakes.kubeapi import FakeKube, Fault
 from tests.unit.service.preemption.test_plan import LOW
 
@@ -67,7 +69,7 @@ HIGH = {
 
 def world(kube: FakeKube) -> tuple[PreemptingPlacement, ClusterCache, list[tuple[str, str]]]:
     clock = Clock()
-    cache = ClusterCache(clock)
+    cache = ClusterCache(clock, families=FAMILIES, resources=ResourceDefaults())
     cache.replace_nodes([registered_node("n", t4s(2))])
     cache.replace_pods(LOW)
     seen: list[tuple[str, str]] = []
@@ -96,7 +98,7 @@ def preempting(
         observe=lambda outcome, reason: observed.append((outcome, reason)),
         clock=clock,
     )
-    return PreemptingPlacement(preempter, cache)
+    return PreemptingPlacement(preempter, cache, Defaults(), ResourceDefaults())
 
 
 async def filtered(placement: PreemptingPlacement) -> FilterOutcome:

@@ -1,0 +1,107 @@
+"""The composition root (hami.runtime.choices): every command's choices made there, from the same
+flags as serve's, and no part built without them."""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from hami.cache.quota import QuotaBook
+from hami.cache.store import ClusterCache
+from hami.cli import main, parser
+from hami.engine.families.base import Family
+from hami.engine.families.registry import Families
+from hami.runtime.choices import of_flags, of_settings, serve_defaults
+from hami.runtime.config import load_settings
+from hami.service.nodelock.table import NodeLocks
+from hami.service.placement import Placement
+from hami.sim.run import Simulation
+from hami.sim.scenario import load
+
+ROOT = Path(__file__).resolve().parents[3]
+ASCEND = ROOT / "examples" / "families" / "ascend.yaml"
+LAB14 = ROOT / "examples" / "lab14" / "scenario.yaml"
+
+
+def test_a_part_built_without_the_run_s_families_is_an_error_not_every_family() -> None:
+    """Before the root, each of these took every family HAMi knows (the gated ones included)
+    when its caller forgot to say which: a process given --enable-ascend=false still read
+    Ascend's pods in the part built that way."""
+    with pytest.raises(TypeError, match="families"):
+        ClusterCache(lambda: 0.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="families"):
+        QuotaBook()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="keys"):
+        NodeLocks()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="families"):
+        load(ASCEND)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="parts"):
+        Simulation(load(LAB14, serve_defaults().families))  # type: ignore[call-arg]
+
+
+def test_a_filter_or_a_cache_without_the_run_s_policies_or_resources_is_an_error() -> None:
+    """The node and card policies and NVIDIA's resource defaults are choices of the run too:
+    before the root, a Placement built without them decided with spread and binpack whatever
+    serve's flags said."""
+    choices = serve_defaults()
+    with pytest.raises(TypeError, match="resources"):
+        ClusterCache(lambda: 0.0, families=choices.families)  # type: ignore[call-arg]
+    cache = choices.cache(lambda: 0.0, locks=choices.locks(), reservation_ttl=1.0)
+    with pytest.raises(TypeError, match="policies"):
+        Placement(cache)  # type: ignore[call-arg]
+    assert choices.placement(cache).policies == choices.policies
+
+
+def _seen(families: Families) -> list[Any]:
+    """The members as their behaviour differs: by value where the family has dataclass
+    equality (Ascend's chips with their soft-split default), else by class and wire."""
+
+    def one(f: Family) -> Any:
+        return f if type(f).__eq__ is not object.__eq__ else (type(f), f.wire)
+
+    return [one(f) for f in families.members]
+
+
+DEVICE_FLAGS = [
+    [],
+    ["--enable-ascend=true"],
+    ["--enable-ascend=true", "--ascend-hami-vnpu-core=true"],
+    ["--enable-iluvatar=true", "--ascend-runtime-class-name=ascend"],
+]
+POSITIONAL = {"simulate": [str(ASCEND)], "explain": ["ns/pod"], "status": []}
+
+
+@pytest.mark.parametrize("command", sorted(POSITIONAL))
+@pytest.mark.parametrize("flags", DEVICE_FLAGS, ids=lambda f: " ".join(f) or "none")
+def test_each_command_reads_the_device_flags_as_serve_does(
+    command: str, flags: list[str], tmp_path: Path
+) -> None:
+    """The families `hami <command>` reads a cluster or a scenario with are those `hami serve`
+    given the same flags schedules (before, the commands had no --ascend-* flags: serve with
+    --ascend-hami-vnpu-core=true placed Ascend's soft-split pods that explain called
+    ModeNotFit)."""
+    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
+    for path in pair:
+        path.write_text("")
+    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
+    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
+    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
+    assert _seen(of_flags(args, command).families) == _seen(serve.families)
+
+
+def _placed(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, str | None]:
+    assert main(["simulate", "--json", *flags, str(ASCEND)]) == 0
+    steps = orjson.loads(capsys.readouterr().out)["steps"]
+    return {p["name"]: p["node"] for p in steps[-1]["pods"]}
+
+
+def test_simulate_places_as_serve_with_the_chart_s_ascend_soft_split(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ascend's example asks for hami-core (p16) on nodes that do not say they offer it: with
+    the chart's devices.ascend.hamiVnpuCore (serve's --ascend-hami-vnpu-core) every node does,
+    and the replay places it as serve would; without, it waits (ModeNotFit), as in HAMi."""
+    assert _placed(capsys, "--enable-ascend=true")["p16"] is None
+    assert _placed(capsys, "--enable-ascend=true", "--ascend-hami-vnpu-core=true")["p16"]
