@@ -25,8 +25,8 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
     }
 
 
-@pytest.fixture
-def service() -> AdmissionService:
+def team_a_book() -> QuotaBook:
+    """team-a may use 8000 MiB of GPU memory and uses 5000."""
     book = QuotaBook(families=FAMILIES)
     book.upsert(
         {
@@ -35,7 +35,12 @@ def service() -> AdmissionService:
         }
     )
     book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(families=FAMILIES), book.quota)
+    return book
+
+
+@pytest.fixture
+def service() -> AdmissionService:
+    return AdmissionService(AdmissionConfig(families=FAMILIES), team_a_book().quota)
 
 
 @pytest.mark.parametrize(
