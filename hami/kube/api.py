@@ -54,6 +54,22 @@ class KubeAPI(Protocol):
 
     async def list_pod_disruption_budgets(self) -> list[Obj]: ...
 
+    async def ungate_pod(self, namespace: str, name: str, uid: str, gates: list[Obj]) -> Obj:
+        """Set the pod's scheduling gates to `gates` (those it has, less some: kube-apiserver
+        lets gates only be removed), if it is still the pod of that uid."""
+
+    # --- DRA claims ---------------------------------------------------------------------------
+
+    async def create_resource_claim(self, namespace: str, body: Obj) -> Obj:
+        """Create a resource.k8s.io/v1 ResourceClaim; Conflict when one of that name exists."""
+
+    async def get_resource_claim(self, namespace: str, name: str) -> Obj | None: ...
+
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        """Delete the claim if it is still that object at that version (Conflict otherwise)."""
+
     # --- nodes and leases ---------------------------------------------------------------------
 
     async def get_node(self, name: str) -> Obj | None: ...

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 
 from kubernetes_asyncio.client import AppsV1Api
 
-from hami.kube.calls import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Fence, Obj, Write
+from hami.kube.calls import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Fence, Obj, Write
 from hami.kube.certificates import CertificateCalls
 from hami.kube.errors import NotFound
 from hami.kube.limiter import Priority
@@ -56,6 +56,22 @@ class Kube(ListWatch, CertificateCalls):
         except NotFound:
             return None
 
+    async def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        return await self.get_claim_source(namespace, "ResourceClaim", name)
+
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        await self._call(
+            f"delete resourceclaim {namespace}/{name}",
+            self.resource.delete_namespaced_resource_claim,
+            name,
+            namespace,
+            body={"preconditions": preconditions},
+            write=Write("delete", "resourceclaims", Priority.BIND_STEP),
+        )
+
     async def get_lease(self, namespace: str, name: str) -> Obj | None:
         try:
             return await self._call(
@@ -92,7 +108,12 @@ class Kube(ListWatch, CertificateCalls):
         )
 
     async def _patch_pod(
-        self, namespace: str, name: str, body: Obj, content_type: str, status: bool = False
+        self,
+        namespace: str,
+        name: str,
+        body: Obj | list[Obj],
+        content_type: str,
+        status: bool = False,
     ) -> Obj:
         return await self._call(
             f"patch pod {namespace}/{name}" + (" status" if status else ""),
@@ -102,6 +123,27 @@ class Kube(ListWatch, CertificateCalls):
             body,
             write=Write("patch", "pods/status" if status else "pods"),
             _content_type=content_type,
+        )
+
+    async def ungate_pod(self, namespace: str, name: str, uid: str, gates: list[Obj]) -> Obj:
+        """A JSON patch tested on the pod's uid, so a pod recreated under the name is not
+        touched."""
+        patch = [
+            {"op": "test", "path": "/metadata/uid", "value": uid},
+            {"op": "replace", "path": "/spec/schedulingGates", "value": gates}
+            if gates
+            else {"op": "remove", "path": "/spec/schedulingGates"},
+        ]
+        return await self._patch_pod(namespace, name, patch, JSON_PATCH)
+
+    async def create_resource_claim(self, namespace: str, body: Obj) -> Obj:
+        name = body.get("metadata", {}).get("name", "")
+        return await self._call(
+            f"create resourceclaim {namespace}/{name}",
+            self.resource.create_namespaced_resource_claim,
+            namespace,
+            body,
+            write=Write("create", "resourceclaims", Priority.BIND_STEP),
         )
 
     async def evict_pod(self, namespace: str, name: str, uid: str) -> None:

@@ -27,12 +27,14 @@ from hami.runtime.apps import each
 from hami.runtime.certsetup import certificates, pair, serving_context
 from hami.runtime.choices import of_settings
 from hami.runtime.config import Settings, bind_budget
+from hami.runtime.dramode import dra_config, dra_placer
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy
 from hami.runtime.sight import Sight
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
+from hami.service.draplacer import DraPlacer
 from hami.service.labels import LabelMender
 from hami.service.limits import LimitsWriter
 from hami.service.placement import Placement
@@ -63,6 +65,7 @@ class Runtime:
     sight: Sight
     # Set when the process makes and rotates its own certificate (--cert-bootstrap-secret).
     certs: CertBootstrap | None = None
+    placer: DraPlacer | None = None  # DRA mode's (docs/dra.md)
     closing: bool = False
 
     async def paced(self) -> None:
@@ -189,11 +192,13 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
+    dra = dra_config(settings, choices.families)
+    placer = dra_placer(dra, kube, choices.placement(cache), leadership)
     pods = PodWatchers(
         replace=[cache.replace_pods],
         upsert=[cache.upsert_pod],
-        delete=[cache.delete_pod, requeuer.gone, labels.gone],
-        seen=[requeuer.seen, labels.seen, refusals.seen],
+        delete=[cache.delete_pod, requeuer.gone, labels.gone, *([placer.gone] if placer else [])],
+        seen=[requeuer.seen, labels.seen, refusals.seen, *([placer.seen] if placer else [])],
     )
     placement = choices.placement(cache)
     if settings.preemption:
@@ -284,12 +289,14 @@ async def build(settings: Settings) -> Runtime:
             cache.quotas.quota,
             cache.quotas.family_quota,
             kube.get_claim_source,
+            dra,
         ),
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),
         freshness=freshness,
         sight=sight,
         certs=certs,
+        placer=placer,
     )
     # A burst's pods go to nodes whose lock is free rather than queue on one (binpack).
     placement.busy = runtime.binder.locker.busy

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from hami.engine.claims import GPU_DEVICE_CLASSES
+from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
@@ -108,6 +109,8 @@ class Settings:
     device_config_file: str = ""
     gpu_core_policy: str = "default"
     dra_gpu_device_classes: str = ",".join(GPU_DEVICE_CLASSES)
+    dra_mode: str = "off"
+    dra_device_classes: str = DEFAULT_CLASSES_TEXT
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
     enable_ascend: bool = False

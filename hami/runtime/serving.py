@@ -36,6 +36,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
             ("freeze-heap", freeze_heap(rt.informers, rt.cache, rt.metrics.warm)),
             ("requeue", rt.requeuer.run(stop)),
             ("labels", rt.labels.run(stop)),
+            *([("dra-placer", rt.placer.run(stop))] if rt.placer is not None else []),
             ("expire", expire(rt.cache, rt.metrics.reservations_expired, stop)),
             ("sight", rt.sight.run(stop)),
         )

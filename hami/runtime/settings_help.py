@@ -176,6 +176,16 @@ HELP = {
         "or template of one is refused, since the scheduler does not count it; the defaults are "
         "NVIDIA's DRA driver's and HAMi-DRA's"
     ),
+    "dra_mode": (
+        "off, all or annotated: move the requests of GPU pods (all, or those annotated "
+        "hami.io/device-world=dra) of a family named in --dra-device-classes into "
+        "ResourceClaims of its DeviceClass, behind a scheduling gate (docs/dra.md)"
+    ),
+    "dra_device_classes": (
+        "comma-separated FAMILY=DEVICECLASS[@DRIVER]: the DeviceClass each family's DRA claims "
+        "ask, and the driver whose uuid and productName attributes the selectors read; HAMi-DRA's "
+        "for NVIDIA and Hygon DCU unless set"
+    ),
     "ascend_runtime_class_name": (
         "HAMi's chart's devices.ascend.runtimeClassName: the runtimeClassName set on pods "
         "given Ascend NPUs that name none, for every chip of the chart's vnpus (with "

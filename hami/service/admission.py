@@ -13,6 +13,9 @@ from hami.engine.admission import (
 )
 from hami.engine.asks import pod_request
 from hami.engine.claims import NO_CLAIMS, ClaimSources
+from hami.engine.dra.claimspec import SelectorError
+from hami.engine.dra.config import DRA_OFF, DraConfig
+from hami.engine.dra.translate import TranslateError, claim_base, restore, to_dra
 from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
 from hami.engine.quota import EXCEEDING_QUOTA, NamespaceQuota, QuotaUsage, requested_usage
@@ -45,8 +48,10 @@ class AdmissionService:
         quotas: Quotas | None = None,
         family_quotas: FamilyQuotas | None = None,
         claims: ClaimReader | None = None,
+        dra: DraConfig = DRA_OFF,
     ) -> None:
         self.config = config
+        self.dra = dra
         self.quotas = quotas
         self.family_quotas = family_quotas
         self.claims = claims
@@ -85,13 +90,31 @@ class AdmissionService:
         pod = request["object"]
         # A pod created with generateName has no name yet; the request uid names its limits object.
         fallback = f"hami-vgpu-{request['uid'][:18]}"
-        verdict: Admission = admit(pod, self.config, fallback, claims)
+        try:
+            # What DRA mode moved out is judged as if written in the containers (docs/dra.md).
+            written = restore(pod) if self.dra.on else pod
+        except TranslateError as e:
+            return AdmissionOutcome(False, message=str(e), code=403)
+        verdict: Admission = admit(written, self.config, fallback, claims)
         if not verdict.allowed:
             return AdmissionOutcome(False, message=verdict.message, code=verdict.code)
         namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace"))
         if self._over_quota(verdict.pod, namespace):
             return AdmissionOutcome(False, message=EXCEEDING_QUOTA, code=403)
-        return AdmissionOutcome(True, diff(pod, verdict.pod), verdict.message)
+        try:
+            stored = self._moved(verdict.pod, claim_base(pod, str(request["uid"])))
+        except (TranslateError, SelectorError, RequestError) as e:
+            return AdmissionOutcome(False, message=f"DRA mode: {e}", code=403)
+        return AdmissionOutcome(True, diff(pod, stored), verdict.message)
+
+    def _moved(self, pod: dict[str, Any], base: str) -> dict[str, Any]:
+        """The pod to store: moved to DRA where the mode sends it there (docs/dra.md)."""
+        if not self.dra.on or (pod.get("spec") or {}).get("schedulerName") != (
+            self.config.scheduler_name
+        ):
+            return pod  # DRA mode off, or a pod this scheduler does not place
+        moved = to_dra(pod, self.dra, self.config.resources, self.config.families, base)
+        return pod if moved is None else moved
 
     def _over_quota(self, pod: Mapping[str, Any], namespace: str) -> bool:
         """HAMi's webhook check: the pod's explicit MiB and cores alone exceed what is left,

@@ -67,6 +67,14 @@ def dry_run(kube: Kube, pod: Obj, namespace: str) -> subprocess.CompletedProcess
     )
 
 
+def stored(kube: Kube, pod: Obj, namespace: str) -> Obj:
+    """The pod as the API server would store it (the webhook's patch applied), not created."""
+    result = dry_run(kube, pod, namespace)
+    assert result.returncode == 0, result.stderr
+    out: Obj = json.loads(result.stdout)
+    return out
+
+
 def variant(pod: Obj, **changes: Any) -> Obj:
     out: Obj = json.loads(json.dumps(pod))
     for path, value in changes.items():

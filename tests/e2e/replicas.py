@@ -21,11 +21,26 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 import yaml
 
 from .cluster import ControlPlane, Process, component_tls, free_ports
+
+LEASE_MANIFEST = """\
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {{name: hami-scheduler, namespace: {namespace}}}
+spec: {{holderIdentity: {holder}, leaseDurationSeconds: 60, renewTime: "{now}"}}
+"""
+
+
+def lease(namespace: str, holder: str) -> str:
+    """The scheduler's Lease in `namespace`, held by `holder` and renewed now."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    return LEASE_MANIFEST.format(namespace=namespace, holder=holder, now=now)
+
 
 HA_SCHEDULER = "hami-ha"
 LEASE = "hami-ha"

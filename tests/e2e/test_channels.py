@@ -21,6 +21,7 @@ import yaml
 
 from tests.builders import container, submitted_pod
 
+from .chartrun import stored
 from .cluster import ControlPlane
 from .kube import Kube, wait_for
 
@@ -68,13 +69,6 @@ def dry_run(kube: Kube, pod: dict[str, Any], namespace: str) -> subprocess.Compl
         stdin=json.dumps(pod),
         check=False,
     )
-
-
-def stored(kube: Kube, pod: dict[str, Any], namespace: str) -> dict[str, Any]:
-    result = dry_run(kube, pod, namespace)
-    assert result.returncode == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 DEVICES = "- path: /dev/nvidia0\n- path: /dev/nvidiactl\n"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 import pytest
 
@@ -12,20 +11,9 @@ from tests.e2e.binds import post
 
 from .cluster import ControlPlane
 from .kube import Kube, wait_for
+from .replicas import lease
 
 pytestmark = pytest.mark.e2e
-
-LEASE = """\
-apiVersion: coordination.k8s.io/v1
-kind: Lease
-metadata: {{name: hami-scheduler, namespace: {namespace}}}
-spec: {{holderIdentity: {holder}, leaseDurationSeconds: 60, renewTime: "{now}"}}
-"""
-
-
-def lease(namespace: str, holder: str) -> str:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-    return LEASE.format(namespace=namespace, holder=holder, now=now)
 
 
 def test_only_the_leader_serves_filter(

@@ -159,6 +159,49 @@ class FakeKube:
         body = {"annotations": dict(annotations), "labels": dict(labels)}
         return await self._serve("patch_pod_metadata", namespace, name, body, apply)
 
+    async def ungate_pod(self, namespace: str, name: str, uid: str, gates: list[Obj]) -> Obj:
+        def apply() -> Obj:
+            pod = self._stored("pods", namespace, name)
+            if pod["metadata"].get("uid") != uid:
+                raise KubeError(f"pods {namespace}/{name}: test of its uid failed", status=422)
+            if gates:
+                pod["spec"]["schedulingGates"] = gates
+            else:
+                pod["spec"].pop("schedulingGates", None)
+            return self._put("pods", pod, "MODIFIED")
+
+        return await self._serve("ungate_pod", namespace, name, gates, apply)
+
+    async def get_resource_claim(self, namespace: str, name: str) -> Obj | None:
+        return await self._serve(
+            "get_resource_claim",
+            namespace,
+            name,
+            None,
+            lambda: self.get("resourceclaims", name, namespace),
+        )
+
+    async def delete_resource_claim(
+        self, namespace: str, name: str, uid: str, resource_version: str
+    ) -> None:
+        def apply() -> None:
+            claim = self._stored("resourceclaims", namespace, name)
+            meta = claim["metadata"]
+            if (meta.get("uid"), meta.get("resourceVersion")) != (uid, resource_version):
+                raise Conflict(f"resourceclaims {namespace}/{name}: precondition failed")
+            self.remove("resourceclaims", name, namespace)
+
+        await self._serve("delete_resource_claim", namespace, name, None, apply)
+
+    async def create_resource_claim(self, namespace: str, body: Obj) -> Obj:
+        return await self._serve(
+            "create_resource_claim",
+            namespace,
+            "",
+            body,
+            lambda: self._create("resourceclaims", namespace, body),
+        )
+
     async def patch_pod_status(self, namespace: str, name: str, status: Obj) -> Obj:
         def apply() -> Obj:
             pod = self._stored("pods", namespace, name)

@@ -495,6 +495,9 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--node-scheduler-policy=binpack",
         "--force-overwrite-default-scheduler=true",
         "--overwrite-env=true",
+        "--dra-mode=off",
+        "--dra-device-classes=NVIDIA=hami-core-gpu.project-hami.io@hami-core-gpu.project-hami.io,"
+        "DCU=dra.hygon.com@dra.hygon.com",
         "--default-memory=0",
         "--default-cores=0",
         "--default-gpu-num=1",

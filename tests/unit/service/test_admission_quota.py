@@ -5,11 +5,10 @@ from typing import Any
 
 import pytest
 
-from hami.cache.quota import QuotaBook
 from hami.engine.admission import AdmissionConfig
-from hami.engine.quota import QuotaUsage
 from hami.service.admission import AdmissionService
 from tests.builders import FAMILIES
+from tests.unit.service.quotas import team_a_book
 
 
 def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> dict[str, Any]:
@@ -27,15 +26,7 @@ def review(limits: dict[str, Any], namespace: str = "team-a", **meta: Any) -> di
 
 @pytest.fixture
 def service() -> AdmissionService:
-    book = QuotaBook(families=FAMILIES)
-    book.upsert(
-        {
-            "metadata": {"uid": "q", "namespace": "team-a", "name": "gpu"},
-            "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}},
-        }
-    )
-    book.add("team-a", QuotaUsage(5000))
-    return AdmissionService(AdmissionConfig(families=FAMILIES), book.quota)
+    return AdmissionService(AdmissionConfig(families=FAMILIES), team_a_book().quota)
 
 
 @pytest.mark.parametrize(

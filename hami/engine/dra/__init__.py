@@ -1,0 +1,1 @@
+"""DRA: HAMi's requests as ResourceClaims, and DRA devices as cards (docs/dra.md)."""

@@ -1,0 +1,77 @@
+"""Which device families go to DRA, and through which DeviceClass (hami serve's --dra-mode and
+--dra-device-classes, the chart's `dra` values)."""
+
+from dataclasses import dataclass
+
+from hami.engine.families.hygon import TYPE as DCU
+from hami.engine.nvidianames import NVIDIA
+
+MODES = ("off", "all", "annotated")
+
+
+class DraConfigError(ValueError):
+    """A DRA setting that cannot be used; the message names the setting and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class DraClass:
+    """A family's DeviceClass, and the driver whose attributes (`uuid`, `productName`) the
+    selectors read (the attribute domain; HAMi-DRA's classes are named after their drivers)."""
+
+    family: str  # FamilyWire.type: NVIDIA, DCU, ...
+    device_class: str
+    driver: str
+
+
+# HAMi-DRA's classes: NVIDIA's cards and Hygon's DCUs, served together.
+DEFAULT_CLASSES = (
+    DraClass(NVIDIA, "hami-core-gpu.project-hami.io", "hami-core-gpu.project-hami.io"),
+    DraClass(DCU, "dra.hygon.com", "dra.hygon.com"),
+)
+DEFAULT_CLASSES_TEXT = ",".join(f"{c.family}={c.device_class}" for c in DEFAULT_CLASSES)
+
+
+@dataclass(frozen=True, slots=True)
+class DraConfig:
+    mode: str = "off"  # off | all | annotated (only pods annotated hami.io/device-world=dra)
+    classes: tuple[DraClass, ...] = DEFAULT_CLASSES
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise DraConfigError(f"--dra-mode {self.mode!r}: valid are {', '.join(MODES)}")
+
+    @property
+    def on(self) -> bool:
+        return self.mode != "off"
+
+    def for_family(self, family: str) -> DraClass | None:
+        return next((c for c in self.classes if c.family == family), None)
+
+
+DRA_OFF = DraConfig()
+
+
+def parse_classes(text: str, known: frozenset[str]) -> tuple[DraClass, ...]:
+    """`FAMILY=CLASS[@DRIVER],...` (the driver defaults to the class's name); `known` are the
+    family types this process schedules."""
+    out: list[DraClass] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        family, sep, rest = part.partition("=")
+        device_class, _, driver = rest.partition("@")
+        family, device_class, driver = family.strip(), device_class.strip(), driver.strip()
+        if not sep or not family or not device_class:
+            raise DraConfigError(
+                f"--dra-device-classes: {part!r} must be FAMILY=DEVICECLASS[@DRIVER], "
+                "e.g. NVIDIA=hami-core-gpu.project-hami.io"
+            )
+        if family not in known:
+            raise DraConfigError(
+                f"--dra-device-classes: no device family {family!r}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        if any(c.family == family for c in out):
+            raise DraConfigError(f"--dra-device-classes names family {family} twice")
+        out.append(DraClass(family, device_class, driver or device_class))
+    return tuple(out)

@@ -1,0 +1,160 @@
+"""The DRA placer's steps against the in-memory API server: each state a placement can be left
+in by a leader that stopped (hand-over, restart, a lost answer) is finished by the next one,
+never made twice (docs/dra.md). Its policies on the real control plane: tests/e2e/test_dra_mode.py."""
+
+import asyncio
+from typing import Any
+
+from hami.cache.store import ClusterCache
+from hami.engine.admission import AdmissionConfig
+from hami.engine.dra.config import DraConfig
+from hami.engine.dra.translate import GATE
+from hami.engine.jsonpatch import apply
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
+from hami.service.admission import AdmissionService
+from hami.service.draplacer import DraPlacer, gated, stranded
+from hami.service.placement import Placement
+from tests.builders import FAMILIES, registered_node, t4s
+from tests.fakes.clock import Clock
+from tests.fakes.kubeapi import FakeKube
+
+DRA = DraConfig("all")
+
+
+def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
+    """A GPU pod as DRA mode's webhook stores it."""
+    written = {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                }
+            ]
+        },
+    }
+    review = {
+        "uid": "r",
+        "kind": {"kind": "Pod"},
+        "namespace": "ns",
+        "operation": "CREATE",
+        "object": written,
+    }
+    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
+    pod: dict[str, Any] = apply(written, outcome.patch)
+    pod["metadata"]["uid"] = uid
+    return pod
+
+
+def placer(kube: FakeKube) -> DraPlacer:
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.replace_nodes([registered_node("n", t4s(2))])
+    return DraPlacer(
+        kube, Placement(cache, Defaults(), ResourceDefaults()), DRA, lambda: True, lambda: ["n"]
+    )
+
+
+def place(kube: FakeKube, pod: dict[str, Any]) -> bool:
+    return asyncio.run(placer(kube).place("ns", pod["metadata"]["name"], pod["metadata"]["uid"]))
+
+
+def test_a_gated_pod_gets_its_pinned_claim_then_loses_its_gate() -> None:
+    kube = FakeKube()
+    pod = kube.add("pods", stored_pod())
+    assert gated(pod)
+    assert place(kube, pod) is True
+    claim = kube.get("resourceclaims", "p-c", "ns")
+    assert claim is not None
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"] == {"requests": {"memory": "1000Mi", "cores": "0"}}
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and not gated(after)
+    writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
+    assert writes == ["create_resource_claim", "ungate_pod"]
+
+
+def test_a_claim_an_earlier_leader_made_is_kept_and_the_gate_lifted() -> None:
+    kube = FakeKube()
+    pod = kube.add("pods", stored_pod())
+    made = {"metadata": {"name": "p-c", "ownerReferences": [{"uid": "u-1"}]}, "spec": {}}
+    kube.add("resourceclaims", {**made, "metadata": {**made["metadata"], "namespace": "ns"}})
+    assert place(kube, pod) is True
+    kept = kube.get("resourceclaims", "p-c", "ns")
+    assert kept is not None and kept["spec"] == {}  # not made again
+    assert "create_resource_claim" not in [c[0] for c in kube.landed]
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and GATE not in str(after["spec"].get("schedulingGates"))
+
+
+def test_a_claim_of_an_earlier_pod_of_the_name_holds_the_pod_gated() -> None:
+    kube = FakeKube()
+    pod = kube.add("pods", stored_pod())
+    stale = {"metadata": {"name": "p-c", "namespace": "ns", "ownerReferences": [{"uid": "old"}]}}
+    kube.add("resourceclaims", stale)
+    assert place(kube, pod) is False  # tried again once the garbage collector took it
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and gated(after)
+
+
+def test_a_pod_gone_or_recreated_is_left_alone() -> None:
+    kube = FakeKube()
+    pod = stored_pod()
+    assert place(kube, pod) is True  # gone
+    kube.add("pods", stored_pod(uid="u-2"))
+    assert place(kube, pod) is True  # another pod of the name: its own event brings it
+    assert kube.get("resourceclaims", "p-c", "ns") is None
+
+
+def stranded_pod(kube: FakeKube, allocated: bool) -> dict[str, Any]:
+    """A placed pod kube-scheduler turned away: its card filled up after the placer chose it
+    (or, with `allocated`, its claim was allocated just after)."""
+    pod = stored_pod()
+    del pod["spec"]["schedulingGates"]
+    pod["status"] = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 cannot allocate all claims.",
+            }
+        ]
+    }
+    kube.add("pods", pod)
+    claim: dict[str, Any] = {
+        "metadata": {
+            "name": "p-c",
+            "namespace": "ns",
+            "uid": "c-1",
+            "ownerReferences": [{"uid": "u-1"}],
+        },
+        "spec": {"pinned": "GPU-1"},
+    }
+    if allocated:
+        claim["status"] = {"allocation": {"devices": {"results": []}}}
+    kube.add("resourceclaims", claim)
+    return pod
+
+
+def test_a_claim_left_unallocated_is_deleted_and_placed_again() -> None:
+    kube = FakeKube()
+    pod = stranded_pod(kube, allocated=False)
+    assert stranded(pod) and not gated(pod)
+    assert place(kube, pod) is True
+    again = kube.get("resourceclaims", "p-c", "ns")
+    assert again is not None and again["metadata"].get("uid") != "c-1"
+    assert "devices" in again["spec"]
+    writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
+    assert writes == ["delete_resource_claim", "create_resource_claim"]
+
+
+def test_a_claim_allocated_meanwhile_stays() -> None:
+    kube = FakeKube()
+    pod = stranded_pod(kube, allocated=True)
+    assert place(kube, pod) is True
+    kept = kube.get("resourceclaims", "p-c", "ns")
+    assert kept is not None and kept["metadata"]["uid"] == "c-1"
+    assert [c[0] for c in kube.landed if not c[0].startswith("get_")] == []
