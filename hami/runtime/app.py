@@ -253,6 +253,7 @@ async def build(settings: Settings) -> Runtime:
             relisted=cache.relisted,
         ),
         Informer(kube, "resourcequotas", cache.quotas, watch_timeout=watch),
+        *(dra_informers(kube, cache, watch) if settings.dra_bookkeeping else ()),
     )
     freshness = Freshness(
         [(i.resource, lambda i=i: i.last_event_monotonic) for i in informers],  # type: ignore[misc]
@@ -341,14 +342,38 @@ async def build(settings: Settings) -> Runtime:
     return runtime
 
 
+def dra_informers(kube: Kube, cache: ClusterCache, watch: int) -> tuple[Informer, ...]:
+    """The DRA objects' informers (hami.cache.dra): their silence blinds the cache as the
+    pods' does (hami.cache.freshness), since a claim missed is a card counted short."""
+    book = cache.dra
+    return (
+        Informer(
+            kube,
+            "resourceslices",
+            Sink(book.replace_slices, book.upsert_slice, book.delete_slice),
+            watch_timeout=watch,
+        ),
+        Informer(
+            kube,
+            "resourceclaims",
+            Sink(book.replace_claims, book.upsert_claim, book.delete_claim),
+            watch_timeout=watch,
+        ),
+        Informer(
+            kube,
+            "deviceclasses",
+            Sink(book.replace_classes, book.upsert_class, book.delete_class),
+            watch_timeout=watch,
+        ),
+    )
+
+
 async def run(rt: Runtime, stop: asyncio.Event) -> None:
     s = rt.settings
     background = [
         asyncio.create_task(coro, name=name)
         for name, coro in (
-            ("nodes", rt.informers[0].run(stop)),
-            ("pods", rt.informers[1].run(stop)),
-            ("resourcequotas", rt.informers[2].run(stop)),
+            *((i.resource, i.run(stop)) for i in rt.informers),
             ("leadership", rt.leadership.run(stop)),
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),

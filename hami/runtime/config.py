@@ -122,6 +122,7 @@ class Settings:
     device_config_file: str = ""
     gpu_core_policy: str = "default"
     dra_gpu_device_classes: str = ",".join(GPU_DEVICE_CLASSES)
+    dra_bookkeeping: bool = True
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
     enable_ascend: bool = False

@@ -13,6 +13,7 @@ from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.deviceconfig import command_families
 from hami.runtime.logs import one_line
+from hami.runtime.status import read_dra
 from hami.service.explain import explain
 from hami.service.nodelock.table import NodeLocks
 from hami.service.preemption.lines import preemption_lines
@@ -40,11 +41,15 @@ async def _run(args: argparse.Namespace, policies: Defaults) -> list[str]:
             budgets: list[dict[str, Any]] | None = await kube.list_pod_disruption_budgets()
         except KubeError:
             budgets = None  # preemption is explained without them, and says so
+        cache = ClusterCache(
+            clock=time.monotonic,
+            gfd_split=args.gfd_split_count,
+            locks=NodeLocks(),
+            families=families,
+        )
+        await read_dra(kube, cache)
     finally:
         await kube.close()
-    cache = ClusterCache(
-        clock=time.monotonic, gfd_split=args.gfd_split_count, locks=NodeLocks(), families=families
-    )
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)

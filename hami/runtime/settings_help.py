@@ -176,6 +176,11 @@ HELP = {
         "or template of one is refused, since the scheduler does not count it; the defaults are "
         "NVIDIA's DRA driver's and HAMi-DRA's"
     ),
+    "dra_bookkeeping": (
+        "read DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1, Kubernetes "
+        "1.34 and later) and count what allocated claims hold on the cards DRA drivers publish, "
+        "beside the device-plugin pods (off: clusters that serve no resource.k8s.io/v1)"
+    ),
     "ascend_runtime_class_name": (
         "HAMi's chart's devices.ascend.runtimeClassName: the runtimeClassName set on pods "
         "given Ascend NPUs that name none, for every chip of the chart's vnpus (with "

@@ -33,7 +33,20 @@ async def read(kube: Kube, gfd_split: int, families: Families = FAMILIES) -> Sta
     )
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
+    await read_dra(kube, cache)
     return status(cache, pods)
+
+
+async def read_dra(kube: Kube, cache: ClusterCache) -> None:
+    """The DRA drivers' cards and the claims on them, where the cluster serves
+    resource.k8s.io/v1 and lets us list them (otherwise the device plugin's world alone)."""
+    try:
+        slices, _ = await kube.list_objects("resourceslices")
+        claims, _ = await kube.list_objects("resourceclaims")
+    except KubeError:
+        return
+    cache.dra.replace_slices(slices)
+    cache.dra.replace_claims(claims)
 
 
 def _json(s: Status, indent: bool) -> str:
