@@ -1,0 +1,194 @@
+"""DRA claims counted on the real control plane (issue 42, items 2 and 5): kube-scheduler's
+DynamicResources plugin allocates a claim on a card the simulated DRA driver publishes under
+the same UUID as HAMi's device plugin registration, and a later HAMi `nvidia.com/gpumem` pod
+does not get the memory the claim consumed there; /metrics shows the claim on that card.
+
+The three ways a GPU claim reaches a node beside HAMi's pods: a pre-made claim shared by pods
+that ask for no GPU; a claim on the GPU-less sidecar of a GPU pod; a claim beside
+`nvidia.com/gpu` in one container. The last two are GPU pods the webhook refuses for such a
+claim (hami.engine.claims), so they run in a namespace an administrator exempted
+(hami.io/webhook=ignore), naming `hami-scheduler` themselves.
+
+Stand-in values: the cards (UUIDs, 15360 MiB T4s) are the node simulator's, and the slice is
+the simulated driver's (tests/e2e/dradriver.py); every allocation is kube-scheduler's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.draobjects import claim_request
+
+from .cluster import ControlPlane, NodeSim
+from .dradriver import SimulatedDraDriver
+from .kube import Kube, wait_for
+from .nodespec import NodeSpec, t4_node
+from .prometheus import get
+
+pytestmark = pytest.mark.e2e
+
+MIB = 2**20
+CLAIMED = 10000  # MiB the claim consumes on the published card
+PROBE = 8000  # MiB the later HAMi pod asks: fits beside the claim on no card but the other
+SCHEDULER = "hami-scheduler"
+
+
+@pytest.fixture
+def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
+    driver = SimulatedDraDriver(kube)
+    yield driver
+    driver.close()
+
+
+def claim(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": claim_request(CLAIMED, 50),
+    }
+
+
+def pod(
+    name: str, node: str, containers: list[dict[str, Any]], claim_name: str = ""
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER,
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "containers": containers,
+    }
+    if claim_name:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def container(name: str, *, claim: bool = False, gpumem: int = 0) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if gpumem:
+        resources["limits"] = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(gpumem)}
+    if claim:
+        resources["claims"] = [{"name": "gpu"}]
+    return {"name": name, "image": "busybox", "resources": resources}
+
+
+def samples(control_plane: ControlPlane, name: str) -> dict[tuple[str, str], float]:
+    """(device_uuid, source or "") -> value of one series, as /metrics shows it now."""
+    body = get(control_plane.metrics_url).decode()
+    return {
+        (s.labels.get("device_uuid", ""), s.labels.get("source", "")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+# The consumers of the claim, by way: (namespace fixture, pods), each pod given the node.
+WAYS: dict[str, tuple[str, Callable[[str], list[dict[str, Any]]], int]] = {
+    "pre-made shared claim": (
+        "namespace",
+        lambda node: [
+            pod("consumer-a", node, [container("app", claim=True)], "shared"),
+            pod("consumer-b", node, [container("app", claim=True)], "shared"),
+        ],
+        0,
+    ),
+    "claim on a GPU-less sidecar": (
+        "ignored",
+        lambda node: [
+            pod(
+                "with-sidecar",
+                node,
+                [container("cuda", gpumem=2000), container("sidecar", claim=True)],
+                "shared",
+            )
+        ],
+        2000,
+    ),
+    "claim beside nvidia.com/gpu": (
+        "ignored",
+        lambda node: [pod("beside", node, [container("cuda", gpumem=2000, claim=True)], "shared")],
+        2000,
+    ),
+}
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_claim_kube_scheduler_allocated_is_counted_on_the_same_card(
+    way: str,
+    request: pytest.FixtureRequest,
+    kube: Kube,
+    control_plane: ControlPlane,
+    nodesim: Callable[..., NodeSim],
+    dra: SimulatedDraDriver,
+) -> None:
+    fixture, consumers, gpu_share = WAYS[way]
+    ns: str = request.getfixturevalue(fixture)
+    node: NodeSpec = t4_node(f"dra-{ns[-6:]}", [f"GPU-dra-{ns[-6:]}-{i}" for i in range(2)])
+    free, shared = (c.uuid for c in node.cards)
+    nodesim(node)
+    # Only the second card is published: kube-scheduler can put the claim nowhere else, and it
+    # is where a HAMi pod lands when both cards look alike (the highest index wins a tie).
+    dra.publish(node, cards=[1])
+    kube("apply", "-n", ns, "-f", "-", stdin=json.dumps(claim("shared")))
+    placed = consumers(node.name)
+    try:
+        for p in placed:
+            kube("apply", "-n", ns, "-f", "-", stdin=json.dumps(p))
+
+        def allocated() -> list[str]:
+            status = kube.get("resourceclaim", "shared", ns).get("status") or {}
+            results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+            return [
+                r["device"] for r in results if len(status.get("reservedFor") or ()) == len(placed)
+            ]
+
+        assert wait_for(allocated, timeout=60, what="kube-scheduler to allocate the claim") == [
+            "gpu-1"
+        ]
+        held = (CLAIMED + gpu_share) * MIB
+        wait_for(
+            lambda: (
+                samples(control_plane, "hami_dra_gpu_memory_allocated_bytes").get((shared, ""))
+                == CLAIMED * MIB
+            ),
+            timeout=60,
+            what="/metrics to show the claim's memory on the card",
+        )
+        # One card, both worlds: HAMi's series count the claim beside the pods on it.
+        assert samples(control_plane, "hami_gpu_source_info")[(shared, "both")] == 1
+        assert samples(control_plane, "hami_gpu_source_info")[(free, "device-plugin")] == 1
+        wait_for(
+            lambda: (
+                samples(control_plane, "hami_gpu_memory_allocated_bytes").get((shared, "")) == held
+            ),
+            timeout=60,
+            what=f"{held / MIB:.0f} MiB on {shared} in hami_gpu_memory_allocated_bytes",
+        )
+        # binpack would take the fuller card if the claim's 10000 MiB were not counted there.
+        probe = pod("probe", node.name, [container("cuda", gpumem=PROBE)])
+        probe["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "binpack"}
+        kube("apply", "-n", ns, "-f", "-", stdin=json.dumps(probe))
+        written = wait_for(
+            lambda: kube.pod_annotation(ns, "probe", "hami.io/vgpu-devices-allocated"),
+            timeout=60,
+            what="the probe pod to be placed",
+        )
+        assert written is not None and written.startswith(f"{free},NVIDIA,{PROBE},"), written
+    finally:
+        for p in [*placed, {"metadata": {"name": "probe"}}]:
+            kube(
+                "delete",
+                "pod",
+                p["metadata"]["name"],
+                "-n",
+                ns,
+                "--ignore-not-found",
+                "--force",
+                "--grace-period=0",
+            )
+        dra.release(ns, "shared")
