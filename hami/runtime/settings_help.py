@@ -174,7 +174,8 @@ HELP = {
     "dra_gpu_device_classes": (
         "comma-separated DeviceClasses whose DRA claims hand out GPUs: a GPU pod naming a claim "
         "or template of one is refused, since the scheduler does not count it; the defaults are "
-        "NVIDIA's DRA driver's and HAMi-DRA's"
+        "NVIDIA's DRA driver's and HAMi-DRA's. With --dra-bookkeeping, gpu.nvidia.com and "
+        "hami-core-gpu.project-hami.io are admitted: their claims are counted"
     ),
     "dra_bookkeeping": (
         "read DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1, Kubernetes "

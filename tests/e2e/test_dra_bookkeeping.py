@@ -5,9 +5,9 @@ does not get the memory the claim consumed there; /metrics shows the claim on th
 
 The three ways a GPU claim reaches a node beside HAMi's pods: a pre-made claim shared by pods
 that ask for no GPU; a claim on the GPU-less sidecar of a GPU pod; a claim beside
-`nvidia.com/gpu` in one container. The last two are GPU pods the webhook refuses for such a
-claim (hami.engine.claims), so they run in a namespace an administrator exempted
-(hami.io/webhook=ignore), naming `hami-scheduler` themselves.
+`nvidia.com/gpu` in one container. The last two are GPU pods the webhook admits because the
+claim's class is one the bookkeeping counts (hami.runtime.config.device_classes); before it,
+they were refused (test_claims.py).
 
 Stand-in values: the cards (UUIDs, 15360 MiB T4s) are the node simulator's, and the slice is
 the simulated driver's (tests/e2e/dradriver.py); every allocation is kube-scheduler's.
@@ -87,10 +87,9 @@ def samples(control_plane: ControlPlane, name: str) -> dict[tuple[str, str], flo
     }
 
 
-# The consumers of the claim, by way: (namespace fixture, pods), each pod given the node.
-WAYS: dict[str, tuple[str, Callable[[str], list[dict[str, Any]]], int]] = {
+# The consumers of the claim, by way, each pod given the node; the MiB HAMi places beside it.
+WAYS: dict[str, tuple[Callable[[str], list[dict[str, Any]]], int]] = {
     "pre-made shared claim": (
-        "namespace",
         lambda node: [
             pod("consumer-a", node, [container("app", claim=True)], "shared"),
             pod("consumer-b", node, [container("app", claim=True)], "shared"),
@@ -98,7 +97,6 @@ WAYS: dict[str, tuple[str, Callable[[str], list[dict[str, Any]]], int]] = {
         0,
     ),
     "claim on a GPU-less sidecar": (
-        "ignored",
         lambda node: [
             pod(
                 "with-sidecar",
@@ -110,7 +108,6 @@ WAYS: dict[str, tuple[str, Callable[[str], list[dict[str, Any]]], int]] = {
         2000,
     ),
     "claim beside nvidia.com/gpu": (
-        "ignored",
         lambda node: [pod("beside", node, [container("cuda", gpumem=2000, claim=True)], "shared")],
         2000,
     ),
@@ -120,14 +117,14 @@ WAYS: dict[str, tuple[str, Callable[[str], list[dict[str, Any]]], int]] = {
 @pytest.mark.parametrize("way", list(WAYS))
 def test_a_claim_kube_scheduler_allocated_is_counted_on_the_same_card(
     way: str,
-    request: pytest.FixtureRequest,
+    namespace: str,
     kube: Kube,
     control_plane: ControlPlane,
     nodesim: Callable[..., NodeSim],
     dra: SimulatedDraDriver,
 ) -> None:
-    fixture, consumers, gpu_share = WAYS[way]
-    ns: str = request.getfixturevalue(fixture)
+    consumers, gpu_share = WAYS[way]
+    ns = namespace
     node: NodeSpec = t4_node(f"dra-{ns[-6:]}", [f"GPU-dra-{ns[-6:]}-{i}" for i in range(2)])
     free, shared = (c.uuid for c in node.cards)
     nodesim(node)

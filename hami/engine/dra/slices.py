@@ -27,6 +27,11 @@ FULL_CORES = 100
 # HAMi-DRA's driver (hami-core over NVIDIA's kubelet plugin) and NVIDIA's own.
 HAMI_DRA_DRIVER = "hami-core-gpu.project-hami.io"
 GPU_DRIVERS = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
+# The DeviceClasses whose claims are counted on the card they take (HAMi-DRA's and NVIDIA's
+# whole-GPU class, each named after its driver): a GPU pod's own claims of these need no
+# refusal while the bookkeeping runs. NVIDIA's MIG and VFIO classes are not among them (a MIG
+# device is not counted on its parent card; a VFIO device is no card of the device plugin's).
+COUNTED_CLASSES = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
 
 
 @dataclass(frozen=True, slots=True)
