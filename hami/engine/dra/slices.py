@@ -5,7 +5,8 @@ republishes it the slices of an older `pool.generation` linger: only the newest 
 devices count, as kube-scheduler's allocator reads them. A device is a GPU to the scheduler
 when its driver is one of the GPU drivers given (HAMi-DRA's, NVIDIA's) and it names a node
 (the slice's `nodeName`, or the device's own under perDeviceNodeSelection); network-attached
-devices and other drivers' (NICs, IMEX channels) are not cards.
+devices, other drivers' (NICs, IMEX channels) and NVIDIA's MIG devices (NOT_CARDS) are not
+cards.
 
 Attribute names may be written with their domain (`gpu.nvidia.com/uuid`) or without it, when
 the domain is the driver's; both are read. Attribute values are typed (`string`, `int`,
@@ -32,6 +33,10 @@ GPU_DRIVERS = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
 # refusal while the bookkeeping runs. NVIDIA's MIG and VFIO classes are not among them (a MIG
 # device is not counted on its parent card; a VFIO device is no card of the device plugin's).
 COUNTED_CLASSES = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
+# Device types that are part of a card rather than one: NVIDIA's MIG devices carry their own
+# UUID, so they would show as cards of their own; what they take of their parent is not
+# counted (their class, mig.nvidia.com, stays refused on GPU pods).
+NOT_CARDS = frozenset({"mig"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,9 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
         if not on or not name:
             continue
         attributes = device.get("attributes") or {}
+        kind = str(_attribute(attributes, driver, "type") or "")
+        if kind in NOT_CARDS:
+            continue
         capacity = device.get("capacity") or {}
         index = _attribute(attributes, driver, "index")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
@@ -112,7 +120,7 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
                 node=on,
                 uuid=str(_attribute(attributes, driver, "uuid") or f"{driver}/{on}/{name}"),
                 product=str(_attribute(attributes, driver, "productName") or ""),
-                kind=str(_attribute(attributes, driver, "type") or ""),
+                kind=kind,
                 memory=memory or 0,
                 cores=FULL_CORES if cores is None else max(0, int(cores)),
                 index=index if isinstance(index, int) and not isinstance(index, bool) else place,
