@@ -24,11 +24,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.draobjects import claim_request
 
-from .cluster import ControlPlane, NodeSim
+from .cluster import ControlPlane, FaultyApi, NodeSim
 from .dradriver import SimulatedDraDriver
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 from .prometheus import get
+from .test_watch_stall import cut_off, readyz
 
 pytestmark = pytest.mark.e2e
 
@@ -189,3 +190,61 @@ def test_a_claim_kube_scheduler_allocated_is_counted_on_the_same_card(
                 "--grace-period=0",
             )
         dra.release(ns, "shared")
+
+
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+
+
+def test_a_claims_watch_out_of_touch_blinds_the_cache_and_the_relist_counts_what_it_missed(
+    namespace: str,
+    kube: Kube,
+    control_plane: ControlPlane,
+    nodesim: Callable[..., NodeSim],
+    dra: SimulatedDraDriver,
+    faulty: FaultyApi,
+    app_args: Callable[..., None],
+) -> None:
+    """The claims informer is held to the pods' rules: silent past its bound (1.5 watch periods
+    and the reconnect pause: 11 s with 4 s watches), the cache is blind and /readyz says which
+    watch; back in touch, the list counts the claim allocated meanwhile, and the next HAMi pod
+    is kept off its card."""
+    app_args("--kubeconfig", str(faulty.kubeconfig), "--watch-timeout-seconds", "4")
+    node = t4_node("dra-blind", ["GPU-dra-blind-0", "GPU-dra-blind-1"])
+    free, shared = (c.uuid for c in node.cards)
+    nodesim(node)
+    dra.publish(node, cards=[1])
+    cut_off(faulty, f"^{CLAIMS}$", CLAIMS)
+    kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim("shared")))
+    consumer = pod("consumer", node.name, [container("app", claim=True)], "shared")
+    try:
+        kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(consumer))
+
+        def blind() -> str:
+            status, text = readyz(control_plane)
+            return text if status == 503 else ""
+
+        why = wait_for(
+            blind,
+            timeout=90,
+            what="/readyz to fail while the claims watch is out of touch",
+        )
+        assert "the resourceclaims watch has not heard from the API server" in why, why
+        faulty.set()
+        wait_for(lambda: readyz(control_plane)[0] == 200, 90, what="/readyz after the relist")
+        probe = pod("probe", node.name, [container("cuda", gpumem=PROBE)])
+        probe["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "binpack"}
+        kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(probe))
+        written = wait_for(
+            lambda: kube.pod_annotation(namespace, "probe", "hami.io/vgpu-devices-allocated"),
+            timeout=60,
+            what="the probe pod to be placed",
+        )
+        assert written is not None and written.startswith(f"{free},NVIDIA,{PROBE},"), (
+            written,
+            shared,
+        )
+    finally:
+        for name in ("consumer", "probe"):
+            kube("delete", "pod", name, "-n", namespace, "--ignore-not-found", "--force",
+                 "--grace-period=0")  # fmt: skip
+        dra.release(namespace, "shared")
