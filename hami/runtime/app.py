@@ -41,7 +41,7 @@ from hami.runtime.config import (
 from hami.runtime.listeners import Listener, listen
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
-from hami.runtime.preflight import require_admission_policy
+from hami.runtime.preflight import require_admission_policy, require_dra_api
 from hami.runtime.sight import Sight
 from hami.runtime.sockets import connections_within_fds
 from hami.service.admission import AdmissionService
@@ -158,6 +158,8 @@ async def build(settings: Settings) -> Runtime:
         await require_admission_policy(
             kube, settings.admission_policy_binding, settings.allow_without_admission_policy
         )
+        if settings.dra_bookkeeping:
+            await require_dra_api(kube)
         certs, cert_file, key_file = await certificates(settings, kube)
     except (OSError, asyncio.CancelledError):  # cancelled: a signal during start-up
         await kube.close()
