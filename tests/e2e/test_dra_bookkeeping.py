@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,6 +30,7 @@ from .dradriver import SimulatedDraDriver
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 from .prometheus import get
+from .status import hami_status
 from .test_watch_stall import cut_off, readyz
 
 pytestmark = pytest.mark.e2e
@@ -177,6 +179,16 @@ def test_a_claim_kube_scheduler_allocated_is_counted_on_the_same_card(
             what="the probe pod to be placed",
         )
         assert written is not None and written.startswith(f"{free},NVIDIA,{PROBE},"), written
+        # `hami status`, as a user runs it: the claim on the card both worlds have.
+        doc = orjson.loads(hami_status(kube, "--json"))
+        (cards,) = [n["cards"] for n in doc["nodes"] if n["name"] == node.name]
+        by_uuid = {c["uuid"]: c for c in cards}
+        assert (by_uuid[shared]["source"], by_uuid[free]["source"]) == ("both", "device-plugin")
+        claims = [
+            (h["namespace"], h["pod"], h["memory"]) for h in by_uuid[shared]["pods"] if h["claim"]
+        ]
+        assert claims == [(ns, "shared", CLAIMED)], by_uuid[shared]
+        assert by_uuid[shared]["memory_mib"]["allocated"] == CLAIMED + gpu_share
     finally:
         for p in [*placed, {"metadata": {"name": "probe"}}]:
             kube(
