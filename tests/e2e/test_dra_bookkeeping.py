@@ -27,7 +27,7 @@ from tests.draobjects import claim_request
 
 from .cluster import ControlPlane, FaultyApi, NodeSim
 from .dradriver import SimulatedDraDriver
-from .kube import Kube, wait_for
+from .kube import Kube, KubectlError, wait_for
 from .nodespec import NodeSpec, t4_node
 from .prometheus import get
 from .status import hami_status
@@ -260,3 +260,53 @@ def test_a_claims_watch_out_of_touch_blinds_the_cache_and_the_relist_counts_what
             kube("delete", "pod", name, "-n", namespace, "--ignore-not-found", "--force",
                  "--grace-period=0")  # fmt: skip
         dra.release(namespace, "shared")
+
+
+def test_a_claim_counts_against_its_namespaces_gpu_memory_quota(
+    namespace: str,
+    kube: Kube,
+    control_plane: ControlPlane,
+    nodesim: Callable[..., NodeSim],
+    dra: SimulatedDraDriver,
+) -> None:
+    """limits.nvidia.com/gpumem 12000: with the claim's 10000 MiB counted, a 4000 MiB pod is
+    refused at creation as HAMi's webhook refuses one over the quota (admitted before)."""
+    node = t4_node("dra-quota", ["GPU-dra-quota-0", "GPU-dra-quota-1"])
+    nodesim(node)
+    dra.publish(node, cards=[1])
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "12000"}},
+    }
+    kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(quota))
+    kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim("shared")))
+    consumer = pod("consumer", node.name, [container("app", claim=True)], "shared")
+    try:
+        kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(consumer))
+        wait_for(
+            lambda: _quota_used(control_plane, namespace) == CLAIMED,
+            timeout=60,
+            what="the claim's memory counted against the namespace's quota",
+        )
+        over = pod("over", node.name, [container("cuda", gpumem=4000)])
+        with pytest.raises(KubectlError, match="denied the request: exceeding resource quota"):
+            kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(over))
+    finally:
+        kube("delete", "pod", "consumer", "-n", namespace, "--ignore-not-found", "--force",
+             "--grace-period=0")  # fmt: skip
+        dra.release(namespace, "shared")
+
+
+def _quota_used(control_plane: ControlPlane, namespace: str) -> float:
+    body = get(control_plane.metrics_url).decode()
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            if (
+                s.name == "hami_resource_quota_used"
+                and s.labels.get("namespace") == namespace
+                and s.labels.get("quota_name") == "nvidia.com/gpumem"
+            ):
+                return float(s.value)
+    return 0.0
