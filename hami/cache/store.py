@@ -16,6 +16,7 @@ from typing import Any
 
 from hami.cache.binds import BindStages
 from hami.cache.counts import Counts
+from hami.cache.dra import DraBook
 from hami.cache.nodes import NodeStore, Read
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
@@ -105,6 +106,8 @@ class ClusterCache:
         self._holder_types = holder_types(families)
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
+        # What allocated DRA claims hold, on the same sums (fed by its own informers).
+        self.dra = DraBook(self._counts.account, self._released)
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories
         self._allocations = self._counts.allocations

@@ -11,7 +11,11 @@ import orjson
 from hami.kube.calls import ApiCalls, Obj
 from hami.kube.errors import Unavailable, from_response
 
-Resource = Literal["pods", "nodes", "resourcequotas", "leases"]
+Resource = Literal[
+    "pods", "nodes", "resourcequotas", "leases", "resourceslices", "resourceclaims", "deviceclasses"
+]
+# resource.k8s.io/v1's, as the DRA bookkeeping reads them (hami.cache.dra).
+DRA_RESOURCES: tuple[Resource, ...] = ("resourceslices", "resourceclaims", "deviceclasses")
 
 # etcd caps an object at 1.5 MiB of protobuf; the same object as JSON can be
 # larger, so a watch line gets generous head room before it counts as corrupt.
@@ -34,6 +38,12 @@ class ListWatch(ApiCalls):
             return self.core.list_pod_for_all_namespaces
         if resource == "resourcequotas":
             return self.core.list_resource_quota_for_all_namespaces
+        if resource == "resourceslices":
+            return self.resource.list_resource_slice
+        if resource == "resourceclaims":
+            return self.resource.list_resource_claim_for_all_namespaces
+        if resource == "deviceclasses":
+            return self.resource.list_device_class
         return self.core.list_node
 
     async def list_pages(

@@ -30,7 +30,7 @@ from hami.runtime.config import Settings, bind_budget
 from hami.runtime.dramode import dra_config, dra_placer
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
-from hami.runtime.preflight import require_admission_policy
+from hami.runtime.preflight import require_admission_policy, require_dra_api
 from hami.runtime.sight import Sight
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
@@ -147,6 +147,8 @@ async def build(settings: Settings) -> Runtime:
         await require_admission_policy(
             kube, settings.admission_policy_binding, settings.allow_without_admission_policy
         )
+        if settings.dra_bookkeeping:
+            await require_dra_api(kube)
         certs, cert_file, key_file = await certificates(settings, kube)
     except (OSError, asyncio.CancelledError):  # cancelled: a signal during start-up
         await kube.close()
@@ -236,6 +238,7 @@ async def build(settings: Settings) -> Runtime:
             relisted=cache.binds.relisted,
         ),
         Informer(kube, "resourcequotas", cache.quotas, watch_timeout=watch),
+        *(dra_informers(kube, cache, watch) if settings.dra_bookkeeping else ()),
     )
     freshness = Freshness(
         [(i.resource, lambda i=i: i.last_event_monotonic) for i in informers],  # type: ignore[misc]
@@ -314,3 +317,29 @@ async def build(settings: Settings) -> Runtime:
         )
     )
     return runtime
+
+
+def dra_informers(kube: Kube, cache: ClusterCache, watch: int) -> tuple[Informer, ...]:
+    """The DRA objects' informers (hami.cache.dra): their silence blinds the cache as the
+    pods' does (hami.cache.freshness), since a claim missed is a card counted short."""
+    book = cache.dra
+    return (
+        Informer(
+            kube,
+            "resourceslices",
+            Sink(book.replace_slices, book.upsert_slice, book.delete_slice),
+            watch_timeout=watch,
+        ),
+        Informer(
+            kube,
+            "resourceclaims",
+            Sink(book.replace_claims, book.upsert_claim, book.delete_claim),
+            watch_timeout=watch,
+        ),
+        Informer(
+            kube,
+            "deviceclasses",
+            Sink(book.replace_classes, book.upsert_class, book.delete_class),
+            watch_timeout=watch,
+        ),
+    )

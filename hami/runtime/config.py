@@ -16,6 +16,7 @@ import yaml
 
 from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
+from hami.engine.dra.slices import COUNTED_CLASSES
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
@@ -111,6 +112,7 @@ class Settings:
     dra_gpu_device_classes: str = ",".join(GPU_DEVICE_CLASSES)
     dra_mode: str = "off"
     dra_device_classes: str = DEFAULT_CLASSES_TEXT
+    dra_bookkeeping: bool = True
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
     enable_ascend: bool = False
@@ -362,8 +364,13 @@ def enabled_families(s: Settings) -> tuple[str, ...]:
 
 
 def device_classes(s: Settings) -> tuple[str, ...]:
-    """--dra-gpu-device-classes as a list (hami.engine.claims)."""
-    return tuple(c.strip() for c in s.dra_gpu_device_classes.split(",") if c.strip())
+    """--dra-gpu-device-classes as a list (hami.engine.claims): the classes whose claims a GPU
+    pod may not name. With --dra-bookkeeping, those whose claims it counts are not among them:
+    such a claim holds cards the scheduler sees (hami.cache.dra)."""
+    listed = tuple(c.strip() for c in s.dra_gpu_device_classes.split(",") if c.strip())
+    if not s.dra_bookkeeping:
+        return listed
+    return tuple(c for c in listed if c not in COUNTED_CLASSES)
 
 
 def gpu_core_policy(s: Settings, devices: DeviceConfig) -> str:

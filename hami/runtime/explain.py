@@ -12,6 +12,7 @@ from hami.kube.connect import connect
 from hami.kube.errors import KubeError
 from hami.runtime.choices import of_flags
 from hami.runtime.logs import one_line
+from hami.runtime.status import read_dra
 from hami.service.explain import explain
 from hami.service.preemption.lines import preemption_lines
 
@@ -38,10 +39,11 @@ async def _run(args: argparse.Namespace) -> list[str]:
             budgets: list[dict[str, Any]] | None = await kube.list_pod_disruption_budgets()
         except KubeError:
             budgets = None  # preemption is explained without them, and says so
+        # A read of the cluster as it is: no decision of this command's is held, none expires.
+        cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
+        await read_dra(kube, cache)
     finally:
         await kube.close()
-    # A read of the cluster as it is: no decision of this command's is held, none expires.
-    cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
     cache.replace_nodes(nodes)
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)

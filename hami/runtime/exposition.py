@@ -19,6 +19,7 @@ from hami.engine.inventory import PodAllocation
 from hami.engine.model import Card, ContainerDevice, MigInstance, NodeState
 from hami.engine.outside import OutsideClaim
 from hami.runtime.cardblocks import CardBlocks, gzip_member
+from hami.runtime.drametrics import NO_DRA, DraSnapshot, dra_lines, dra_snapshot
 from hami.runtime.promtext import chunks, go_float, header, label_text
 
 MIB = 2**20
@@ -154,6 +155,7 @@ class Snapshot:
     quotas: tuple[QuotaLine, ...]
     outside: tuple[OutsideClaim, ...] = ()
     pod_series: bool = True  # the per-container and per-pod series are written
+    dra: DraSnapshot = NO_DRA
 
 
 class ClusterExposition:
@@ -184,8 +186,9 @@ class ClusterExposition:
     def snapshot(self) -> Snapshot:
         """Cheap: references only. Call it on the event loop."""
         nodes, outside = tuple(self.cache.view.values()), tuple(self.cache.outside())
+        dra = dra_snapshot(self.cache)
         if not self.per_pod:
-            return Snapshot(nodes, (), (), outside, pod_series=False)
+            return Snapshot(nodes, (), (), outside, pod_series=False, dra=dra)
         pods = tuple(self.cache.pods())
         many = 0 < self.pod_limit < len(pods) + len(outside)
         return Snapshot(
@@ -194,6 +197,7 @@ class ClusterExposition:
             tuple(self.cache.quotas.lines()),
             outside,
             pod_series=not many,
+            dra=dra,
         )
 
     def _name(self, series: Series) -> str:
@@ -271,6 +275,7 @@ class ClusterExposition:
         """Every series but the per-card ones."""
         yield from self._mig_instances(snap.nodes)
         yield from self._outside(snap)
+        yield from dra_lines(snap.nodes, snap.dra)
         if self.per_pod:
             yield from self._quotas(snap.quotas)
         if snap.pod_series:

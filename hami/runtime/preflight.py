@@ -1,4 +1,5 @@
-"""What must hold before `hami serve` may decide anything: the admission policy is in force.
+"""What must hold before `hami serve` may decide anything: the admission policy is in force
+(and, with the DRA bookkeeping, the DRA objects can be listed: require_dra_api).
 
 Without the chart's ValidatingAdmissionPolicy, anyone who may edit a pod may rewrite its
 allocation annotations. A running process is not fooled (hami.engine.trust counts a bound pod
@@ -11,10 +12,12 @@ risk in so many words.
 """
 
 import asyncio
+import contextlib
 import logging
 
 from hami.kube.client import Kube
-from hami.kube.errors import KubeError, Unavailable
+from hami.kube.errors import KubeError, NotFound, Unavailable
+from hami.kube.listwatch import DRA_RESOURCES
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +85,29 @@ async def require_admission_policy(
         "--allow-without-admission-policy=true (the chart's "
         "admissionPolicy.allowSchedulerWithout=true)"
     )
+
+
+async def require_dra_api(kube: Kube) -> None:
+    """With --dra-bookkeeping, the DRA objects must be readable: an informer that can never
+    list keeps the cache from syncing, and the process from ever becoming ready. Raise OSError
+    (main() exits 2) naming the fix where the API server serves no resource.k8s.io/v1 or
+    refuses us; an API server that does not answer is the informers' to wait out."""
+    for resource in DRA_RESOURCES:
+        try:
+            pages = kube.list_pages(resource)
+            async with contextlib.aclosing(pages):
+                await anext(pages)
+        except Unavailable:
+            return
+        except NotFound as e:
+            raise OSError(
+                f"the API server serves no resource.k8s.io/v1 {resource} ({e}): on Kubernetes "
+                "before 1.34 run with --dra-bookkeeping=false (chart: "
+                "scheduler.draBookkeeping=false)"
+            ) from e
+        except KubeError as e:
+            raise OSError(
+                f"cannot list resource.k8s.io/v1 {resource} ({e}): the DRA bookkeeping needs "
+                "list and watch of resourceslices, resourceclaims and deviceclasses (the "
+                "chart's ClusterRole grants them), or --dra-bookkeeping=false"
+            ) from e

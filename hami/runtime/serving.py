@@ -25,9 +25,7 @@ async def run(rt: Runtime, stop: asyncio.Event) -> None:
     background = [
         asyncio.create_task(coro, name=name)
         for name, coro in (
-            ("nodes", rt.informers[0].run(stop)),
-            ("pods", rt.informers[1].run(stop)),
-            ("resourcequotas", rt.informers[2].run(stop)),
+            *((i.resource, i.run(stop)) for i in rt.informers),
             ("leadership", rt.leadership.run(stop)),
             ("events", rt.events.run(stop)),
             ("tls", rt.tls.watch(5.0, stop)),

@@ -174,7 +174,13 @@ HELP = {
     "dra_gpu_device_classes": (
         "comma-separated DeviceClasses whose DRA claims hand out GPUs: a GPU pod naming a claim "
         "or template of one is refused, since the scheduler does not count it; the defaults are "
-        "NVIDIA's DRA driver's and HAMi-DRA's"
+        "NVIDIA's DRA driver's and HAMi-DRA's. With --dra-bookkeeping, gpu.nvidia.com and "
+        "hami-core-gpu.project-hami.io are admitted: their claims are counted"
+    ),
+    "dra_bookkeeping": (
+        "read DeviceClasses, ResourceSlices and ResourceClaims (resource.k8s.io/v1, Kubernetes "
+        "1.34 and later) and count what allocated claims hold on the cards DRA drivers publish, "
+        "beside the device-plugin pods (off: clusters that serve no resource.k8s.io/v1)"
     ),
     "dra_mode": (
         "off, all or annotated: move the requests of GPU pods (all, or those annotated "

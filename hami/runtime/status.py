@@ -10,6 +10,7 @@ from typing import TextIO
 
 import orjson
 
+from hami.cache.store import ClusterCache
 from hami.kube.client import Kube
 from hami.kube.connect import connect
 from hami.kube.errors import KubeError
@@ -29,7 +30,20 @@ async def read(kube: Kube, choices: Choices) -> Status:
     cache = choices.cache(time.monotonic, locks=choices.locks(), reservation_ttl=float("inf"))
     cache.replace_nodes(nodes)
     cache.replace_pods(pods)
+    await read_dra(kube, cache)
     return status(cache, pods, choices.resources)
+
+
+async def read_dra(kube: Kube, cache: ClusterCache) -> None:
+    """The DRA drivers' cards and the claims on them, where the cluster serves
+    resource.k8s.io/v1 and lets us list them (otherwise the device plugin's world alone)."""
+    try:
+        slices, _ = await kube.list_objects("resourceslices")
+        claims, _ = await kube.list_objects("resourceclaims")
+    except KubeError:
+        return
+    cache.dra.replace_slices(slices)
+    cache.dra.replace_claims(claims)
 
 
 def _json(s: Status, indent: bool) -> str:

@@ -86,6 +86,7 @@ def explain(
         why = cache.unregistered.get(node) if node not in ruled_out else None
         lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
         lines.extend(outside_node_lines(cache, node))
+        lines.extend(dra_node_lines(cache, node))
         state = cache.view.get(node)
         if state is not None and reasons.CARD_MIG_TOPOLOGY_INFEASIBLE in failed[node]:
             lines.extend(placement_lines(state, asked[0]))
@@ -114,6 +115,18 @@ def outside_node_lines(cache: ClusterCache, node: str) -> list[str]:
     return [
         f"    {_cards(c.cards)} held by {c.namespace}/{c.name}, outside this scheduler: {c.why}"
         for c in sorted(cache.outside(node), key=lambda c: (c.namespace, c.name))
+    ]
+
+
+def dra_node_lines(cache: ClusterCache, node: str) -> list[str]:
+    """The allocated DRA claims holding cards of `node`, and which world each card is in."""
+    registered = {c.info.id for c in s.all_cards()} if (s := cache.view.get(node)) else set()
+    return [
+        f"    {u.usedmem} MiB, {u.usedcores}% cores of {uuid} "
+        f"({'also the device plugin' if uuid in registered else 'a DRA driver'}'s card) "
+        f"held by DRA claim {namespace}/{claim}"
+        for namespace, claim, usage in cache.dra.claims_on(node)
+        for uuid, u in sorted(usage.items())
     ]
 
 

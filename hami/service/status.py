@@ -11,10 +11,13 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames
 from hami.engine.asks import pod_request
+from hami.engine.dra.device import DraDevice
+from hami.engine.dra.slices import card_info
 from hami.engine.families.registry import Families
 from hami.engine.inventory import is_terminal
 from hami.engine.mig import label
 from hami.engine.migalloc import summary
+from hami.engine.model import Usage
 from hami.engine.requests import RequestError, ResourceDefaults
 from hami.service.annotations import written_cards
 
@@ -29,6 +32,8 @@ class Holder:
     mig: str = ""  # on a card in MIG mode, the instance (`3g.20gb@4-7`)
     # A pod the scheduler did not place, counted as this whole card (hami.engine.outside).
     outside: bool = False
+    # An allocated DRA claim (`pod` is the claim's name), counted as what it consumed.
+    claim: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class CardStatus:
     cores: tuple[int, int]  # (allocated, total) percent of SMs
     slots: tuple[int, int]  # (containers sharing it, the device plugin's split count)
     holders: tuple[Holder, ...]
+    # Which world the card is in: "device-plugin", "dra" (a DRA driver's slice only) or "both".
+    source: str = "device-plugin"
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,13 @@ def status(
                 holders.setdefault((alloc.node, d.uuid), []).append(
                     Holder(alloc.namespace, alloc.name, index, d.usedmem, d.usedcores, instance)
                 )
+    dra = {(d.node, d.uuid): d for d in cache.dra.devices()}
+    for node_name in {n for n, _ in dra}:
+        for namespace, claim, usage in cache.dra.claims_on(node_name):
+            for uuid, u in usage.items():
+                holders.setdefault((node_name, uuid), []).append(
+                    Holder(namespace, claim, 0, u.usedmem, u.usedcores, claim=True)
+                )
     for node in cache.view.values():
         for uuid, claims in cache.outside_cards(node.name).items():
             card = next(c.info for c in node.all_cards() if c.info.id == uuid)
@@ -107,6 +121,7 @@ def status(
                     (c.usage.usedcores, c.info.devcore),
                     (c.usage.used, c.info.count),
                     tuple(sorted(holders.get((node.name, c.info.id), ()), key=_holder_key)),
+                    "both" if (node.name, c.info.id) in dra else "device-plugin",
                 )
                 # NVIDIA's cards by index, then each other family's (the TYPE column tells them)
                 for c in (
@@ -117,11 +132,48 @@ def status(
         )
         for node in sorted(cache.view.values(), key=lambda n: n.name)
     )
+    nodes = _with_dra_only(nodes, dra, cache.dra.usage(), holders)
     gpu_pods = sorted(
         (p for pod in pods if (p := _gpu_pod(pod, resources, cache.families)) is not None),
         key=lambda p: (p.namespace, p.name),
     )
     return Status(nodes, tuple(gpu_pods), len(cache.unregistered))
+
+
+def _with_dra_only(
+    nodes: tuple[NodeStatus, ...],
+    dra: Mapping[tuple[str, str], DraDevice],
+    usage: Mapping[str, Mapping[str, Usage]],
+    holders: Mapping[tuple[str, str], list[Holder]],
+) -> tuple[NodeStatus, ...]:
+    """The nodes with the cards only a DRA driver publishes added (a node of its own where the
+    device plugin registered none there)."""
+    shown = {(n.name, c.uuid) for n in nodes for c in n.cards}
+    extra: dict[str, list[CardStatus]] = {}
+    for (node, uuid), d in sorted(dra.items(), key=lambda kv: (kv[0][0], kv[1].index)):
+        if (node, uuid) in shown:
+            continue
+        info, u = card_info(d), usage.get(node, {}).get(uuid, Usage())
+        extra.setdefault(node, []).append(
+            CardStatus(
+                info.index,
+                uuid,
+                info.type,
+                True,
+                (u.usedmem, info.devmem),
+                (u.usedcores, info.devcore),
+                (u.used, info.count),
+                tuple(sorted(holders.get((node, uuid), ()), key=_holder_key)),
+                "dra",
+            )
+        )
+    if not extra:
+        return nodes
+    merged = {n.name: n for n in nodes}
+    for name, cards in extra.items():
+        have = merged[name].cards if name in merged else ()
+        merged[name] = NodeStatus(name, (*have, *cards))
+    return tuple(merged[name] for name in sorted(merged))
 
 
 def _holder_key(h: Holder) -> tuple[str, str, int]:
@@ -204,10 +256,12 @@ def _card_rows(cards: Sequence[CardStatus]) -> list[list[str]]:
             [
                 str(c.index),
                 c.uuid,
-                c.type if c.healthy else f"{c.type} (unhealthy)",
+                (c.type if c.healthy else f"{c.type} (unhealthy)")
+                + ("" if c.source == "device-plugin" else f" [{c.source}]"),
                 f"{c.memory[0]}/{c.memory[1]}",
                 f"{c.cores[0]}/{c.cores[1]}",
-                f"{c.slots[0]}/{c.slots[1]}",
+                # A DRA driver bounds no number of sharers: no split count to show.
+                f"{c.slots[0]}/{c.slots[1] or '-'}",
                 " ".join(_holder_text(h) for h in c.holders) or "-",
             ]
         )
@@ -216,6 +270,8 @@ def _card_rows(cards: Sequence[CardStatus]) -> list[list[str]]:
 
 def _holder_text(h: Holder) -> str:
     text = f"{h.namespace}/{h.pod}" + (f" {h.mig}" if h.mig else "")
+    if h.claim:
+        return f"{text}(claim)"
     return f"{text}(outside)" if h.outside else text
 
 
@@ -247,6 +303,7 @@ def _card_json(c: CardStatus) -> dict[str, Any]:
         "uuid": c.uuid,
         "type": c.type,
         "healthy": c.healthy,
+        "source": c.source,
         "memory_mib": {"allocated": c.memory[0], "total": c.memory[1]},
         "cores_percent": {"allocated": c.cores[0], "total": c.cores[1]},
         "slots": {"used": c.slots[0], "total": c.slots[1]},

@@ -65,21 +65,22 @@ def dry_run(kube: Kube, pod: dict[str, Any], namespace: str) -> subprocess.Compl
 
 def test_a_gpu_pods_claims_are_read_and_a_gpu_class_is_refused(kube: Kube, namespace: str) -> None:
     for obj in (
+        template("one-mig", "mig.nvidia.com"),
         template("one-gpu", "gpu.nvidia.com"),
         template("rdma", "rdma.example.com"),
+        claim("shared-mig", "mig.nvidia.com"),
         claim("shared-gpu", "hami-core-gpu.project-hami.io"),
     ):
         kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
     refused = {
-        "one-gpu": (
-            {"resourceClaimTemplateName": "one-gpu"},
-            "spec.resourceClaims[0] (c) names ResourceClaimTemplate one-gpu, which asks "
-            "DeviceClass gpu.nvidia.com for GPUs",
+        "one-mig": (
+            {"resourceClaimTemplateName": "one-mig"},
+            "spec.resourceClaims[0] (c) names ResourceClaimTemplate one-mig, which asks "
+            "DeviceClass mig.nvidia.com for GPUs",
         ),
-        "shared-gpu": (
-            {"resourceClaimName": "shared-gpu"},
-            "names ResourceClaim shared-gpu, which asks DeviceClass "
-            "hami-core-gpu.project-hami.io for GPUs",
+        "shared-mig": (
+            {"resourceClaimName": "shared-mig"},
+            "names ResourceClaim shared-mig, which asks DeviceClass mig.nvidia.com for GPUs",
         ),
         "missing": (
             {"resourceClaimTemplateName": "later"},
@@ -93,6 +94,11 @@ def test_a_gpu_pods_claims_are_read_and_a_gpu_class_is_refused(kube: Kube, names
         assert DENIED in result.stderr and says in result.stderr, result.stderr
     nic = dry_run(kube, claiming({"resourceClaimTemplateName": "rdma"}), namespace)
     assert nic.returncode == 0, nic.stderr
+    # The classes the DRA bookkeeping counts (--dra-bookkeeping, on in the harness as in the
+    # chart) hold cards the scheduler sees: a GPU pod may name them (test_dra_bookkeeping.py).
+    for counted in ({"resourceClaimTemplateName": "one-gpu"}, {"resourceClaimName": "shared-gpu"}):
+        admitted = dry_run(kube, claiming(counted), namespace)
+        assert admitted.returncode == 0, admitted.stderr
     # A pod without GPU resources is the DRA driver's alone.
     dra_only = dry_run(
         kube, claiming({"resourceClaimTemplateName": "one-gpu"}, gpu=False), namespace

@@ -22,6 +22,7 @@ from tests.e2e.binds import POD, bound, probe, readyz
 
 from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
+from .faults import cut_off, faults_on
 from .kube import Kube, eventually, wait_for
 from .nodespec import t4_node
 from .prometheus import get
@@ -32,19 +33,6 @@ pytestmark = pytest.mark.e2e
 WHOLE_CARD = POD.replace(", nvidia.com/gpumem: 1000", "")
 PODS = r"^/api/v1/pods$"  # the cluster-wide LIST and WATCH of the pods informer
 NODES = r"^/api/v1/nodes$"
-
-
-def faults_on(faulty: FaultyApi, path: str) -> int:
-    """How many of our requests to `path` the proxy has cut or refused so far."""
-    return sum(1 for line in faulty.acted() if line.endswith(f"GET {path}"))
-
-
-def cut_off(faulty: FaultyApi, pattern: str, path: str, status: int = 503) -> None:
-    """Refuse our LIST and WATCH of `path` with `status` and cut the one under way; return once
-    our process has met the fault (its watch cut, or a new one refused)."""
-    before = faults_on(faulty, path)
-    faulty.set({"method": "GET", "path": pattern, "action": "refuse", "status": status})
-    wait_for(lambda: faults_on(faulty, path) > before, 30, what=f"our watch of {path} cut")
 
 
 def lists_of(control_plane: ControlPlane, resource: str) -> int:

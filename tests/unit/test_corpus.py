@@ -20,14 +20,20 @@ from hami.engine.escapes import pod_escapes
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig
 from hami.engine.jsonpatch import apply
 from hami.engine.requests import ResourceNames, asks_gpu
+from hami.runtime.config import Settings, device_classes
 from hami.service.admission import AdmissionService
 from tests.builders import FAMILIES
 
 CORPUS = Path(__file__).parents[1] / "corpus"
 INDEX: list[dict[str, Any]] = yaml.safe_load((CORPUS / "index.yaml").read_text())["pods"]
+# The GPU DeviceClasses refused as `hami serve` refuses them by default (with the DRA
+# bookkeeping on, the classes it counts are admitted).
+CLASSES = device_classes(Settings())
 MODES = {
-    "hami-device-plugin": AdmissionConfig(families=FAMILIES),
-    "standalone": AdmissionConfig(injection=InjectionConfig(mode="standalone"), families=FAMILIES),
+    "hami-device-plugin": AdmissionConfig(families=FAMILIES, gpu_device_classes=CLASSES),
+    "standalone": AdmissionConfig(
+        injection=InjectionConfig(mode="standalone"), families=FAMILIES, gpu_device_classes=CLASSES
+    ),
 }
 NAMES = ResourceNames()
 
@@ -112,14 +118,14 @@ def test_the_corpus_records_where_each_spec_comes_from_and_why() -> None:
 
 
 def test_the_refusals_are_the_ones_recorded() -> None:
-    """6 of 44 with HAMi's device plugin, 5 with standalone injection; each for a way out."""
+    """5 of 44 with HAMi's device plugin, 4 with standalone injection; each for a way out (NVIDIA's
+    DRA demo with a slice added is admitted while the DRA bookkeeping counts its claim)."""
     refused = {m: [e["name"] for e in INDEX if expected(e, m) == "refused"] for m in MODES}
     assert sorted(refused["hami-device-plugin"]) == [
         "gke-rdma-nccl-test",
         "gke-tcpx-nccl-test",
         "gke-tcpx-unprivileged",
         "gke-tcpxo-unprivileged",
-        "nvidia-dra-gpu-test-count",
         "vllm-chart-configs-and-secrets",
     ]
     assert "vllm-chart-configs-and-secrets" not in refused["standalone"]
@@ -160,3 +166,16 @@ def test_an_update_of_a_stored_corpus_pod_gets_the_verdict_recorded_for_it(
     labelled = copy.deepcopy(stored)
     labelled["metadata"]["labels"] = {"team": "a"}
     assert AdmissionService(MODES[mode]).review({**request, "object": labelled}).allowed
+
+
+def test_without_the_dra_bookkeeping_nvidias_dra_demo_is_refused() -> None:
+    """--dra-bookkeeping=false: the claim's two cards would be counted nowhere."""
+    (entry,) = [e for e in INDEX if e["name"] == "nvidia-dra-gpu-test-count"]
+    blind = device_classes(Settings(dra_bookkeeping=False))
+    allowed, message, _ = review(
+        corpus_pod(entry["name"]),
+        AdmissionConfig(families=FAMILIES, gpu_device_classes=blind),
+        claims(entry),
+    )
+    assert not allowed
+    assert "ResourceClaimTemplate double-gpu, which asks DeviceClass gpu.nvidia.com" in message

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hami.kube.limiter import WriteLimiter
 from hami.runtime.metrics import Metrics, Probes
 from tests.builders.chart import REPO_ROOT
+from tests.draobjects import allocated_claim, gpu_device, mib, resource_slice
 from tests.unit.runtime.scrapes import mig_cluster, outside_pod
 
 PAGE = (REPO_ROOT / "docs" / "metrics.md").read_text()
@@ -19,8 +20,11 @@ ROW = re.compile(r"^\| `(\w+)` \| (counter|gauge|histogram) \| (.*?) \| .+ \|$",
 
 def scrape(legacy: bool) -> str:
     """A scrape in which every series has a value: an A100 in MIG mode with instances, a pod
-    placed outside the scheduler, a quota, one of every observation."""
+    placed outside the scheduler, a quota, a card a DRA driver publishes with a claim on it,
+    one of every observation."""
     cache = mig_cluster()
+    cache.dra.upsert_slice(resource_slice("dra", [gpu_device("gpu-0", "GPU-d", memory_mib=1024)]))
+    cache.dra.upsert_claim(allocated_claim("c", "ns", "dra", [("gpu-0", {"memory": mib(512)})]))
     cache.upsert_pod(outside_pod("other", "a100", 1))
     cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
                            "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip

@@ -310,6 +310,10 @@ def test_helm_rbac_grants_exactly_what_the_process_uses() -> None:
         ),
         ("resource.k8s.io", "resourceclaims", (), ("get",)),
         ("resource.k8s.io", "resourceclaimtemplates", (), ("get",)),
+        # The DRA bookkeeping's informers (scheduler.draBookkeeping, on by default).
+        ("resource.k8s.io", "resourceclaims", (), ("list", "watch")),
+        ("resource.k8s.io", "resourceslices", (), ("list", "watch")),
+        ("resource.k8s.io", "deviceclasses", (), ("list", "watch")),
         (
             "admissionregistration.k8s.io",
             "mutatingwebhookconfigurations",
@@ -359,14 +363,33 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
         ),
         ("resource.k8s.io", "resourceclaims", (), ("get",)),
         ("resource.k8s.io", "resourceclaimtemplates", (), ("get",)),
+        ("resource.k8s.io", "resourceclaims", (), ("list", "watch")),
+        ("resource.k8s.io", "resourceslices", (), ("list", "watch")),
+        ("resource.k8s.io", "deviceclasses", (), ("list", "watch")),
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
 
 
+def test_helm_dra_bookkeeping_off_lists_no_dra_objects() -> None:
+    """On a cluster that serves no resource.k8s.io/v1 the informers are off, and so are their
+    rules (the webhook still reads a GPU pod's claims, where it can)."""
+    docs = render("scheduler.draBookkeeping=false")
+    listed = [
+        r
+        for r in rules(find(docs, "ClusterRole", "hami-py-scheduler"))
+        if r[0] == "resource.k8s.io"
+    ]
+    assert listed == [
+        ("resource.k8s.io", "resourceclaims", (), ("get",)),
+        ("resource.k8s.io", "resourceclaimtemplates", (), ("get",)),
+    ]
+    assert "--dra-bookkeeping=false" in container(docs, EXTENDER)["args"]
+
+
 def test_helm_preemption_adds_the_eviction_status_and_budget_rules() -> None:
     docs = render("scheduler.preemption.enabled=true", "scheduler.preemption.holdSeconds=90")
-    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[8:11] == [
+    assert rules(find(docs, "ClusterRole", "hami-py-scheduler"))[11:14] == [
         ("", "pods/eviction", (), ("create",)),
         ("", "pods/status", (), ("patch",)),
         ("policy", "poddisruptionbudgets", (), ("list",)),
@@ -510,6 +533,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--allow-without-admission-policy=false",
         "--legacy-metrics=false",
         "--preemption=false",
+        "--dra-bookkeeping=true",
         "--preemption-hold-seconds=60",
         "--leader-elect=true",
         "--leader-elect-resource-name=hami-scheduler",

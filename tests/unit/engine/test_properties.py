@@ -3,58 +3,12 @@
 from typing import Any
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from hami.cache.store import ClusterCache
-from hami.engine.codec import encode_node_devices
-from hami.engine.model import DeviceInfo
-from hami.engine.policy import Defaults
-from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
-from hami.service.placement import Placement
 from tests.builders import FAMILIES
-from tests.unit.engine.manifests import container, manifest
-
-POLICIES = [
-    "spread",
-    "binpack",
-    "mutex",
-    "mutex,binpack",
-    "binpack,spread",
-    "numa,spread",
-    "mutex,spread,numa",
-]
-
-pod_spec = st.tuples(
-    st.lists(container, min_size=1, max_size=3),
-    st.lists(container, max_size=2),
-    st.sampled_from(POLICIES),
-    st.sampled_from(["binpack", "spread"]),
-)
-ops = st.lists(st.one_of(pod_spec, st.integers(0, 30)), max_size=40)
-
-
-def cluster() -> tuple[ClusterCache, Placement, list[dict[str, Any]]]:
-    cache = ClusterCache(
-        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
-    )
-    nodes = []
-    for n in range(3):
-        devs = tuple(
-            DeviceInfo(f"GPU-{n}-{c}", c, 4, 10000 + 2000 * c, 100, "NVIDIA-Tesla T4", c % 2)
-            for c in range(3)
-        )
-        nodes.append(
-            {
-                "metadata": {
-                    "name": f"node-{n}",
-                    "annotations": {"hami.io/node-nvidia-register": encode_node_devices(devs)},
-                },
-                "status": {"allocatable": {"nvidia.com/gpu": "12"}},
-            }
-        )
-    cache.replace_nodes(nodes)
-    return cache, Placement(cache, Defaults(), ResourceDefaults()), nodes
+from tests.unit.engine.manifests import manifest
+from tests.unit.engine.propcluster import check_capacity, cluster, ops
 
 
 def replay(operations: list[Any]) -> tuple[ClusterCache, list[str | None]]:
@@ -83,15 +37,6 @@ def replay(operations: list[Any]) -> tuple[ClusterCache, list[str | None]]:
         live.append(pod)
         check_capacity(cache)
     return cache, placements
-
-
-def check_capacity(cache: ClusterCache) -> None:
-    for node in cache.view.values():
-        for card in node.cards:
-            u, info = card.usage, card.info
-            assert 0 <= u.used <= info.count, (node.name, card)
-            assert 0 <= u.usedmem <= info.devmem, (node.name, card)
-            assert 0 <= u.usedcores <= info.devcore, (node.name, card)
 
 
 @settings(max_examples=150, deadline=None)

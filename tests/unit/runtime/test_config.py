@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hami.runtime.config import ConfigError, Settings, load_settings
+from hami.runtime.config import ConfigError, Settings, device_classes, load_settings
 from tests.unit.runtime.serveargs import parse
 
 
@@ -94,3 +94,11 @@ def test_idle_connections_outlive_gos_idle_timeout() -> None:
     # connection for 90 s (IdleConnTimeout of Go's http.DefaultTransport, which client-go's
     # transports inherit in v1.35) and never resend a POST on one the server closed under them.
     assert Settings().keepalive_timeout_seconds > 90
+
+
+def test_the_classes_the_dra_bookkeeping_counts_are_not_refused_while_it_runs() -> None:
+    listed = "gpu.nvidia.com,mig.nvidia.com,hami-core-gpu.project-hami.io,my.gpus.example.com"
+    counting = Settings(dra_gpu_device_classes=listed)
+    assert device_classes(counting) == ("mig.nvidia.com", "my.gpus.example.com")
+    blind = Settings(dra_gpu_device_classes=listed, dra_bookkeeping=False)
+    assert device_classes(blind) == tuple(listed.split(","))

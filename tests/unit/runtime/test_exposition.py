@@ -14,13 +14,15 @@ from prometheus_client.registry import Collector
 
 from hami.bench.cluster import build_cluster, build_filled_cluster
 from hami.cache.store import ClusterCache
-from hami.engine.model import ContainerDevices
+from hami.engine.model import ContainerDevices, Usage
 from hami.engine.names import PHASE_SUCCESS
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.runtime import cardblocks
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
+from hami.runtime.drametrics import SERIES as DRA_SERIES
+from hami.runtime.drametrics import SOURCE_HELP
 from hami.runtime.exposition import (
     CARD_SERIES,
     CONTAINER,
@@ -70,6 +72,7 @@ class Reference(Collector):
             out.append(family)
         out.append(self._mig())
         out.extend(self._outside())
+        out.extend(self._dra())
         for s in CONTAINER_SERIES:
             family = cast(GaugeMetricFamily, self._family(s.name, s.legacy, s.help, CONTAINER))
             # One sample per (pod, container, card), the sum of what the container holds there.
@@ -81,6 +84,33 @@ class Reference(Collector):
                         summed[values] = summed.get(values, 0) + s.value(d)
             for labels, value in summed.items():
                 family.add_metric([*labels, ZONE], value)
+            out.append(family)
+        return out
+
+    def _dra(self) -> list[Metric]:
+        """Which world each card is in; what DRA claims consume of the cards drivers publish."""
+        info = GaugeMetricFamily(
+            "hami_gpu_source_info",
+            SOURCE_HELP,
+            labels=["device_type", "device_uuid", "node", "source", "zone"],
+        )
+        published = {(d.node, d.uuid): d for d in self.cache.dra.devices()}
+        for node in self.cache.view.values():
+            for c in node.all_cards():
+                both = (node.name, c.info.id) in published
+                source = "both" if both else "device-plugin"
+                info.add_metric([c.info.type, c.info.id, node.name, source, ZONE], 1)
+                published.pop((node.name, c.info.id), None)
+        for d in published.values():
+            info.add_metric([d.product, d.uuid, d.node, "dra", ZONE], 1)
+        out: list[Metric] = [info]
+        usage = self.cache.dra.usage()
+        for index, (name, help_text) in enumerate(DRA_SERIES):
+            family = GaugeMetricFamily(name, help_text, labels=["device_uuid", "node", "zone"])
+            for d in self.cache.dra.devices():
+                u = usage.get(d.node, {}).get(d.uuid, Usage())
+                value = (d.memory * 2**20, u.usedmem * 2**20, u.usedcores, u.used)[index]
+                family.add_metric([d.uuid, d.node, ZONE], value)
             out.append(family)
         return out
 
@@ -281,7 +311,7 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
     # headers differ from the reference.
     kept = [line for line in written.splitlines() if "quota" not in line.lower()]
     assert kept == expected.splitlines()
-    assert sum(1 for _ in text_string_to_metric_families(written)) == 15 - legacy
+    assert sum(1 for _ in text_string_to_metric_families(written)) == 20 - legacy
     assert f'hami_node_gpu_outside_scheduler_cards{{node="{first}",zone="vGPU"}} 7.0' in written
     assert (
         f'hami_gpu_pod_outside_scheduler_cards{{namespace="ns",node="{first}",pod="other-b",'

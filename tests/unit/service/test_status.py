@@ -94,14 +94,15 @@ def test_json() -> None:
         "uuid": "GPU-a",
         "type": "NVIDIA-Tesla T4",
         "healthy": True,
+        "source": "device-plugin",
         "memory_mib": {"allocated": 4000, "total": 15360},
         "cores_percent": {"allocated": 30, "total": 100},
         "slots": {"used": 2, "total": 10},
         "pods": [
             {"namespace": "team", "pod": "notebook", "container": 0, "memory": 1000, "cores": 0}
-            | {"mig": "", "outside": False},
+            | {"mig": "", "outside": False, "claim": False},
             {"namespace": "team", "pod": "trainer", "container": 0, "memory": 3000, "cores": 30}
-            | {"mig": "", "outside": False},
+            | {"mig": "", "outside": False, "claim": False},
         ],
     }
     assert node["cards"][1]["healthy"] is False

@@ -1,0 +1,45 @@
+"""The DRA device as the engine keeps it: one entry of a ResourceSlice's spec.devices, reduced
+to what a GPU card is to the scheduler.
+
+A device is addressed by (driver, pool, device name), as an allocation result names it; the
+card it is, by its `uuid` attribute (the one a device plugin registers the card under, so that
+a card published by a DRA driver and registered by HAMi's device plugin is one card).
+"""
+
+from dataclasses import dataclass
+
+# (driver, pool, device name): what a claim's allocation result names.
+DeviceKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DraDevice:
+    """A GPU a DRA driver published for one node."""
+
+    driver: str
+    pool: str
+    name: str  # the device's name in its slice (e.g. "gpu-0")
+    node: str
+    uuid: str  # the card's UUID (attribute `uuid`); the device's own key where it has none
+    product: str  # attribute `productName`, e.g. "Tesla T4"; "" when not published
+    kind: str  # attribute `type` (NVIDIA's driver: "gpu", "mig"; HAMi-DRA's: "hami-gpu")
+    memory: int  # MiB of capacity `memory`; 0 when not published
+    cores: int  # capacity `cores` (percent of SMs); 100 when not published
+    index: int = 0  # attribute `index` where published, else the device's place in its slice
+    # spec.devices[].allowMultipleAllocations: several claims share it, each consuming part of
+    # its capacity (consumable capacity); otherwise a claim takes the whole device.
+    shared: bool = False
+
+    @property
+    def key(self) -> DeviceKey:
+        return (self.driver, self.pool, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """What one allocation result of a claim takes of one device (capacity it consumed, or
+    the whole device)."""
+
+    device: DeviceKey
+    memory: int | None  # MiB consumed; None: the whole device's memory
+    cores: int | None  # cores consumed; None: the whole device's cores
