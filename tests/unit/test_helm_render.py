@@ -33,6 +33,9 @@ CHART = REPO_ROOT / "helm" / "hami"
 # The hami serve container, under HAMi's chart's name for it (Lab 14 Step 8 reads its log).
 EXTENDER = "vgpu-scheduler-extender"
 KUBE_VERSION = "1.36.0"
+# What a 1.36 cluster's discovery tells Helm and its offline list lacks: the chart's
+# scheduler.draBookkeeping=auto asks for the kind, which only discovery lists.
+API_VERSIONS = ("resource.k8s.io/v1/ResourceSlice",)
 RELEASE = "hami-py"
 NAMESPACE = "hami-system"
 GPU_RESOURCES = (
@@ -80,6 +83,7 @@ def template_args(
     namespace: str = NAMESPACE,
     release: str = RELEASE,
     kube_version: str = KUBE_VERSION,
+    api_versions: tuple[str, ...] = API_VERSIONS,
 ) -> list[str]:
     """`helm template` arguments; `values` are --set/--set-json style pairs like "a.b=c"."""
     args = [
@@ -91,6 +95,8 @@ def template_args(
         "--kube-version",
         kube_version,
     ]
+    for api in api_versions:
+        args += ["--api-versions", api]
     for value in values:
         flag = "--set-json" if value.split("=", 1)[1][:1] in "[{" else "--set"
         args += [flag, value]
@@ -463,6 +469,27 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
+
+
+def test_helm_dra_bookkeeping_auto_follows_what_the_cluster_serves() -> None:
+    """The default (auto) counts DRA claims where the cluster serves resource.k8s.io/v1 and
+    leaves them alone on an older one, where the informers could never list; an explicit
+    value wins either way."""
+
+    def flag(*values: str, api_versions: tuple[str, ...] = API_VERSIONS) -> str:
+        args = template_args(*values, kube_version="1.33.0", api_versions=api_versions)
+        docs = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+        (arg,) = [
+            a
+            for a in container(docs, "vgpu-scheduler-extender")["args"]
+            if "--dra-bookkeeping" in a
+        ]
+        return arg
+
+    assert flag() == "--dra-bookkeeping=true"
+    assert flag(api_versions=()) == "--dra-bookkeeping=false"
+    assert flag("scheduler.draBookkeeping=true", api_versions=()) == "--dra-bookkeeping=true"
+    assert flag("scheduler.draBookkeeping=false") == "--dra-bookkeeping=false"
 
 
 def test_helm_dra_bookkeeping_off_lists_no_dra_objects() -> None:
@@ -1219,7 +1246,8 @@ def lab14_step3_manifest() -> str:
     argv = shlex.split(LAB14_STEP3.replace("\\\n", " "))
     assert argv[:2] == ["helm", "install"] and argv[3] == "hami-charts/hami"
     # `helm template` takes install's flags; --kube-version stands in for the cluster.
-    return helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
+    cluster = ["--kube-version", KUBE_VERSION, *(f"--api-versions={a}" for a in API_VERSIONS)]
+    return helm("template", argv[2], str(CHART), *argv[4:], *cluster).stdout
 
 
 def lab14_step3() -> list[Obj]:
