@@ -484,7 +484,7 @@ def test_helm_dra_bookkeeping_auto_follows_what_the_cluster_serves() -> None:
             for a in container(docs, "vgpu-scheduler-extender")["args"]
             if "--dra-bookkeeping" in a
         ]
-        return arg
+        return str(arg)
 
     assert flag() == "--dra-bookkeeping=true"
     assert flag(api_versions=()) == "--dra-bookkeeping=false"
