@@ -26,6 +26,9 @@ CHART = REPO_ROOT / "helm" / "hami"
 # The hami serve container, under HAMi's chart's name for it (Lab 14 Step 8 reads its log).
 EXTENDER = "vgpu-scheduler-extender"
 KUBE_VERSION = "1.36.0"
+# What a 1.36 cluster's discovery tells Helm and its offline list lacks: the chart's
+# scheduler.draBookkeeping=auto asks for the kind, which only discovery lists.
+API_VERSIONS = ("resource.k8s.io/v1/ResourceSlice",)
 RELEASE = "hami-py"
 NAMESPACE = "hami-system"
 
@@ -57,6 +60,7 @@ def template_args(
     namespace: str = NAMESPACE,
     release: str = RELEASE,
     kube_version: str = KUBE_VERSION,
+    api_versions: tuple[str, ...] = API_VERSIONS,
 ) -> list[str]:
     """`helm template` arguments; `values` are --set/--set-json style pairs like "a.b=c"."""
     args = [
@@ -68,6 +72,8 @@ def template_args(
         "--kube-version",
         kube_version,
     ]
+    for api in api_versions:
+        args += ["--api-versions", api]
     for value in values:
         flag = "--set-json" if value.split("=", 1)[1][:1] in "[{" else "--set"
         args += [flag, value]
@@ -172,7 +178,8 @@ def lab14_step3_manifest() -> str:
     argv = shlex.split(LAB14_STEP3.replace("\\\n", " "))
     assert argv[:2] == ["helm", "install"] and argv[3] == "hami-charts/hami"
     # `helm template` takes install's flags; --kube-version stands in for the cluster.
-    return helm("template", argv[2], str(CHART), *argv[4:], "--kube-version", KUBE_VERSION).stdout
+    cluster = ["--kube-version", KUBE_VERSION, *(f"--api-versions={a}" for a in API_VERSIONS)]
+    return helm("template", argv[2], str(CHART), *argv[4:], *cluster).stdout
 
 
 # Lab 12's values: standalone, without HAMi's device plugin.

@@ -404,6 +404,10 @@ def test_helm_install_is_accepted_server_side_and_the_api_server_scopes_the_webh
         assert live["matchConditions"][0]["name"] == "asks-for-gpu-sharing"
         assert live["failurePolicy"] == "Fail"
         image = kube.get("deployment", f"{release}-scheduler", namespace)["spec"]["template"]
+        # scheduler.draBookkeeping=auto asked this API server (1.36, resource.k8s.io/v1 served)
+        # through Helm's discovery, which `helm template` offline does not have.
+        (extender,) = [c for c in image["spec"]["containers"] if c["name"] == EXTENDER]
+        assert "--dra-bookkeeping=true" in extender["args"]
         version = json.loads(kube("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
         assert image["spec"]["containers"][0]["image"] == (
             f"registry.k8s.io/kube-scheduler:{version.split('-')[0]}"

@@ -22,6 +22,7 @@ from hami.engine.policy import GPU_POLICY_NAMES
 from hami.runtime.config import Settings, bind_budget, body_budget_mib
 from hami.service.bindrules import go_duration
 from tests.builders.chart import (
+    API_VERSIONS,
     CHART,
     EXTENDER,
     KUBE_VERSION,
@@ -369,6 +370,27 @@ def test_helm_rbac_follows_the_certificate_and_injection_modes() -> None:
         ("", "configmaps", (), ("create", "get", "patch", "update")),
     ]
     assert [r[1] for r in rules(find(docs, "Role", "hami-py-scheduler"))] == ["leases", "leases"]
+
+
+def test_helm_dra_bookkeeping_auto_follows_what_the_cluster_serves() -> None:
+    """The default (auto) counts DRA claims where the cluster serves resource.k8s.io/v1 and
+    leaves them alone on an older one, where the informers could never list; an explicit
+    value wins either way."""
+
+    def flag(*values: str, api_versions: tuple[str, ...] = API_VERSIONS) -> str:
+        args = template_args(*values, kube_version="1.33.0", api_versions=api_versions)
+        docs = [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
+        (arg,) = [
+            a
+            for a in container(docs, "vgpu-scheduler-extender")["args"]
+            if "--dra-bookkeeping" in a
+        ]
+        return str(arg)
+
+    assert flag() == "--dra-bookkeeping=true"
+    assert flag(api_versions=()) == "--dra-bookkeeping=false"
+    assert flag("scheduler.draBookkeeping=true", api_versions=()) == "--dra-bookkeeping=true"
+    assert flag("scheduler.draBookkeeping=false") == "--dra-bookkeeping=false"
 
 
 def test_helm_dra_bookkeeping_off_lists_no_dra_objects() -> None:

@@ -200,6 +200,20 @@ has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k 
 {{- end }}
 
 {{/* Where the Lease lives: HAMi's release namespace beside HAMi (migration), else ours. */}}
+{{- /* "true" or "false": scheduler.draBookkeeping, where "auto" asks the cluster Helm installs
+into whether it serves resource.k8s.io/v1 (Kubernetes 1.34 and later), so one value suits
+every cluster the chart supports and an older one is not left with a scheduler that never
+becomes ready. The kind, not the group version: Helm's offline list (helm template without
+--api-versions) names resource.k8s.io/v1 whatever the cluster, discovery names its kinds. */ -}}
+{{- define "hami.draBookkeeping" -}}
+{{- $v := .Values.scheduler.draBookkeeping -}}
+{{- if eq (toString $v) "auto" -}}
+{{- .Capabilities.APIVersions.Has "resource.k8s.io/v1/ResourceSlice" -}}
+{{- else -}}
+{{- $v -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "hami.leaseNamespace" -}}
 {{- default .Release.Namespace .Values.migration.hamiNamespace }}
 {{- end }}
