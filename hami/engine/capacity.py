@@ -38,6 +38,7 @@ from hami.engine.policy import PodOptions
 from hami.engine.score import DEFAULT_WEIGHTS, card_scores
 
 ALL_CORES = 100
+_NO_CARDS = 1 << 62
 
 # Cards failing CardInsufficientCore, ExclusiveDeviceAllocateConflict and
 # CardComputeUnitsExhausted, and cards passing: what the core checks make of some cards.
@@ -112,7 +113,9 @@ class Capacity:
     # The cards' states as one string (hashed once, compared by identity or memcmp): equal
     # for two nodes exactly when every check above counts the same for any request.
     signature: str
-    most_free: int  # of the open cards' memory; -1 without any
+    # The most free memory of an open card; -1 without any, and above any ask (_NO_CARDS)
+    # without cards, so that one pass tells whether a one-card pod fits nowhere by memory.
+    most_free: int
     # (reason, cards passing) by what decides them: pods of every shape that leave the same
     # cards short of memory, with the same cores, get the same counts, so each text is made
     # once a state.
@@ -224,7 +227,7 @@ def summarize(name: str, cards: tuple[Card, ...], cordoned: frozenset[str]) -> C
         kind=cards[0] if len(kinds) == 1 else None,
         scored=CardScores(name, 0, cards, card_scores(cards, DEFAULT_WEIGHTS)),
         signature=repr(states),
-        most_free=pool.free_mem[-1] if open_cards else -1,
+        most_free=pool.free_mem[-1] if open_cards else (-1 if cards else _NO_CARDS),
     )
 
 
@@ -352,7 +355,7 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Summaries | None:
         # 5,000 nodes of 30 pods each: most of such a decision's time before).
         if (
             not by_type
-            and 1 <= nums <= min(map(_CARDS, summaries), default=0)
+            and (nums == 1 or 1 <= nums <= min(map(_CARDS, summaries), default=0))
             and need > max(map(_MOST_FREE, summaries), default=-1)
         ):
             return list(map(_SHORT[mutex], summaries)), list(map(_SCORED, summaries))
