@@ -76,7 +76,8 @@ def encode_filter(
     if node_names is not None:
         out["nodenames"] = list(node_names)
     if failed:
-        out["failedNodes"] = dict(failed)
+        # Not copied where it is a dict already: 5,000 entries for a pod that fits nowhere.
+        out["failedNodes"] = failed if isinstance(failed, dict) else dict(failed)
     if error:
         out["error"] = error
     return orjson.dumps(out)

@@ -318,3 +318,52 @@ def test_nodes_alike_but_for_one_card_are_answered_apart(other: NodeState, polic
     assert decision.node is None
     assert dict(decision.failed) == by_fitting
     assert by_fitting["a"] != by_fitting["b"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(nodes(), min_size=1, max_size=6),
+    st.sampled_from([1, 1, 2, 9]),
+    st.sampled_from([15361, 40001, 0]) | st.sampled_from([16000, 41000]) | st.integers(0, 41000),
+    st.sampled_from([101, 100]),  # with no memory asked, 100: a share of each card's
+    st.sampled_from([0, 100, 30]),
+    annotations,
+    st.integers(0, 4).map(bool),  # mostly no card in MIG mode, which no summary answers
+)
+def test_nodes_turned_down_at_once_get_the_reason_each_node_s_check_gives(
+    states: list[NodeState],
+    nums: int,
+    memreq: int,
+    pct: int,
+    cores: int,
+    ann: dict[str, str],
+    plain: bool,
+) -> None:
+    """Summaries.nowhere (every node at once, often where no card has the memory asked) answers
+    each node as its own check and a card walk would, or leaves the decision to them."""
+    nodes_ = [
+        build_node(
+            f"node-{i}",
+            [replace(c.info, mode=MODES[0]) if plain else c.info for c in s.cards],
+            {c.info.id: c.usage for c in s.cards},
+            s.cordoned,
+            registry=FAMILIES,
+        )
+        for i, s in enumerate(states)
+    ]
+    # Without the UUID selectors and weights, which summaries leave to the card walk.
+    opts = pod_options({k: v for k, v in ann.items() if "uuid" not in k and "weights" not in k})
+    request = PodRequest(app=(ContainerRequest(nums, memreq, pct, cores),))
+    summaries = summary_check(request, opts)
+    assert summaries is not None
+    every = summaries.nowhere(nodes_)
+    logs: list[CardScores] = []
+    alone = summary_check(request, opts)  # a decision of its own: nothing answered yet
+    each = [alone.check(n, logs) for n in nodes_]  # type: ignore[union-attr]
+    if every is None:
+        assert None in each
+        return
+    texts, logged = every
+    assert texts == each
+    assert logged == logs
+    assert texts == [fit_pod_uncached(n, request, opts).reason for n in nodes_]
