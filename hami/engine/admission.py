@@ -12,7 +12,7 @@ from typing import Any
 from hami.engine import kai, names
 from hami.engine.claims import GPU_DEVICE_CLASSES, NO_CLAIMS, ClaimSources, claim_escapes
 from hami.engine.escapes import ephemeral_escapes, pod_escapes, refusal
-from hami.engine.families.nvidia.claim import nvidia_claim
+from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.families.registry import Families
 from hami.engine.familyadmit import claim_families, family_owned_keys
 from hami.engine.familyescapes import family_escapes
@@ -20,6 +20,7 @@ from hami.engine.hostpaths import host_folders
 from hami.engine.injection import CONFIG_ANNOTATION, InjectionConfig, inject
 from hami.engine.jsonpatch import copy_json
 from hami.engine.mountescapes import Rules
+from hami.engine.nvidianames import NVIDIA
 from hami.engine.pins import pin, pin_ephemeral, set_env
 from hami.engine.policy import Defaults, PolicyError, pod_options
 from hami.engine.quantity import QuantityError
@@ -53,6 +54,20 @@ class AdmissionConfig:
     # DeviceClasses whose claims hand out GPUs (hami.engine.claims).
     gpu_device_classes: tuple[str, ...] = GPU_DEVICE_CLASSES
 
+    def __post_init__(self) -> None:
+        """NVIDIA's containers are claimed by the families' NVIDIA member: it must read the
+        names and core policy the rest of admission reads."""
+        nvidia = self.families.by_type().get(NVIDIA)
+        if not (
+            isinstance(nvidia, NvidiaFamily)
+            and nvidia.defaults == self.resources
+            and nvidia.gpu_core_policy == self.gpu_core_policy
+        ):
+            raise ValueError(
+                "the families' NVIDIA member must be built with the admission's resources and "
+                "core policy (Families.replacing, as hami.runtime.choices does)"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -66,10 +81,12 @@ def _deny(message: str) -> Admission:
     return Admission(False, {}, message, 403)
 
 
-def _mutate_container(container: dict[str, Any], cfg: AdmissionConfig) -> bool:
-    """HAMi's per-container mutation (NVIDIA's claim rule); True when the container asks for
-    a GPU."""
-    claim = nvidia_claim(container, cfg.resources, cfg.gpu_core_policy)
+def _mutate_container(
+    container: dict[str, Any], pod: Mapping[str, Any], cfg: AdmissionConfig
+) -> bool:
+    """HAMi's per-container mutation (the NVIDIA member's claim); True when the container asks
+    for a GPU."""
+    claim = cfg.families.by_type()[NVIDIA].claim(container, pod)
     if claim.error:
         raise RequestError(claim.error)
     for name, value in claim.env:
@@ -246,7 +263,7 @@ def admit(
     out.setdefault("metadata", {})
     try:
         kai.translate(out, cfg.resources.names)
-        gpu = [_mutate_container(c, cfg) for c in containers]
+        gpu = [_mutate_container(c, out, cfg) for c in containers]
         request = pod_request(out_spec, cfg.resources, strict=True) if any(gpu) else None
         # Other device families' containers make the pod ours too, without NVIDIA's injection.
         family = not ignored and claim_families(out, containers, cfg.resources, cfg.families)

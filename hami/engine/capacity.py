@@ -34,7 +34,7 @@ from operator import attrgetter
 from hami.engine import reasons as r
 from hami.engine.checks import core_verdict, type_ok
 from hami.engine.model import PERCENTAGE_UNSET, Card, CardScores, NodeState, PodRequest
-from hami.engine.policy import PodOptions
+from hami.engine.policy import CardFilter, PodOptions
 from hami.engine.score import DEFAULT_WEIGHTS, card_scores
 
 ALL_CORES = 100
@@ -272,6 +272,10 @@ def _remember(cap: Capacity, key: int, seen: tuple[str, int]) -> None:
     cap.seen[key] = seen
 
 
+# The card filters the summaries answer for (mutex: the idle pool).
+SUMMARISED_FILTERS = frozenset({CardFilter.MUTEX})
+
+
 def summary_check(request: PodRequest, opts: PodOptions) -> Summaries | None:
     """The question a decision asks every node's summary about this pod, or None if a summary
     cannot answer it: the pod asks for no GPU, or selects cards by UUID, which a summary does
@@ -288,6 +292,8 @@ def summary_check(request: PodRequest, opts: PodOptions) -> Summaries | None:
     first = next(((i, c) for i, c in containers if c is not None), None)
     if first is None or opts.use_uuids or opts.nouse_uuids:
         return None
+    if opts.gpu_policy.card_filters - SUMMARISED_FILTERS:
+        return None  # a card filter the pools below do not keep apart: fitted card by card
     index, req = first
     if req.coresreq < 0:
         return None  # refused at admission; the counts' keys assume cores from 0 to 100

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from hami.engine import reasons as r
 from hami.engine.mig import clash
 from hami.engine.model import Card, ContainerRequest, DeviceInfo, MigInstance, Usage
-from hami.engine.policy import PodOptions
+from hami.engine.policy import PodOptions, filtered_out
 
 
 def type_ok(card: Card, opts: PodOptions) -> bool:
@@ -47,9 +47,7 @@ def slot_verdict(card: Card, opts: PodOptions) -> str | None:
         return r.CARD_UUID_MISMATCH
     if card.info.count <= card.usage.used:
         return r.CARD_TIME_SLICING_EXHAUSTED
-    if opts.gpu_policy.mutex and card.usage.used > 0:
-        return r.EXCLUSIVE_CONFLICT
-    return None
+    return filtered_out(opts.gpu_policy.card_filters, card.usage.used)
 
 
 def room_verdict(card: Card, req: ContainerRequest, cores: int) -> str | None:

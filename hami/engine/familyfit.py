@@ -109,7 +109,7 @@ def fit_families(
     by_type = families.walked_by_type
     pod = FitPod(
         annotations=dict(opts.family_annotations),
-        mutex=opts.gpu_policy.mutex,
+        filters=opts.gpu_policy.card_filters,
         holders=_holders(node),
     )
     n_init = len(request.init)

@@ -8,11 +8,12 @@ surprise a scheduler must not spring on its users.
 """
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from hami.engine import names, nvidianames
+from hami.engine import reasons as r
 from hami.engine.codec import split_list
 from hami.engine.score import DEFAULT_WEIGHTS, Weights
 
@@ -55,6 +56,9 @@ class GpuPolicy:
     topology: bool
     keys: tuple[CardKey, ...]  # sort keys, written order, no duplicates
     single: str  # the name in single mode ("" in chain mode)
+    # The filters a card's own usage can fail (CARD_RULES): what every family's fit asks of
+    # each card through `filtered_out`.
+    card_filters: frozenset[CardFilter] = frozenset()
 
 
 # Read with every filter and webhook call from a pod's annotation or the default, which a
@@ -84,7 +88,29 @@ def parse_gpu_policy(text: str) -> GpuPolicy:
         topology=CardFilter.TOPOLOGY_AWARE in tokens,
         keys=keys,
         single="" if chain else tokens[0],
+        card_filters=frozenset(CardFilter(t) for t in tokens if t in CARD_RULES),
     )
+
+
+# The card filters that turn a card away on its own usage, each with its rule (given the
+# card's used slots) and HAMi's reason: the one step every family's fit and NVIDIA's checks
+# ask, in HAMi's place for it (after the split count, before the room). A new such filter is
+# its CardFilter name and its entry here; only a family with a rule of its own for it (Vastai's
+# dies, Kunlunxin's counts) says more.
+CARD_RULES: dict[CardFilter, tuple[Callable[[int], bool], str]] = {
+    CardFilter.MUTEX: (lambda used: used > 0, r.EXCLUSIVE_CONFLICT),
+}
+
+
+def filtered_out(filters: frozenset[CardFilter], used: int) -> str | None:
+    """Why a card with `used` slots taken fails one of the pod's card filters; None where it
+    passes them all."""
+    if not filters:  # most pods: asked of every card a decision walks
+        return None
+    for name, (fails, reason) in CARD_RULES.items():
+        if name in filters and fails(used):
+            return reason
+    return None
 
 
 def parse_node_policy(text: str) -> NodePolicy:

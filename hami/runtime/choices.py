@@ -20,6 +20,7 @@ from hami.cache.quota import Loosened, QuotaBook
 from hami.cache.records import Distrust, EditIgnored
 from hami.cache.store import ClusterCache, Released
 from hami.engine.admission import AdmissionConfig
+from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.families.registry import GATED, Families
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
@@ -126,12 +127,15 @@ def of_settings(s: Settings, *, nvidia_flags: bool = True) -> Choices:
     NVIDIA's defaults) a device config's NVIDIA defaults are not held to the settings'. Raises
     ConfigError for a device config that cannot be used."""
     devices = device_config(s, nvidia_flags=nvidia_flags)
+    resources, core_policy = resource_defaults(s), gpu_core_policy(s, devices)
     return Choices(
-        families=devices.families,
+        # NVIDIA's member reads the run's resource names and core policy: admission claims
+        # NVIDIA's containers through it as every family's.
+        families=devices.families.replacing(NvidiaFamily(resources, core_policy)),
         policies=Defaults(s.gpu_scheduler_policy, s.node_scheduler_policy),
-        resources=resource_defaults(s),
+        resources=resources,
         gfd_split=s.gfd_split_count,
-        gpu_core_policy=gpu_core_policy(s, devices),
+        gpu_core_policy=core_policy,
         notes=devices.notes,
     )
 

@@ -3,6 +3,7 @@ flag's default and environment variable are added by hami.runtime.config)."""
 
 from hami.engine import nvidianames as nv
 from hami.engine.gfd import COUNT_LABEL
+from hami.engine.policy import GPU_POLICY_NAMES, NODE_POLICY_NAMES
 
 HELP = {
     "kubeconfig": "kubeconfig file; in-cluster credentials when empty",
@@ -51,8 +52,8 @@ HELP = {
     "tls_key_file": "serving key (PEM)",
     "metrics_port": "port of Prometheus /metrics (plain HTTP unless --metrics-tls)",
     "scheduler_name": "schedulerName the webhook sets and the extender serves",
-    "gpu_scheduler_policy": "default card policy: binpack, spread, numa, mutex, topology-aware or a chain",
-    "node_scheduler_policy": "default node policy: binpack or spread",
+    "gpu_scheduler_policy": f"default card policy: {', '.join(GPU_POLICY_NAMES)} or a chain",
+    "node_scheduler_policy": f"default node policy: {' or '.join(NODE_POLICY_NAMES)}",
     "force_overwrite_default_scheduler": "take GPU pods that name default-scheduler",
     "overwrite_env": (
         "write NVIDIA_VISIBLE_DEVICES=none into the containers of a GPU pod that ask for no GPU "

@@ -40,7 +40,7 @@ from hami.engine.model import (
     PodDevices,
     Usage,
 )
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import NodePolicy, filtered_out
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
 TYPE = "AWSNeuron"
@@ -214,8 +214,8 @@ class AwsNeuron:
                 why = r.CARD_UUID_MISMATCH
             elif (full := _over(info, usage + Usage(1))) is not None:
                 why = full.reason
-            elif pod.mutex and usage.used > 0:
-                why = r.EXCLUSIVE_CONFLICT
+            elif (filtered := filtered_out(pod.filters, usage.used)) is not None:
+                why = filtered
             elif bits(info.devcore) - bits(usage.usedcores) < cores:
                 why = r.CARD_INSUFFICIENT_CORE
             else:

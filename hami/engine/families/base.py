@@ -25,7 +25,7 @@ from hami.engine.model import Card, ContainerDevices, DeviceInfo, NodeState, Pod
 # One container's ask of one family (HAMi's ContainerDeviceRequest): defined with the engine's
 # other requests, since a PodRequest carries them, and named here too, where families read it.
 from hami.engine.model import FamilyRequest as FamilyRequest
-from hami.engine.policy import NodePolicy, PodOptions
+from hami.engine.policy import CardFilter, NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
 
 
@@ -91,11 +91,18 @@ class FitPod:
     """What a family may read of the pod it fits: its annotations and GPU policy."""
 
     annotations: Mapping[str, str] = field(default_factory=dict)
-    mutex: bool = False  # the GPU policy has the `mutex` filter
+    # The GPU policy's card filters (GpuPolicy.card_filters): a fit asks each card of
+    # hami.engine.policy.filtered_out, where HAMi checks them.
+    filters: frozenset[CardFilter] = frozenset()
     # The annotations of the pods already holding each card, by card id: one entry per pod
     # holding it, as HAMi's DeviceUsage.PodInfos (built from each pod's collapsed devices),
     # each with only the keys FamilyWire.holder_reads names; empty for a family naming none.
     holders: Mapping[str, tuple[Mapping[str, str], ...]] = field(default_factory=dict)
+
+    @property
+    def mutex(self) -> bool:
+        """The policy has `mutex`, which some families' own rules read (Vastai's dies)."""
+        return CardFilter.MUTEX in self.filters
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from hami.engine.model import (
     PodDevices,
     Usage,
 )
+from hami.engine.policy import filtered_out
 from hami.engine.quantity import QuantityError, as_int64, parse_quantity
 from hami.engine.requests import INT32_MAX, MAX_GPUS_PER_CONTAINER, LimitError, RequestError
 
@@ -248,7 +249,6 @@ def registered(card: DeviceInfo, share: Sequence[ContainerDevice]) -> DeviceInfo
 class WalkRules:
     """Which of HAMi's per-card checks a family's Fit makes, and what a device takes."""
 
-    mutex: bool = True  # the `mutex` GPU policy keeps used cards out
     cores: bool = True  # core requests are checked against free cores
     exclusive_full_core: bool = True  # 100 cores on a 100-core card wants it alone
     core_exhausted: bool = True  # a core-less request cannot join a card whose cores are gone
@@ -317,8 +317,9 @@ def card_verdict(
         return r.CARD_UUID_MISMATCH
     if info.count <= usage.used:
         return r.CARD_TIME_SLICING_EXHAUSTED
-    if rules.mutex and pod.mutex and usage.used > 0:
-        return r.EXCLUSIVE_CONFLICT
+    filtered = filtered_out(pod.filters, usage.used)
+    if filtered is not None:
+        return filtered
     device = device or taken(info, request, wire, rules)
     cores = device.usedcores
     after = usage + Usage(1, device.usedmem, cores)

@@ -44,7 +44,7 @@ from hami.engine.families.common import (
     uuid_allowed,
 )
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import NodePolicy, filtered_out
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
@@ -209,9 +209,12 @@ class KunlunFamily:
             if self.whole:
                 after = card.usage + Usage(1, card.info.devmem, card.info.devcore)
                 return (
-                    card.usage.used == 0 and card.healthy and _over(True, card.info, after) is None
+                    card.usage.used == 0
+                    and card.healthy
+                    and filtered_out(pod.filters, card.usage.used) is None
+                    and _over(True, card.info, after) is None
                 )
-            if pod.mutex and card.usage.used > 0:
+            if filtered_out(pod.filters, card.usage.used) is not None:
                 return False
             return _shares(card, request)
 
@@ -225,10 +228,11 @@ class KunlunFamily:
         if chosen and len(picked) == request.nums:
             return FamilyFit(picked)
         counts: dict[str, int] = {}
-        if pod.mutex and not self.whole:
-            busy = sum(1 for c in cards if c.usage.used > 0 and _shares(c, request))
-            if busy:
-                counts[r.EXCLUSIVE_CONFLICT] = busy
+        if not self.whole:
+            for card in cards:
+                why = filtered_out(pod.filters, card.usage.used)
+                if why is not None and _shares(card, request):
+                    counts[why] = counts.get(why, 0) + 1
         if not counts and mismatched:
             counts[r.CARD_UUID_MISMATCH] = len(mismatched)
         if not counts:

@@ -66,6 +66,14 @@ class Families:
     def by_type(self) -> Mapping[str, Family]:
         return {f.wire.type: f for f in self.members}
 
+    def replacing(self, member: Family) -> "Families":
+        """These families with `member` in the place of the one of its type: the composition
+        root's NVIDIA, built with the run's resource names and core policy."""
+        kind = member.wire.type
+        if kind not in self.by_type():
+            raise ValueError(f"no member of type {kind!r} to replace")
+        return Families(tuple(member if f.wire.type == kind else f for f in self.members))
+
     def other_by_type(self) -> Mapping[str, Family]:
         """`others` by type: where a type of NVIDIA's must find no family (the generic fit,
         the families' quotas and binds)."""

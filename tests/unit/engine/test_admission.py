@@ -4,7 +4,9 @@ from typing import Any
 import pytest
 
 from hami.engine.admission import AdmissionConfig, admit
+from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.jsonpatch import apply, diff
+from hami.engine.requests import ResourceDefaults
 from tests.builders import FAMILIES, container, submitted_pod
 
 CFG = AdmissionConfig(families=FAMILIES)
@@ -125,7 +127,10 @@ def test_forged_scheduler_annotations_are_denied(key: str) -> None:
 
 
 def test_priority_and_core_policy_env_are_added_once() -> None:
-    cfg = AdmissionConfig(gpu_core_policy="force", families=FAMILIES)
+    cfg = AdmissionConfig(
+        gpu_core_policy="force",
+        families=FAMILIES.replacing(NvidiaFamily(ResourceDefaults(), "force")),
+    )
     p = pod({"nvidia.com/gpu": 1, "nvidia.com/priority": 1})
     once = admit(p, cfg).pod
     env = once["spec"]["containers"][0]["env"]

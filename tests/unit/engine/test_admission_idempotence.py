@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine.admission import AdmissionConfig, admit
+from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.injection import InjectionConfig, driver_profile
 from hami.engine.jsonpatch import copy_json, diff
 from hami.engine.requests import ResourceDefaults
@@ -30,9 +31,15 @@ SECTION = st.dictionaries(st.sampled_from(RESOURCES), VALUES, max_size=4)
 CONFIGS = [
     AdmissionConfig(families=FAMILIES),
     AdmissionConfig(
-        gpu_core_policy="force", overwrite_env=True, runtime_class_name="nvidia", families=FAMILIES
+        gpu_core_policy="force",
+        overwrite_env=True,
+        runtime_class_name="nvidia",
+        families=FAMILIES.replacing(NvidiaFamily(ResourceDefaults(), "force")),
     ),
-    AdmissionConfig(resources=ResourceDefaults(default_gpu_num=1), families=FAMILIES),
+    AdmissionConfig(
+        resources=ResourceDefaults(default_gpu_num=1),
+        families=FAMILIES.replacing(NvidiaFamily(ResourceDefaults(default_gpu_num=1))),
+    ),
     AdmissionConfig(injection=InjectionConfig(driver=driver_profile("gke")), families=FAMILIES),
     AdmissionConfig(
         injection=InjectionConfig(

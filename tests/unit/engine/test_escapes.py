@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from hami.engine.admission import AdmissionConfig, admit, admit_ephemeral
 from hami.engine.escapes import pod_escapes
+from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.hostpaths import HostFolders, mount_reach, reaches_devices
 from hami.engine.injection import InjectionConfig
-from hami.engine.requests import ResourceNames, names_gpu
+from hami.engine.requests import ResourceDefaults, ResourceNames, names_gpu
 from hami.service.admission import AdmissionService
 from tests.builders import FAMILIES, submitted_gpu_pod
 
@@ -467,7 +468,10 @@ def test_updates_of_pods_without_a_gpu_and_spec_changes_through_status_are_not_j
 
 def test_a_core_policy_limiting_less_than_the_schedulers_is_refused_as_hami_core_reads_it() -> None:
     """HAMi-core reads force/FORCE and disable/DISABLE, anything else as the default."""
-    forced = AdmissionConfig(gpu_core_policy="force", families=FAMILIES)
+    forced = AdmissionConfig(
+        gpu_core_policy="force",
+        families=FAMILIES.replacing(NvidiaFamily(ResourceDefaults(), "force")),
+    )
     for value in ("default", "Force", "disable"):
         verdict = admit(in_gpu_container(**env("GPU_CORE_UTILIZATION_POLICY", value)), forced)
         assert "limits its cores less than the scheduler's policy (force)" in verdict.message

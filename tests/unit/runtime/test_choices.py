@@ -11,10 +11,13 @@ import pytest
 from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.cli import main, parser
+from hami.engine.admission import AdmissionConfig, admit
 from hami.engine.families.base import Family
 from hami.engine.families.registry import Families
+from hami.engine.nvidianames import NVIDIA
+from hami.engine.requests import ResourceDefaults
 from hami.runtime.choices import of_flags, of_settings, serve_defaults
-from hami.runtime.config import load_settings
+from hami.runtime.config import Settings, load_settings
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.sim.run import Simulation
@@ -105,3 +108,30 @@ def test_simulate_places_as_serve_with_the_chart_s_ascend_soft_split(
     and the replay places it as serve would; without, it waits (ModeNotFit), as in HAMi."""
     assert _placed(capsys, "--enable-ascend=true")["p16"] is None
     assert _placed(capsys, "--enable-ascend=true", "--ascend-hami-vnpu-core=true")["p16"]
+
+
+def test_the_root_builds_nvidia_s_member_from_the_run_and_admission_claims_through_it() -> None:
+    """NVIDIA's member is built from serve's settings (its defaults and core policy), and the
+    webhook claims NVIDIA's containers through it, as it does every family's: a container
+    asking only memory gets serve's default count and serve's core policy."""
+    s = Settings(default_gpu_num=2, gpu_core_policy="force")
+    choices = of_settings(s)
+    container = {"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "1000"}}}
+    claim = choices.families.by_type()[NVIDIA].claim(container, {})
+    assert claim.claimed and ("nvidia.com/gpu", 2) in claim.limits
+    assert ("GPU_CORE_UTILIZATION_POLICY", "force") in claim.env
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [container]}}
+    stored = admit(pod, choices.serve_admission(s)).pod["spec"]["containers"][0]
+    assert stored["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert {"name": "GPU_CORE_UTILIZATION_POLICY", "value": "force"} in stored["env"]
+
+
+def test_admission_refuses_families_whose_nvidia_member_reads_other_names() -> None:
+    """Admission's own reads (NVIDIA's names, the core policy of the mount checks) and the
+    NVIDIA member's claim must be the same run's: one built apart is an error, not a webhook
+    that claims by one set of defaults and checks by another."""
+    choices = serve_defaults()
+    with pytest.raises(ValueError, match="NVIDIA member"):
+        AdmissionConfig(gpu_core_policy="force", families=choices.families)
+    with pytest.raises(ValueError, match="NVIDIA member"):
+        AdmissionConfig(resources=ResourceDefaults(default_gpu_num=3), families=choices.families)

@@ -24,7 +24,7 @@ from hami.engine.families.base import (
 from hami.engine.families.common import lookup, quantity_value, uuid_allowed
 from hami.engine.families.enflame.profiles import BY_SLICES, BY_SPEC, DRS, atoi, choose, decode_drs
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import NodePolicy, filtered_out
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import INT32_MAX, RequestError
 
@@ -118,8 +118,8 @@ class DrsFamily:
                 why = r.CARD_UUID_MISMATCH
             elif info.count <= used:
                 why = r.CARD_TIME_SLICING_EXHAUSTED
-            elif pod.mutex and used > 0:
-                why = r.EXCLUSIVE_CONFLICT
+            elif (filtered := filtered_out(pod.filters, used)) is not None:
+                why = filtered
             elif (full := _over(info, usage + Usage(1, memory, chosen.cores))) is not None:
                 why = full.reason
             if why is not None:

@@ -15,6 +15,7 @@ from hami.engine.families.base import (
 from hami.engine.families.basic import CommonFamily, capacity_of
 from hami.engine.families.common import WalkRules, lookup, over
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import filtered_out
 from hami.engine.quantity import QuantityError, as_int64
 from hami.engine.requests import RequestError
 
@@ -69,7 +70,7 @@ class WholeGcuFamily(CommonFamily):
                 if not card.healthy
                 else r.EXCLUSIVE_CONFLICT
                 if card.usage.used > 0
-                else _full(card, device, self.rules)
+                else filtered_out(pod.filters, card.usage.used) or _full(card, device, self.rules)
             )
             if why is not None:
                 counts[why] = counts.get(why, 0) + 1

@@ -44,7 +44,7 @@ from hami.engine.families.metax.config import (
 from hami.engine.families.metax.registration import qos_of, zone_of
 from hami.engine.families.metax.request import GIB_IN_MIB, read
 from hami.engine.model import Card, ContainerDevice, ContainerDevices, DeviceInfo, PodDevices, Usage
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import NodePolicy, filtered_out
 
 ALLOCATED = "hami.io/metax-sgpu-devices-allocated"
 # HAMi's own reasons for this type (the common walk says CardNotHealth).
@@ -188,8 +188,9 @@ class MetaxSgpu:
             return r.CARD_UUID_MISMATCH
         if info.count <= usage.used:
             return r.CARD_TIME_SLICING_EXHAUSTED
-        if pod.mutex and usage.used > 0:
-            return r.EXCLUSIVE_CONFLICT
+        filtered = filtered_out(pod.filters, usage.used)
+        if filtered is not None:
+            return filtered
         # An online pod outranks what runs there: no compute checks (and it takes no cores).
         cores = 0 if online else request.coresreq
         after = usage + Usage(1, _memory(info, request), cores)

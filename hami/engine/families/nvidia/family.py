@@ -98,6 +98,8 @@ class NvidiaFamily:
         opts = pod_options(pod.annotations)
         if pod.mutex:
             opts = replace(opts, gpu_policy=MUTEX)
+        # The seam's card filters, not the annotation's: what the other families' fits apply.
+        opts = replace(opts, gpu_policy=replace(opts.gpu_policy, card_filters=pod.filters))
         req = ContainerRequest(
             request.nums, request.memreq, request.mem_percentage, request.coresreq
         )

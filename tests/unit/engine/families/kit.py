@@ -7,6 +7,7 @@ from typing import Any
 
 from hami.engine.families.base import Family, FamilyFit, FamilyRequest, FitPod
 from hami.engine.model import Card, DeviceInfo, PodDevices, Usage
+from hami.engine.policy import CardFilter
 
 
 def card(
@@ -52,7 +53,12 @@ def run(family: Family, step: Step) -> FamilyFit:
     else:
         request = family.container_request(ctr(step.limits), strict=True)
     assert request is not None, step.name
-    return family.fit(step.cards, request, FitPod(step.annotations, step.mutex), step.allocated)
+    return family.fit(
+        step.cards,
+        request,
+        FitPod(step.annotations, frozenset({CardFilter.MUTEX} if step.mutex else ())),
+        step.allocated,
+    )
 
 
 def check(family: Family, step: Step) -> None:

@@ -15,7 +15,7 @@ from hami.engine.codec import CodecError
 from hami.engine.families.ascend import DEFAULT_VNPUS, from_config
 from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
-from hami.engine.policy import Defaults, NodePolicy
+from hami.engine.policy import CardFilter, Defaults, NodePolicy
 from hami.engine.requests import RequestError, ResourceDefaults
 from hami.service.placement import Placement
 from tests.builders import FAMILIES, family_pod, sample_node
@@ -220,7 +220,7 @@ def test_fit(
 
 
 def test_mutex_policy_keeps_used_cards_out() -> None:
-    got = B3.fit([card("dev-0", used=1)], ask(1, 64), FitPod({}, mutex=True), ())
+    got = B3.fit([card("dev-0", used=1)], ask(1, 64), FitPod({}, frozenset({CardFilter.MUTEX})), ())
     assert got.reason == "1/1 ExclusiveDeviceAllocateConflict"
 
 

@@ -15,6 +15,7 @@ from hami.engine.families.base import BindContext, Claim, FamilyRequest, FitPod,
 from hami.engine.families.enflame import DRS_FAMILY, WHOLE_FAMILY, from_config
 from hami.engine.families.enflame.profiles import decode_drs, profile_shape
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
+from hami.engine.policy import CardFilter
 from hami.engine.requests import RequestError
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 from tests.unit.engine.families.kit import ctr
@@ -204,7 +205,9 @@ DRS_STEPS: list[tuple[str, list[Card], FamilyRequest, dict[str, str], bool, tupl
 def test_drs_fit(
     name: str, cards: list[Card], req: FamilyRequest, annos: dict[str, str], mutex: bool, want: Any
 ) -> None:
-    got = DRS_FAMILY.fit(cards, req, FitPod(annos, mutex), ())
+    got = DRS_FAMILY.fit(
+        cards, req, FitPod(annos, frozenset({CardFilter.MUTEX} if mutex else ())), ()
+    )
     if isinstance(want, str):
         assert (got.devices, got.reason) == (None, want)
         return
@@ -325,7 +328,9 @@ def test_drs_fit_never_exceeds_a_cards_capacity(
         }
     ).decode()
     cards = drs_cards(value, {i: s for i, s in enumerate(shape)})
-    got = DRS_FAMILY.fit(cards, req, FitPod(mutex=mutex), ())
+    got = DRS_FAMILY.fit(
+        cards, req, FitPod(filters=frozenset({CardFilter.MUTEX} if mutex else ())), ()
+    )
     for d in got.devices or ():
         c = next(c for c in cards if c.info.id == d.uuid)
         assert c.usage.used < c.info.count

@@ -11,6 +11,7 @@ from hami.engine.families import amd, awsneuron, biren, cambricon, iluvatar, mth
 from hami.engine.families.base import Family, FitPod, NodeFacts
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.model import Card, DeviceInfo, Usage
+from hami.engine.policy import CardFilter
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 
 FAMILIES: list[Family] = [
@@ -71,7 +72,7 @@ def test_a_fit_never_exceeds_a_device(
     request = family.container_request(container)
     if request is None:
         return
-    got = family.fit(cards, request, FitPod({}, mutex), ())
+    got = family.fit(cards, request, FitPod({}, frozenset({CardFilter.MUTEX} if mutex else ())), ())
     if got.devices is None:
         assert got.reason
         return

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hami.engine.families.base import Claim, FamilyRequest, FitPod, NodeFacts
 from hami.engine.families.kunlun import VXPU_FAMILY, WHOLE_FAMILY, from_config, vxpu_size
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, Usage
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import CardFilter, NodePolicy
 from hami.engine.requests import RequestError
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_NODE
 from tests.unit.engine.families.kit import ctr
@@ -213,7 +213,7 @@ def test_fit_failures_name_hamis_reasons() -> None:
     # HAMi: TestKunlunVDevices_Fit_Mutex: shared cards fit, but not under `mutex`.
     shared = board({i: (1, 24576) for i in range(8)})
     assert VXPU_FAMILY.fit(shared, vxpu(1, 24576), FitPod(), ()).devices is not None
-    got = VXPU_FAMILY.fit(shared, vxpu(1, 24576), FitPod(mutex=True), ())
+    got = VXPU_FAMILY.fit(shared, vxpu(1, 24576), FitPod(filters=frozenset({CardFilter.MUTEX})), ())
     assert got.reason == "8/8 ExclusiveDeviceAllocateConflict"
     assert WHOLE_FAMILY.fit(board(healthy=False), whole(1), FitPod(), ()).reason == "1/8 NumaNotFit"
 

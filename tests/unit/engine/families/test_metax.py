@@ -16,7 +16,7 @@ from hami.engine.families.base import FamilyRequest, FitPod, NodeFacts, node_sco
 from hami.engine.families.metax import MetaxGpu, MetaxSgpu
 from hami.engine.families.metax.gpu import from_config as gpu_from_config
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import CardFilter, NodePolicy
 from hami.engine.requests import LimitError, RequestError
 from tests.builders import FAMILIES
 from tests.unit.engine.families.metax_cards import card, container
@@ -237,7 +237,9 @@ def test_a_fit_never_takes_a_card_beyond_its_capacity(
     infos = GPU.decode_node({}, node(str(len(usages))))
     assert infos is not None
     node_cards = [card(i, *u) for i, u in zip(infos, usages, strict=True)]
-    fit = GPU.fit(node_cards, whole(nums), FitPod(mutex=mutex), ())
+    fit = GPU.fit(
+        node_cards, whole(nums), FitPod(filters=frozenset({CardFilter.MUTEX} if mutex else ())), ()
+    )
     if fit.devices is None:
         assert fit.reason
         return

@@ -22,7 +22,7 @@ from hami.engine.families.metax import MetaxConfig, MetaxSgpu
 from hami.engine.families.metax.registration import custom, zone_of
 from hami.engine.families.metax.sgpu import from_config as sgpu_from_config
 from hami.engine.model import Card, ContainerDevice, DeviceInfo, PodDevices
-from hami.engine.policy import NodePolicy
+from hami.engine.policy import CardFilter, NodePolicy
 from hami.engine.requests import LimitError, RequestError
 from tests.unit.engine.families.metax_cards import card, container, sgpu
 
@@ -273,7 +273,11 @@ def test_fit(
     want: list[str] | None,
     reason: str,
 ) -> None:
-    pod = FitPod(annotations, mutex="mutex" in annotations.values(), holders=holders)
+    pod = FitPod(
+        annotations,
+        frozenset({CardFilter.MUTEX} if "mutex" in annotations.values() else ()),
+        holders=holders,
+    )
     fit = SGPU.fit(cards, request_, pod, ())
     assert (None if fit.devices is None else [d.uuid for d in fit.devices]) == want
     assert fit.reason == reason

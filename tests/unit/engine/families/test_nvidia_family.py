@@ -70,7 +70,7 @@ def test_the_fit_is_the_engines(
     want = fit_container(cards, req, opts, frozenset())
     ordered = [cards[i] for i in resorted(cards, first_order(cards), opts)]
     ask = FamilyRequest(nv.NVIDIA, req.nums, req.memreq, req.mem_percentage, req.coresreq)
-    got = FAMILY.fit(ordered, ask, FitPod(selectors, opts.gpu_policy.mutex), ())
+    got = FAMILY.fit(ordered, ask, FitPod(selectors, opts.gpu_policy.card_filters), ())
     assert (got.devices, got.reason) == (want.devices, want.reason)
 
 
