@@ -112,10 +112,12 @@ save lab12-workload "$busybox_key" docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.0
 # standin: HAMi's image's commands over tests/e2e/fake_device_plugin.py and what it imports.
 standin="$work/standin"
 cp -r "$here/standin" "$standin"
-mkdir -p "$standin/tests/e2e" "$standin/tests/reference" "$standin/proto"
-for f in __init__ builders families_samples; do
+mkdir -p "$standin/tests/e2e" "$standin/tests/reference" "$standin/tests/builders" "$standin/proto"
+for f in __init__ families_samples; do
   cp "$repo/tests/$f.py" "$standin/tests/"
 done
+# The builders' package without its chart helpers (they need helm and PyYAML, not in the image).
+cp "$repo/tests/builders/__init__.py" "$standin/tests/builders/"
 for f in __init__ fake_device_plugin nodesim nodesim_mig nodespec; do
   cp "$repo/tests/e2e/$f.py" "$standin/tests/e2e/"
 done
