@@ -10,7 +10,9 @@ threads do not weigh on the next):
    ready, steady with a scraper attached and peak, each scrape's size and CPU;
 2. `hami bench --http --nodes N`, once with no pod placed and once with --filter-pods (with
    `--dra`, that once more with the cards also published as ResourceSlices and as many
-   allocated ResourceClaims in the pods' place, its rows beside the device-plugin ones): /filter
+   allocated ResourceClaims in the pods' place, its rows beside the device-plugin ones; and
+   the throughput bench at --small-nodes with every card in a ResourceSlice and a claim on
+   each node, tests/bench/drapublish.py): /filter
    over HTTPS for a pod that fits and one that fits nowhere, under the spread and the binpack
    node policy, with all N node names and with kube-scheduler's default share of them (500 of
    5,000), the last --in-flight decisions held as binds under way: the whole process's CPU
@@ -113,13 +115,14 @@ def throughput_rows(
     small: Sequence[Mapping[str, Any]],
     nodes: int,
     large: Sequence[Mapping[str, Any]],
+    world: str = "",
 ) -> list[Row]:
     """Bursts at both sizes; our CPU per pod aims at 3 ms at the small size and at no more
-    than 25 % above that at the large one."""
+    than 25 % above that at the large one. `world` names a variant's rows ("DRA, ")."""
     rows: list[Row] = []
     for size, runs, cpu_target in ((small_nodes, small, 3.0), (nodes, large, None)):
         for run in runs:
-            name = f"{size} nodes, {run['label']}"
+            name = f"{world}{size} nodes, {run['label']}"
             rows += [
                 Row(f"{name} pods/s", run["rate"], "pods/s"),
                 Row(f"{name} failed binds per pod", run["failed_binds_per_pod"], "", 0.1),
@@ -263,6 +266,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for size in dict.fromkeys((args.small_nodes, args.nodes))
         ),
+        *(
+            [(
+                ["-m", "tests.bench.throughput", "--dra", "--nodes", str(args.small_nodes),
+                 "--bursts", str(args.burst), "--backlog", "0", "--ceiling", "0",
+                 "--node-policies", "spread,binpack"],
+                out / f"throughput-dra-{args.small_nodes}.json",
+            )] if args.dra else []
+        ),
     ]  # fmt: skip
     with load.Hog(args.load, args.load_seconds):
         for step, figures in steps:
@@ -286,6 +297,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             _load(out / f"throughput-{args.small_nodes}.json") or [],
             args.nodes,
             _load(out / f"throughput-{args.nodes}.json") or [],
+        ),
+        *(
+            throughput_rows(
+                args.small_nodes,
+                _load(out / f"throughput-dra-{args.small_nodes}.json") or [],
+                args.nodes,
+                [],
+                world="DRA, ",
+            )
+            if args.dra
+            else []
         ),
     ]
     print(

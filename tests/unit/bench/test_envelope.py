@@ -110,3 +110,12 @@ def test_the_dra_series_are_named_beside_the_device_plugin_ones() -> None:
         "/filter CPU p99, fits, spread, 5000 candidates, 150000 DRA claims",
         "/filter CPU per request, fits, spread, 5000 candidates, 150000 DRA claims",
     ]
+
+
+def test_the_dra_bursts_are_named_beside_the_device_plugin_ones() -> None:
+    rows = throughput_rows(1000, [_run("gpu-1000-spread", 2.5)], 5000, [], world="DRA, ")
+    assert [(r.figure, r.verdict()) for r in rows] == [
+        ("DRA, 1000 nodes, gpu-1000-spread pods/s", ""),
+        ("DRA, 1000 nodes, gpu-1000-spread failed binds per pod", "met"),
+        ("DRA, 1000 nodes, gpu-1000-spread our CPU per pod", "met"),
+    ]
