@@ -28,6 +28,15 @@ from .cluster import NodeSim
 from .dradriver import SimulatedDraDriver
 from .kube import Kube, KubectlError, wait_for
 from .nodespec import t4_node
+from .test_dra_mode import (  # noqa: F401 (fixtures)
+    allocated_device,
+    dra_mode,
+    dra_node,
+    dra_pod,
+    wait_bound,
+    whole,
+)
+from .test_dra_mode import device_class as hami_dra_class
 
 pytestmark = pytest.mark.e2e
 
@@ -98,3 +107,33 @@ def test_a_pod_kube_scheduler_would_serve_through_the_mapping_is_refused_naming_
     )
     assert written is not None and written.startswith("GPU-ext-both-"), written
     kube("delete", "pod", "whole", "-n", namespace, "--wait=false")
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_dra_mode_places_the_pod_through_its_own_claim_while_the_class_maps_it(
+    kube: Kube,
+    namespace: str,
+    dra_node: Callable[[str, int], list[str]],  # noqa: F811 (the fixture imported above)
+) -> None:
+    dra_node("ext-dra-mode", 2)
+    plain = hami_dra_class("hami-core-gpu.project-hami.io")
+    mapped = {**plain, "spec": {**plain["spec"], "extendedResourceName": GPU}}
+    kube.apply(json.dumps(mapped))
+    try:
+        pod = dra_pod("mapped", "4000", "binpack")
+        # Admitted even once the cache has seen the mapping (a dry run is judged the same way).
+        wait_for(
+            lambda: kube.get("deviceclass", mapped["metadata"]["name"])["spec"].get(
+                "extendedResourceName"
+            ),
+            timeout=30,
+            what="the mapping to be stored",
+        )
+        assert refusal(kube, namespace, pod, dry_run=False) == ""
+        wait_bound(kube, namespace, "mapped", "ext-dra-mode")
+        # Ties go to the highest index; the claim is the placer's, none is kube-scheduler's.
+        assert allocated_device(kube, namespace, "mapped-cuda") == whole("gpu-1:4000")
+        claims = kube("get", "resourceclaims", "-n", namespace, "-o", "name").stdout.split()
+        assert claims == ["resourceclaim.resource.k8s.io/mapped-cuda"], claims
+    finally:
+        kube.apply(json.dumps(plain))
