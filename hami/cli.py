@@ -128,6 +128,7 @@ def _bench(args: argparse.Namespace) -> int:
             in_flight=args.in_flight,
             log=args.server_log,
             profile=args.profile,
+            dra=args.dra,
         )
         result = run_http_bench(cfg)
         print(result.text)
@@ -257,6 +258,12 @@ def parser() -> argparse.ArgumentParser:
         choices=("json", "off"),
         default="json",
         help="server logging: json at info as `hami serve` (to /dev/null), or off",
+    )
+    http.add_argument(
+        "--dra",
+        action="store_true",
+        help="the cards also published as DRA ResourceSlices, and allocated ResourceClaims of "
+        "1000 MiB in place of the --pods pods",
     )
     http.add_argument("--profile", action="store_true", help="cProfile the server, print top")
     http.add_argument("--json", help="also write the figures (ms) to this file")

@@ -3,7 +3,9 @@
 Two kinds: pods placed on random cards, and one that binpack has filled: 90 % of the nodes full
 (no card takes one more pod of any shape binpack was given) and the rest partly used. Every pod
 reaches the same cache the extender uses with a request that matches its allocation, since the
-cache counts nothing else.
+cache counts nothing else. The first kind has a DRA variant: every node's cards also published
+in a HAMi-DRA ResourceSlice under the same UUIDs, and what would be pods are allocated
+ResourceClaims on those cards, counted by the cache's DRA bookkeeper.
 """
 
 import random
@@ -13,6 +15,7 @@ from typing import Any
 from hami.cache.store import ClusterCache
 from hami.engine import nvidianames as nv
 from hami.engine.codec import encode_node_devices
+from hami.engine.dra.slices import HAMI_DRA_DRIVER
 from hami.engine.families.registry import Families
 from hami.engine.model import ContainerDevice, DeviceInfo, NodeState, Usage
 from hami.runtime.choices import serve_defaults
@@ -78,16 +81,67 @@ def _pod(
     }
 
 
-def build_cluster(nodes: int, cards: int, pods: int, seed: int) -> ClusterCache:
-    """`pods` pods of 1000 MiB, each on a card drawn at random."""
+def _slice(node: str, devs: tuple[DeviceInfo, ...]) -> dict[str, Any]:
+    """The node's cards as HAMi-DRA's driver publishes them: memory and cores consumable."""
+    devices = [
+        {
+            "name": f"gpu-{d.index}",
+            "attributes": {
+                "type": {"string": "hami-gpu"},
+                "uuid": {"string": d.id},
+                "productName": {"string": "Tesla T4"},
+                "index": {"int": d.index},
+            },
+            "capacity": {"memory": {"value": f"{d.devmem}Mi"}, "cores": {"value": "100"}},
+            "allowMultipleAllocations": True,
+        }
+        for d in devs
+    ]
+    return {
+        "metadata": {"name": f"{node}-gpus", "uid": f"slice-{node}"},
+        "spec": {
+            "driver": HAMI_DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def _claim(uid: int, node: str, index: int, mem: int) -> dict[str, Any]:
+    """A claim as kube-scheduler leaves it once allocated: `mem` MiB and no cores of a card."""
+    result = {
+        "request": "gpu",
+        "driver": HAMI_DRA_DRIVER,
+        "pool": node,
+        "device": f"gpu-{index}",
+        "shareID": f"share-{uid}",
+        "consumedCapacity": {"memory": f"{mem}Mi", "cores": "0"},
+    }
+    return {
+        "metadata": {"uid": f"claim-{uid}", "namespace": "bench", "name": f"claim-{uid}"},
+        "status": {"allocation": {"devices": {"results": [result]}}},
+    }
+
+
+def build_cluster(nodes: int, cards: int, pods: int, seed: int, dra: bool = False) -> ClusterCache:
+    """`pods` pods of 1000 MiB, each on a card drawn at random; with `dra`, the cards published
+    as ResourceSlices too and allocated claims of 1000 MiB in the pods' place."""
     rng = random.Random(seed)
     cache = _empty()
     infos = _register(cache, nodes, cards)
     names = list(infos)
-    pod_objs = []
+    pod_objs, claims = [], []
     for p in range(pods):
         node = rng.choice(names)
-        pod_objs.append(_pod(cache.families, p, node, rng.choice(infos[node]).id, 1000, 0))
+        card = rng.choice(infos[node])
+        if dra:
+            claims.append(_claim(p, node, card.index, 1000))
+        else:
+            pod_objs.append(_pod(cache.families, p, node, card.id, 1000, 0))
+    if dra:
+        cache.dra.replace_slices([_slice(node, devs) for node, devs in infos.items()])
+        cache.dra.replace_claims(claims)
     cache.replace_pods(pod_objs)
     cache.settle()  # as hami serve does once synced
     return cache

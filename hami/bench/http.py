@@ -92,6 +92,8 @@ class HttpBenchConfig:
     log: str = "json"  # json: as `hami serve` logs, written to /dev/null; off: warnings only
     profile: bool = False
     seed: int = 7
+    # The cards also published as ResourceSlices, allocated claims in the pods' place.
+    dra: bool = False
 
 
 def _free_port() -> int:
@@ -246,6 +248,7 @@ def run_http_bench(cfg: HttpBenchConfig) -> HttpBenchResult:
             "--log",
             cfg.log,
             *(["--keep-reservations"] if cfg.keep_reservations else []),
+            *(["--dra"] if cfg.dra else []),
             *(["--profile", profile] if profile else []),
         ]
         with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as server:
@@ -260,7 +263,8 @@ def run_http_bench(cfg: HttpBenchConfig) -> HttpBenchResult:
                     server.terminate()
                     server.wait(10)
         lines = [
-            f"/filter over HTTPS: {cfg.nodes} nodes x {cfg.cards} cards, {cfg.pods} pods placed, "
+            f"/filter over HTTPS: {cfg.nodes} nodes x {cfg.cards} cards, {cfg.pods} "
+            f"{'DRA claims allocated (cards in ResourceSlices too)' if cfg.dra else 'pods placed'}, "
             f"{cfg.requests} sequential requests a series (+{cfg.warmup} warm-up), one "
             "keep-alive connection",
             f"  Python {platform.python_version()}, asyncio default loop (uvloop off), TLS on, "

@@ -73,10 +73,11 @@ def _server_app(
     from hami.service.placement import FilterOutcome
 
     started = time.perf_counter()
-    cache = build_cluster(args.nodes, args.cards, args.pods, args.seed)
+    cache = build_cluster(args.nodes, args.cards, args.pods, args.seed, dra=args.dra)
     freeze(cache)  # as hami serve does once its cache has synced
     print(
-        f"benchhttp: cache of {args.nodes} nodes x {args.cards} cards, {args.pods} pods placed, "
+        f"benchhttp: cache of {args.nodes} nodes x {args.cards} cards, {args.pods} "
+        f"{'DRA claims allocated' if args.dra else 'pods placed'}, "
         f"built in {time.perf_counter() - started:.2f}s",
         flush=True,
     )
@@ -249,6 +250,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--keep-reservations", action="store_true")
+    p.add_argument("--dra", action="store_true")
     p.add_argument("--in-flight", type=int, default=0)
     p.add_argument("--log", choices=("json", "off"), default="json")
     p.add_argument("--profile", default="")

@@ -293,6 +293,7 @@ async def build(settings: Settings) -> Runtime:
             cache.quotas.family_quota,
             kube.get_claim_source,
             dra,
+            lambda: cache.dra.classes,
         ),
         metrics=metrics,
         tls=tls or serving_context(cert_file, key_file),

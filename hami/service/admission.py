@@ -15,6 +15,7 @@ from hami.engine.asks import pod_request
 from hami.engine.claims import NO_CLAIMS, ClaimSources
 from hami.engine.dra.claimspec import SelectorError
 from hami.engine.dra.config import DRA_OFF, DraConfig
+from hami.engine.dra.extended import unschedulable_through_dra
 from hami.engine.dra.translate import TranslateError, claim_base, restore, to_dra
 from hami.engine.familyquota import FamilyQuota, requested_amounts
 from hami.engine.jsonpatch import Patch, diff
@@ -31,6 +32,8 @@ UPDATED = (None, "", "status")
 Quotas = Callable[[str], NamespaceQuota | None]
 # The same for the other families' memory and core resources.
 FamilyQuotas = Callable[[str], FamilyQuota | None]
+# DeviceClass name -> its extendedResourceName ("" for none), as the cache holds them.
+ExtendedResources = Callable[[], Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +52,11 @@ class AdmissionService:
         family_quotas: FamilyQuotas | None = None,
         claims: ClaimReader | None = None,
         dra: DraConfig = DRA_OFF,
+        extended: ExtendedResources | None = None,
     ) -> None:
         self.config = config
         self.dra = dra
+        self.extended = extended
         self.quotas = quotas
         self.family_quotas = family_quotas
         self.claims = claims
@@ -105,7 +110,19 @@ class AdmissionService:
             stored = self._moved(verdict.pod, claim_base(pod, str(request["uid"])))
         except (TranslateError, SelectorError, RequestError) as e:
             return AdmissionOutcome(False, message=f"DRA mode: {e}", code=403)
+        unplaceable = self._served_through_dra(stored)
+        if unplaceable:
+            return AdmissionOutcome(False, message=unplaceable, code=403)
         return AdmissionOutcome(True, diff(pod, stored), verdict.message)
+
+    def _served_through_dra(self, pod: Mapping[str, Any]) -> str | None:
+        """Why kube-scheduler's DRA extended-resource path would never place the pod as stored
+        (hami.engine.dra.extended); DRA mode has moved the resources out of a pod it takes."""
+        if self.extended is None or (pod.get("spec") or {}).get("schedulerName") != (
+            self.config.scheduler_name
+        ):
+            return None
+        return unschedulable_through_dra(pod, self.extended(), self.config.resources.names)
 
     def _moved(self, pod: dict[str, Any], base: str) -> dict[str, Any]:
         """The pod to store: moved to DRA where the mode sends it there (docs/dra.md)."""

@@ -21,7 +21,7 @@ from hami.service.annotations import allocation_annotations, allocation_labels, 
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.service.status import lab_card
-from hami.sim.scenario import Scenario
+from hami.sim.scenario import Scenario, Step
 
 # Fixed so that replays are byte-identical; the value only reaches vgpu-time/bind-time.
 SIMULATED_UNIX_TIME = 1_755_515_611
@@ -38,12 +38,23 @@ class PodResult:
 
 
 @dataclass(frozen=True)
+class ClaimResult:
+    """An allocated ResourceClaim as the bookkeeper counts it: per card, MiB and cores."""
+
+    namespace: str
+    name: str
+    node: str
+    cards: tuple[tuple[str, int, int], ...]  # (uuid, memory MiB, cores)
+
+
+@dataclass(frozen=True)
 class StepResult:
     index: int
     label: str
     pods: tuple[PodResult, ...]
     denied: tuple[tuple[str, str], ...] = ()  # (pod, message)
     score_log: tuple[str, ...] = ()
+    claims: tuple[ClaimResult, ...] = ()
 
 
 @dataclass
@@ -94,22 +105,27 @@ class Simulation:
         self.placement = parts.placement(self.cache)
         self.node_names = [n["metadata"]["name"] for n in self.scenario.nodes]
         self.pods: dict[str, _Pod] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
 
     def run(self) -> list[StepResult]:
-        return [
-            self._step(step.index, step.label, step.apply, step.delete)
-            for step in self.scenario.steps
-        ]
+        return [self._step(step) for step in self.scenario.steps]
 
-    def _step(
-        self, index: int, label: str, apply: tuple[dict[str, Any], ...], delete: tuple[str, ...]
-    ) -> StepResult:
-        denied = []
-        for name in delete:
+    def _step(self, step: Step) -> StepResult:
+        index, denied = step.index, []
+        for name in step.delete:
             pod = self.pods.pop(name, None)
             if pod is not None:
                 self.cache.delete_pod(pod.obj)
-        for manifest in apply:
+            claim = self.claims.pop(name, None)
+            if claim is not None:
+                self.cache.dra.delete_claim(claim)
+        for obj in step.dra:
+            if obj["kind"] == "ResourceSlice":
+                self.cache.dra.upsert_slice(obj)
+            else:
+                self.claims[obj["metadata"]["name"]] = obj
+                self.cache.dra.upsert_claim(obj)
+        for manifest in step.apply:
             verdict = admit(manifest, self.admission)
             if not verdict.allowed:
                 denied.append((str(manifest["metadata"]["name"]), verdict.message))
@@ -126,7 +142,17 @@ class Simulation:
         for pod in self.pods.values():
             if not pod.obj.get("spec", {}).get("nodeName"):
                 self._schedule(pod, log)
-        return StepResult(index, label, self._results(), tuple(denied), tuple(log))
+        return StepResult(
+            index, step.label, self._results(), tuple(denied), tuple(log), self._claims()
+        )
+
+    def _claims(self) -> tuple[ClaimResult, ...]:
+        return tuple(
+            ClaimResult(namespace, name, node, tuple((u, c.usedmem, c.usedcores) for u, c in cards))
+            for node in self.node_names
+            for namespace, name, per_card in self.cache.dra.claims_on(node)
+            for cards in (sorted(per_card.items()),)
+        )
 
     def _schedule(self, pod: _Pod, log: list[str]) -> None:
         if pod.obj["spec"].get("schedulerName") != self.admission.scheduler_name:
@@ -218,6 +244,11 @@ def render_text(results: list[StepResult], verbose: bool) -> str:
         lines.extend(
             f"{p.name} is Pending: {p.pending_reason}" for p in step.pods if p.pending_reason
         )
+        lines.extend(
+            f"claim {c.namespace}/{c.name} on {c.node}: {uuid} {memory} MiB, {cores} cores"
+            for c in step.claims
+            for uuid, memory, cores in c.cards
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -238,7 +269,17 @@ def render_json(results: list[StepResult]) -> dict[str, Any]:
                     }
                     for p in step.pods
                 ],
+                **({"claims": [_claim_json(c) for c in step.claims]} if step.claims else {}),
             }
             for step in results
         ]
+    }
+
+
+def _claim_json(c: ClaimResult) -> dict[str, Any]:
+    return {
+        "namespace": c.namespace,
+        "name": c.name,
+        "node": c.node,
+        "cards": [{"uuid": u, "memory_mib": m, "cores": k} for u, m, k in c.cards],
     }

@@ -30,6 +30,8 @@ class Step:
     delete: tuple[str, ...] = ()
     # Pods the step expects admission to refuse: any other refusal makes the replay fail.
     expect_denied: tuple[str, ...] = ()
+    # ResourceSlices and allocated ResourceClaims, in the order given (before the step's pods).
+    dra: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,21 +171,52 @@ def _load_yaml_docs(path: Path, where: str) -> list[dict[str, Any]]:
     return [d for d in docs if d is not None]
 
 
-def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...], str]:
+# What a DRA driver publishes and kube-scheduler allocates: counted with the same bookkeeper as
+# `hami serve` (hami.cache.dra), a claim on the card its allocation names.
+DRA_KINDS = ("ResourceSlice", "ResourceClaim")
+Objects = tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...], str]
+
+
+def _dra_object(item: dict[str, Any], where: str) -> dict[str, Any]:
+    meta = item.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise ScenarioError(f"{where}: a {item['kind']} has no metadata.name")
+    if item["kind"] == "ResourceClaim" and not (item.get("status") or {}).get("allocation"):
+        # The replay allocates nothing: kube-scheduler's DRA allocator would.
+        raise ScenarioError(
+            f"{where}: ResourceClaim {meta['name']!r} has no status.allocation; give it as "
+            "kube-scheduler leaves it once allocated (devices.results naming driver, pool, device)"
+        )
+    if item["kind"] == "ResourceSlice":
+        return item
+    return {**item, "metadata": {"namespace": "default", **meta}}
+
+
+def _pods(raw: Any, base: Path, where: str) -> Objects:
     if isinstance(raw, str):
         docs, label = _load_yaml_docs(base / raw, where), raw
     elif isinstance(raw, list):
         docs, label = raw, "inline pods"
     else:
-        raise ScenarioError(f"{where}: apply takes a file path or a list of Pod manifests")
+        raise ScenarioError(
+            f"{where}: apply takes a file path or a list of Pod, ResourceSlice and "
+            "ResourceClaim manifests"
+        )
     pods: list[dict[str, Any]] = []
+    dra: list[dict[str, Any]] = []
     for doc in docs:
         listed = isinstance(doc, dict) and doc.get("kind") == "List"
         items = doc.get("items") if listed else [doc]
         for item in items if isinstance(items, list) else [items]:
+            if isinstance(item, dict) and item.get("kind") in DRA_KINDS:
+                dra.append(_dra_object(item, where))
+                continue
             if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":
                 got = item.get("kind") if isinstance(item, dict) else type(item).__name__
-                raise ScenarioError(f"{where}: only Pod manifests can be applied, got {got!r}")
+                raise ScenarioError(
+                    f"{where}: only Pod, ResourceSlice and ResourceClaim manifests can be "
+                    f"applied, got {got!r}"
+                )
             meta = item.get("metadata")
             if not isinstance(meta, dict) or not meta.get("name"):
                 raise ScenarioError(f"{where}: a pod has no metadata.name")
@@ -193,7 +226,7 @@ def _pods(raw: Any, base: Path, where: str) -> tuple[tuple[dict[str, Any], ...],
                     f"{where}: pod {meta['name']!r} is applied twice; each pod needs its own name"
                 )
             pods.append(item)
-    return tuple(pods), label
+    return tuple(pods), tuple(dra), label
 
 
 def load(path: Path, families: Families) -> Scenario:
@@ -224,14 +257,14 @@ def load(path: Path, families: Families) -> Scenario:
                 f"{swhere}: a step is 'apply: <file or pods>' or 'delete: [names]', and may "
                 "have 'expect: {denied: [names]}'"
             )
-        pods, label = _pods(s["apply"], path.parent, swhere) if "apply" in s else ((), "")
+        pods, dra, label = _pods(s["apply"], path.parent, swhere) if "apply" in s else ((), (), "")
         delete = s.get("delete") or []
         if not isinstance(delete, list) or not all(isinstance(n, str) for n in delete):
             raise ScenarioError(f"{swhere}: delete takes a list of pod names")
         parts = ([f"apply {label}"] if "apply" in s else []) + (
             [f"delete {', '.join(delete)}"] if delete else []
         )
-        steps.append(Step(i, "; ".join(parts), pods, tuple(delete), _expected(s, swhere)))
+        steps.append(Step(i, "; ".join(parts), pods, tuple(delete), _expected(s, swhere), dra))
     built = tuple(_node(n, f"{where}: node {i + 1}", families) for i, n in enumerate(nodes))
     _unique_cards(nodes, where)
     if not steps:

@@ -8,7 +8,11 @@ threads do not weigh on the next):
 
 1. `tests.bench.memory --nodes N --pods 0,P`: cold start to /readyz, our CPU to ready, RSS
    ready, steady with a scraper attached and peak, each scrape's size and CPU;
-2. `hami bench --http --nodes N`, once with no pod placed and once with --filter-pods: /filter
+2. `hami bench --http --nodes N`, once with no pod placed and once with --filter-pods (with
+   `--dra`, that once more with the cards also published as ResourceSlices and as many
+   allocated ResourceClaims in the pods' place, its rows beside the device-plugin ones; and
+   the throughput bench at --small-nodes with every card in a ResourceSlice and a claim on
+   each node, tests/bench/drapublish.py): /filter
    over HTTPS for a pod that fits and one that fits nowhere, under the spread and the binpack
    node policy, with all N node names and with kube-scheduler's default share of them (500 of
    5,000), the last --in-flight decisions held as binds under way: the whole process's CPU
@@ -87,15 +91,17 @@ def memory_rows(samples: Sequence[Mapping[str, Any]]) -> list[Row]:
     return rows
 
 
-def filter_rows(pods: int, series: Sequence[Mapping[str, Any]]) -> list[Row]:
-    """Each series of `hami bench --http` at `pods` pods: the process's CPU p50 and p99 while
+def filter_rows(pods: int, series: Sequence[Mapping[str, Any]], dra: bool = False) -> list[Row]:
+    """Each series of `hami bench --http` at `pods` pods (with `dra`, as many allocated DRA
+    claims on cards also published as ResourceSlices): the process's CPU p50 and p99 while
     /filter ran (p99 aims at 5 ms), and the process's CPU per request (TLS and HTTP parsing,
     logging and Events included)."""
     rows = []
+    held = "DRA claims" if dra else "pods"
     for figures in series:
         kind = "fits" if figures["fits"] else "fits nowhere"
         policy = figures["node_policy"] or "default"
-        name = f"{kind}, {policy}, {figures['candidate_count']} candidates, {pods} pods"
+        name = f"{kind}, {policy}, {figures['candidate_count']} candidates, {pods} {held}"
         rows += [
             Row(f"/filter CPU p50, {name}", figures["process_cpu_p50_ms"], "ms"),
             Row(f"/filter CPU p99, {name}", figures["process_cpu_p99_ms"], "ms", 5.0),
@@ -109,13 +115,14 @@ def throughput_rows(
     small: Sequence[Mapping[str, Any]],
     nodes: int,
     large: Sequence[Mapping[str, Any]],
+    world: str = "",
 ) -> list[Row]:
     """Bursts at both sizes; our CPU per pod aims at 3 ms at the small size and at no more
-    than 25 % above that at the large one."""
+    than 25 % above that at the large one. `world` names a variant's rows ("DRA, ")."""
     rows: list[Row] = []
     for size, runs, cpu_target in ((small_nodes, small, 3.0), (nodes, large, None)):
         for run in runs:
-            name = f"{size} nodes, {run['label']}"
+            name = f"{world}{size} nodes, {run['label']}"
             rows += [
                 Row(f"{name} pods/s", run["rate"], "pods/s"),
                 Row(f"{name} failed binds per pod", run["failed_binds_per_pod"], "", 0.1),
@@ -207,12 +214,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--settle", type=float, default=30.0, help="seconds scraped before steady")
     p.add_argument("--step-timeout", type=float, default=1800.0, help="seconds per step at most")
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="also time /filter over a cluster whose cards are DRA ResourceSlices with claims",
+    )
     p.add_argument("--out", help="folder for each step's JSON (default: a temporary one)")
     load.add_arguments(p)
     args = p.parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="hami-envelope-"))
     out.mkdir(parents=True, exist_ok=True)
     filter_pods = dict.fromkeys((0, args.pods if args.filter_pods is None else args.filter_pods))
+    dra_pods = list(filter_pods)[-1:] if args.dra else []
     print(
         f"envelope bench: {args.nodes} nodes, {args.pods} pods; figures under {out}; "
         f"{os.cpu_count()} cores, {load.load_average()}",
@@ -236,12 +249,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         *(
             (
+                ["-m", "hami", "bench", "--http", "--dra", "--nodes", str(args.nodes), "--pods",
+                 str(pods), "--runs", str(args.filter_runs), "--memory", "100,20000",
+                 "--node-policy", "spread,binpack", "--candidates", "all,share",
+                 "--in-flight", str(args.in_flight)],
+                out / f"filter-dra-{pods}.json",
+            )
+            for pods in dra_pods
+        ),
+        *(
+            (
                 ["-m", "tests.bench.throughput", "--nodes", str(size), "--bursts",
                  str(args.burst), "--backlog", "0", "--ceiling", "0", "--node-policies",
                  "spread,binpack"],
                 out / f"throughput-{size}.json",
             )
             for size in dict.fromkeys((args.small_nodes, args.nodes))
+        ),
+        *(
+            [(
+                ["-m", "tests.bench.throughput", "--dra", "--nodes", str(args.small_nodes),
+                 "--bursts", str(args.burst), "--backlog", "0", "--ceiling", "0",
+                 "--node-policies", "spread,binpack"],
+                out / f"throughput-dra-{args.small_nodes}.json",
+            )] if args.dra else []
         ),
     ]  # fmt: skip
     with load.Hog(args.load, args.load_seconds):
@@ -256,11 +287,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             for pods in filter_pods
             for row in filter_rows(pods, _load(out / f"filter-{pods}.json") or [])
         ),
+        *(
+            row
+            for pods in dra_pods
+            for row in filter_rows(pods, _load(out / f"filter-dra-{pods}.json") or [], dra=True)
+        ),
         *throughput_rows(
             args.small_nodes,
             _load(out / f"throughput-{args.small_nodes}.json") or [],
             args.nodes,
             _load(out / f"throughput-{args.nodes}.json") or [],
+        ),
+        *(
+            throughput_rows(
+                args.small_nodes,
+                _load(out / f"throughput-dra-{args.small_nodes}.json") or [],
+                args.nodes,
+                [],
+                world="DRA, ",
+            )
+            if args.dra
+            else []
         ),
     ]
     print(

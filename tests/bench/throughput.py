@@ -47,6 +47,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 from tests.bench import load
+from tests.bench.drapublish import publish
 from tests.bench.nodes import register
 from tests.bench.pods import Tracker, delete_pods, pod_manifest
 from tests.bench.report import Run, final_check, liveness, read_sample, stop_quietly, write_json
@@ -135,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600, help="seconds for each run at most")
     p.add_argument("--scheduler-qps", type=float, default=1000)
     p.add_argument("--scheduler-burst", type=int, default=2000)
+    p.add_argument(
+        "--dra",
+        action="store_true",
+        help="publish every node's cards as DRA ResourceSlices with a claim on each node "
+        "(tests/bench/drapublish.py) before the runs",
+    )
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
     p.add_argument("--json", help="also write the figures to this file (after each run)")
     p.add_argument(
@@ -161,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         plane.__enter__()
         try:
             register(plane, args.nodes, args.register_timeout)
+            if args.dra:
+                publish(plane, args.nodes, args.register_timeout)
             print(
                 f"kube-scheduler client qps {args.scheduler_qps:g} burst "
                 f"{args.scheduler_burst}; {load.load_average()}; run folder {plane.run_dir}",

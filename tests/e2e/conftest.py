@@ -13,13 +13,17 @@ A failing test's report ends with the run folder and the tail of every component
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Callable, Generator, Iterator
 
 import pytest
 
+from hami.engine.dra.config import DEFAULT_CLASSES
+
 from .cluster import ControlPlane, FaultyApi, NodeSim, ensure_binaries
+from .draworld import device_class, hami_dra_slice
 from .kube import Kube
 from .nodespec import NodeSpec, t4_node
 from .nodetier.cluster import NodeCluster, node_cluster
@@ -171,3 +175,38 @@ def node_tier(pytestconfig: pytest.Config) -> Iterator[NodeCluster]:
                 del pytestconfig.stash[_CONTROL_PLANE]
             else:
                 pytestconfig.stash[_CONTROL_PLANE] = loopback
+
+
+# DRA mode's world (tests/e2e/draworld.py), for every module that places DRA-mode pods.
+@pytest.fixture(scope="module")
+def dra_mode(control_plane: ControlPlane) -> Iterator[None]:
+    kube = control_plane.kube
+    for c in DEFAULT_CLASSES:
+        kube("apply", "-f", "-", stdin=json.dumps(device_class(c.device_class)))
+    control_plane.restart_app(extra_args=("--dra-mode=all",))
+    try:
+        yield
+    finally:
+        control_plane.restart_app(extra_args=())
+        for c in DEFAULT_CLASSES:
+            kube("delete", "deviceclass", c.device_class, "--ignore-not-found", check=False)
+
+
+@pytest.fixture
+def dra_node(
+    kube: Kube, nodesim: Callable[..., NodeSim]
+) -> Iterator[Callable[[str, int], list[str]]]:
+    """Start a simulated node of `cards` T4s, registered by the device plugin stand-in and
+    published in a HAMi-DRA slice under the same UUIDs; its UUIDs. Slices go afterwards."""
+    made: list[str] = []
+
+    def start(node: str, cards: int) -> list[str]:
+        uuids = [f"GPU-{node}-{i}" for i in range(cards)]
+        nodesim(t4_node(node, uuids))
+        kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
+        made.append(f"{node}-hami-dra")
+        return uuids
+
+    yield start
+    for name in made:
+        kube("delete", "resourceslice", name, "--ignore-not-found", check=False)

@@ -8,49 +8,33 @@ unallocated (placing them is the placer's)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
 from hami.engine.dra.claimspec import claim_spec, pinned_spec
-from hami.engine.dra.config import DEFAULT_CLASSES, DraConfig
+from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE, REQUESTS, claim_object, container_asks, restore
 from hami.engine.model import ContainerDevice
 from hami.engine.requests import ResourceDefaults
 from tests.builders import FAMILIES
 
 from .chartrun import stored
-from .cluster import ControlPlane, NodeSim
+from .cluster import ControlPlane
+from .draworld import (  # noqa: F401 (fixtures)
+    allocated_device,
+    device_class,
+    dra_pod,
+    hami_dra_slice,
+    wait_bound,
+    whole,
+)
 from .kube import Kube, wait_for
-from .nodespec import t4_node
 from .replicas import lease
 
 pytestmark = pytest.mark.e2e
-
-
-def device_class(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
-    }
-
-
-@pytest.fixture(scope="module")
-def dra_mode(control_plane: ControlPlane) -> Iterator[None]:
-    kube = control_plane.kube
-    for c in DEFAULT_CLASSES:
-        kube("apply", "-f", "-", stdin=json.dumps(device_class(c.device_class)))
-    control_plane.restart_app(extra_args=("--dra-mode=all",))
-    try:
-        yield
-    finally:
-        control_plane.restart_app(extra_args=())
-        for c in DEFAULT_CLASSES:
-            kube("delete", "deviceclass", c.device_class, "--ignore-not-found", check=False)
 
 
 def gpu_pod(name: str, **annotations: str) -> dict[str, Any]:
@@ -202,36 +186,6 @@ def test_the_record_cannot_be_edited_after_creation(kube: Kube, namespace: str) 
         assert f"{REQUESTS} is scheduling state" in result.stderr, result.stderr
 
 
-def hami_dra_slice(node: str, uuids: list[str]) -> dict[str, Any]:
-    """What HAMi-DRA's driver publishes for a node's T4 cards (written by the test: no driver
-    runs): each card shared by several claims, memory and cores consumable."""
-    driver = DEFAULT_CLASSES[0].driver
-    devices = [
-        {
-            "name": f"gpu-{i}",
-            "allowMultipleAllocations": True,
-            "attributes": {
-                "uuid": {"string": uuid},
-                "productName": {"string": "Tesla T4"},
-                "type": {"string": "hami-gpu"},
-            },
-            "capacity": {"memory": {"value": "15360Mi"}, "cores": {"value": "100"}},
-        }
-        for i, uuid in enumerate(uuids)
-    ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-hami-dra"},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
 def pinned_pod(kube: Kube, namespace: str, name: str, uuid: str, memory: int) -> None:
     """A pod and its claim pinned to `uuid` as the placer makes them, written by the test (the
     pod names no GPU resource and carries no record, so neither the webhook nor the placer
@@ -255,45 +209,6 @@ def pinned_pod(kube: Kube, namespace: str, name: str, uuid: str, memory: int) ->
     kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
 
 
-def allocated_device(kube: Kube, namespace: str, claim: str) -> object:
-    obj = kube.get("resourceclaim", claim, namespace)
-    results = ((obj.get("status") or {}).get("allocation") or {}).get("devices", {})
-    return [(r["device"], r.get("consumedCapacity")) for r in results.get("results") or ()]
-
-
-@pytest.fixture
-def dra_node(
-    kube: Kube, nodesim: Callable[..., NodeSim]
-) -> Iterator[Callable[[str, int], list[str]]]:
-    """Start a simulated node of `cards` T4s, registered by the device plugin stand-in and
-    published in a HAMi-DRA slice under the same UUIDs; its UUIDs. Slices go afterwards."""
-    made: list[str] = []
-
-    def start(node: str, cards: int) -> list[str]:
-        uuids = [f"GPU-{node}-{i}" for i in range(cards)]
-        nodesim(t4_node(node, uuids))
-        kube("create", "-f", "-", stdin=json.dumps(hami_dra_slice(node, uuids)))
-        made.append(f"{node}-hami-dra")
-        return uuids
-
-    yield start
-    for name in made:
-        kube("delete", "resourceslice", name, "--ignore-not-found", check=False)
-
-
-def wait_bound(kube: Kube, namespace: str, name: str, node: str) -> None:
-    def bound() -> bool:
-        return bool(kube.pod(namespace, name)["spec"].get("nodeName") == node)
-
-    wait_for(bound, timeout=60, what=f"{name} to be bound to {node}")
-
-
-def whole(memory: str) -> list[tuple[str, dict[str, str]]]:
-    """An allocation of gpu-<i> consuming `memory` and no cores (HAMi's 0 cores asked)."""
-    device, mib = memory.split(":")
-    return [(device, {"memory": f"{mib}Mi", "cores": "0"})]
-
-
 @pytest.mark.usefixtures("dra_mode")
 def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
     kube: Kube, namespace: str, dra_node: Callable[[str, int], list[str]]
@@ -314,18 +229,6 @@ def test_kube_scheduler_takes_the_pinned_card_and_never_more_than_its_capacity(
     assert "cannot allocate all claims" in str(message), message
     assert allocated_device(kube, namespace, "second-cuda") == []
     assert not kube.pod(namespace, "second")["spec"].get("nodeName")
-
-
-def dra_pod(name: str, memory: str, policy: str) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"hami.io/gpu-scheduler-policy": policy}},
-        "spec": {
-            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}]
-        },
-    }
 
 
 @pytest.mark.usefixtures("dra_mode")

@@ -133,7 +133,10 @@ BAD_PAIR = "current user's client-certificate-data and client-key-data"
         ),
         (["simulate", "{d}/latin1"], f"hami simulate: {NOT_UTF8}"),
         (["simulate", "{d}/applies-latin1.yaml"], f"step 1: {NOT_UTF8}"),
-        (["simulate", "{d}/applies-words.yaml"], "step 1: only Pod manifests can be applied"),
+        (
+            ["simulate", "{d}/applies-words.yaml"],
+            "step 1: only Pod, ResourceSlice and ResourceClaim manifests can be applied",
+        ),
         (["simulate", "{d}/applies-bad-metadata.yaml"], "step 1: a pod has no metadata.name"),
         (["simulate", "{d}/bad-expect.yaml"], "step 1: expect takes 'denied: [names"),
         (["simulate", "{d}"], "hami simulate: {d}: cannot read it: Is a directory"),

@@ -177,6 +177,9 @@ class Lab:
             ("Memory allocated share per card", "A"): by_card(lambda c, n: n * 1000 / c.devmem),
             ("Cores allocated per card", "A"): by_card(lambda c, n: 0.0),
             ("Split slots used per card", "A"): by_card(lambda c, n: float(n)),
+            # Lab 14's cards are all the device plugin's: no DRA driver publishes any.
+            ("Cards by world", "A"): exactly({("device-plugin",): float(len(cards))}, "source"),
+            **{("DRA cards", ref): exactly({}) for ref in "ABCDE"},
             ("GPU memory by namespace", "A"): exactly({(self.namespace,): used}, "namespace"),
             ("GPU cores by namespace", "A"): exactly({(self.namespace,): 0.0}, "namespace"),
             # HAMi's quota series exist for every namespace holding GPUs; no ResourceQuota here.

@@ -100,3 +100,22 @@ def test_cpu_per_pod_at_the_large_size_is_compared_with_the_small_one() -> None:
         "5000 nodes, gpu-1000-spread our CPU per pod": "",
         "5000 nodes, gpu-1000-binpack our CPU per pod": "",
     }
+
+
+def test_the_dra_series_are_named_beside_the_device_plugin_ones() -> None:
+    series = [_series(300, "spread", 5000, 1.0, 4.0)]
+    figures = [r.figure for r in filter_rows(150_000, series, dra=True)]
+    assert figures == [
+        "/filter CPU p50, fits, spread, 5000 candidates, 150000 DRA claims",
+        "/filter CPU p99, fits, spread, 5000 candidates, 150000 DRA claims",
+        "/filter CPU per request, fits, spread, 5000 candidates, 150000 DRA claims",
+    ]
+
+
+def test_the_dra_bursts_are_named_beside_the_device_plugin_ones() -> None:
+    rows = throughput_rows(1000, [_run("gpu-1000-spread", 2.5)], 5000, [], world="DRA, ")
+    assert [(r.figure, r.verdict()) for r in rows] == [
+        ("DRA, 1000 nodes, gpu-1000-spread pods/s", ""),
+        ("DRA, 1000 nodes, gpu-1000-spread failed binds per pod", "met"),
+        ("DRA, 1000 nodes, gpu-1000-spread our CPU per pod", "met"),
+    ]

@@ -16,6 +16,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from prometheus_client.parser import text_string_to_metric_families
 
 from hami.runtime.metrics import Metrics, Probes
+from tests.draobjects import allocated_claim, gpu_device, mib, resource_slice
 from tests.unit.runtime.scrapes import metrics_of_one_pod
 
 from .dashboard import load, metric_names, panels, queries
@@ -91,8 +92,15 @@ def test_panels_have_unique_titles_and_say_what_they_show() -> None:
 
 def exposed_labels() -> dict[str, set[str]]:
     """Every sample name of a scrape in which each of our series has a value, with the label
-    names its samples carry."""
+    names its samples carry: the one-pod cluster's card also published by a DRA driver, a
+    second card published only by it, and a claim on the first."""
     m: Metrics = metrics_of_one_pod()
+    devices = [gpu_device(f"gpu-{i}", u, memory_mib=15360, index=i) for i, u in enumerate("ab")]
+    devices[0]["attributes"]["uuid"] = {"string": "GPU-a"}
+    m.cluster.cache.dra.upsert_slice(resource_slice("n", devices))
+    m.cluster.cache.dra.upsert_claim(
+        allocated_claim("c", "ns", "n", [("gpu-0", {"memory": mib(1000), "cores": "10"})])
+    )
     m.add_probes(
         Probes(
             lambda: True,
@@ -232,3 +240,20 @@ def test_device_types_have_their_own_panels() -> None:
         "Cores allocated by device type",
     ):
         assert all("by (device_type)" in t["expr"] for t in by_title[title]["targets"]), title
+
+
+def test_a_panel_says_which_world_each_card_is_in_and_what_dra_claims_hold() -> None:
+    by_title = {p["title"]: p for p in panels(load())}
+    (worlds,) = by_title["Cards by world"]["targets"]
+    assert "by (source)" in worlds["expr"] and "hami_gpu_source_info" in worlds["expr"]
+    dra = {name for t in by_title["DRA cards"]["targets"] for name in metric_names(t["expr"])}
+    assert dra == {
+        "hami_gpu_source_info",
+        "hami_dra_gpu_memory_allocated_bytes",
+        "hami_dra_gpu_memory_limit_bytes",
+        "hami_dra_gpu_core_allocated_ratio",
+        "hami_dra_gpu_claims",
+    }
+    exposed = exposed_labels()
+    assert "source" in exposed["hami_gpu_source_info"]
+    assert {"node", "device_uuid"} <= exposed["hami_dra_gpu_claims"]

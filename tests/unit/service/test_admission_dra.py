@@ -13,23 +13,7 @@ from hami.engine.jsonpatch import apply
 from hami.service.admission import AdmissionService
 from tests.builders import FAMILIES
 from tests.unit.service.quotas import team_a_book
-
-
-def review(obj: dict[str, Any], namespace: str = "team-a") -> dict[str, Any]:
-    return {
-        "uid": "0123456789abcdef",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "namespace": namespace,
-        "operation": "CREATE",
-        "object": obj,
-    }
-
-
-def pod(limits: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "p", "namespace": "team-a", "annotations": annotations},
-        "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {"limits": limits}}]},
-    }
+from tests.unit.service.reviews import pod, review
 
 
 @pytest.fixture
