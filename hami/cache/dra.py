@@ -38,9 +38,12 @@ class DraBook:
         account: Account,
         released: Callable[[str], None],
         drivers: Iterable[str] = GPU_DRIVERS,
+        claimed: Callable[[str], None] = lambda _: None,
     ) -> None:
         self._account = account
         self._released = released
+        # Told the uid of each pod owning a claim whose count started: its reservation ends.
+        self._claimed = claimed
         self._drivers = tuple(drivers)
         self._slices: dict[str, SliceRead] = {}  # slice uid -> what it publishes
         self._pools: dict[Pool, dict[str, SliceRead]] = {}
@@ -49,6 +52,8 @@ class DraBook:
         self._claims: dict[str, ClaimUse] = {}
         self._by_pool: dict[Pool, set[str]] = {}  # pool -> uids of the claims using it
         self._counted: dict[str, tuple[str, NodeUsage]] = {}  # uid -> (namespace, usage)
+        self._owned: dict[str, set[str]] = {}  # pod uid -> uids of its claims counted
+        self._owners: dict[str, tuple[str, ...]] = {}  # counted claim uid -> its pods' uids
         self.classes: dict[str, str] = {}  # DeviceClass name -> its extendedResourceName
 
     # --- ResourceSlices ----------------------------------------------------------------------
@@ -142,11 +147,30 @@ class DraBook:
                 self._account(node, now[0], per_card, +1)
         else:
             self._counted.pop(uid, None)
+        self._own(uid, use.owners if use is not None and uid in self._counted else ())
         if was is None:
             return
         for node, per_card in was[1].items():
             if now is None or now[1].get(node) != per_card:
                 self._released(node)
+
+    def _own(self, uid: str, owners: tuple[str, ...]) -> None:
+        """The counted claim `uid` is now owned by `owners` (none: not counted)."""
+        before = self._owners.pop(uid, ())
+        if owners:
+            self._owners[uid] = owners
+        for owner in set(before) - set(owners):
+            claims = self._owned[owner]
+            claims.discard(uid)
+            if not claims:
+                del self._owned[owner]
+        for owner in sorted(set(owners) - set(before)):
+            self._owned.setdefault(owner, set()).add(uid)
+            self._claimed(owner)
+
+    def counted_for(self, owner: str) -> int:
+        """How many of the pod's claims are counted now."""
+        return len(self._owned.get(owner, ()))
 
     # --- DeviceClasses -----------------------------------------------------------------------
 
@@ -168,6 +192,10 @@ class DraBook:
         """The GPUs DRA drivers publish (on `node`), by node and index."""
         found = [d for d in self._devices.values() if node is None or d.node == node]
         return sorted(found, key=lambda d: (d.node, d.index, d.uuid))
+
+    def nodes(self) -> list[str]:
+        """The nodes DRA drivers publish GPUs of."""
+        return sorted({d.node for d in self._devices.values()})
 
     def uuids(self) -> frozenset[str]:
         return frozenset(d.uuid for d in self._devices.values())

@@ -9,12 +9,14 @@ pod side's business (ClusterCache); it reads the pods outside the scheduler from
 OutsideBook it is given.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from hami.cache.outside import OutsideBook
+from hami.engine.dra.device import DraDevice
+from hami.engine.dra.slices import dra_cards
 from hami.engine.families.registry import Families
 from hami.engine.familyholders import Pairs, card_holders
 from hami.engine.inventory import (
@@ -220,6 +222,26 @@ class NodeStore:
             dict(inv.annotations) if inv.annotations else None,
             registry=self._families,
         )
+
+    def dra_states(self, devices: Iterable[DraDevice]) -> dict[str, NodeState]:
+        """The nodes as a DRA claim can take their cards (hami.engine.dra.slices.dra_cards),
+        on the same usage per card as the view: the pods', the reservations' and the claims'.
+        Built afresh on each call (the DRA placer places one pod per call)."""
+        by_node: dict[str, list[DraDevice]] = {}
+        for d in devices:
+            by_node.setdefault(d.node, []).append(d)
+        out = {}
+        for name, published in by_node.items():
+            inv = self._inventory.get(name)
+            out[name] = build_node(
+                name,
+                dra_cards(published, inv.devices if inv is not None else ()),
+                self._usage.get(name, {}),
+                inv.cordoned if inv is not None else frozenset(),
+                inv.links if inv is not None else None,
+                registry=self._families,
+            )
+        return out
 
     def overcommitted(self, node: str, devices: PodDevices) -> list[str]:
         """hami.cache.store.ClusterCache.overcommitted."""

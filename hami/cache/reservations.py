@@ -60,6 +60,9 @@ class Reservation:
     # The pod's resourceVersion as filter saw it; once UNKNOWN, the one the last Binding was
     # sent for ("": none known, so only reading the pod back can end it).
     resource_version: str = ""
+    # How many ResourceClaims of the pod (the DRA placer's, pinned to these devices) end it
+    # once all are counted; 0: it ends when the pod is bound (its annotations count instead).
+    claims: int = 0
 
 
 class Reservations:

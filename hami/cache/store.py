@@ -107,7 +107,7 @@ class ClusterCache:
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
         # What allocated DRA claims hold, on the same sums (fed by its own informers).
-        self.dra = DraBook(self._counts.account, self._released)
+        self.dra = DraBook(self._counts.account, self._released, claimed=self._claims_counted)
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories
         self._allocations = self._counts.allocations
@@ -312,13 +312,15 @@ class ClusterCache:
         containers: tuple[Mapping[str, Any], ...] = (),
         annotations: Mapping[str, str] | None = None,
         resource_version: str = "",
+        claims: int = 0,
     ) -> Reservation:
         """Count the devices as the pod's until its allocation arrives or, while no bind has
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
         families' devices (Reservation.containers); `annotations` (the pod's) are what the
         families reading the holders of their cards see of it (hami.engine.familyholders);
-        `resource_version` (the pod's, as filter saw it) is what its Binding is sent for."""
+        `resource_version` (the pod's, as filter saw it) is what its Binding is sent for;
+        `claims`, the DRA placer's claims whose count takes over from it (Reservation.claims)."""
         self._drop_reservation(uid)
         expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until
         res = Reservation(
@@ -331,6 +333,7 @@ class ClusterCache:
             expires,
             containers=containers,
             resource_version=resource_version,
+            claims=claims,
         )
         self._reservations.put(res)
         usage = pod_usage(devices, n_init)
@@ -340,6 +343,16 @@ class ClusterCache:
             planned = planned_annotations(annotations or {}, devices, self._families)
             self._nodes.hold(node, (uid, True), held, planned)
         return res
+
+    def _claims_counted(self, uid: str) -> None:
+        # Same call as the claim's count: the cards are never counted twice, nor dropped between.
+        res = self._reservations.get(uid)
+        if res is not None and 0 < res.claims <= self.dra.counted_for(uid):
+            self.forget(uid)
+
+    def dra_view(self) -> Mapping[str, NodeState]:
+        """The nodes as the DRA placer places on them (hami.cache.nodes.NodeStore.dra_states)."""
+        return self._nodes.dra_states(self.dra.devices())
 
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)

@@ -30,10 +30,10 @@ def dra_config(s: Settings, families: Families) -> DraConfig:
 def dra_placer(
     dra: DraConfig, kube: KubeAPI, placement: Placement, leadership: Leadership
 ) -> DraPlacer | None:
-    """The placer, in DRA mode: it acts while this replica leads, over the cache's nodes."""
+    """The placer, in DRA mode: it acts while this replica leads, over the cards DRA drivers
+    publish, with the policies and counts of `placement` (docs/dra.md, "Which card")."""
     if not dra.on:
         return None
     cache = placement.cache
-    return DraPlacer(
-        kube, placement, dra, lambda: leadership.current() is not None, lambda: list(cache.view)
-    )
+    over_dra = Placement(cache, placement.policies, placement.resources, states=cache.dra_view)
+    return DraPlacer(kube, over_dra, dra, lambda: leadership.current() is not None, cache.dra.nodes)

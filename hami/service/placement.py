@@ -14,7 +14,7 @@ from hami.cache.store import ClusterCache
 from hami.engine import reasons
 from hami.engine.asks import family_annotations, pod_request
 from hami.engine.decide import Decision, schedule
-from hami.engine.model import PodRequest
+from hami.engine.model import NodeState, PodRequest
 from hami.engine.policy import Defaults, PodOptions, PolicyError, pod_options
 from hami.engine.requests import RequestError, ResourceDefaults
 
@@ -56,10 +56,14 @@ class Placement:
         cache: ClusterCache,
         policies: Defaults,
         resources: ResourceDefaults,
+        states: Callable[[], Mapping[str, NodeState]] | None = None,
     ) -> None:
         self.cache = cache
         self.policies = policies
         self.resources = resources
+        # The nodes decided over: the cache's view, or another world's view of the same cards
+        # (the DRA placer's, ClusterCache.dra_view, whose reservations its claims take over).
+        self.states = states
         # How many binds a bind to each node would wait for now, for the nodes where any
         # would (hami.service.nodelock.locker); None: every node is taken as free, as HAMi
         # takes them.
@@ -94,9 +98,8 @@ class Placement:
         (neither on the cards nor in its namespace's quota)."""
         self.cache.release_unbound(uid)
         quota = self.cache.quotas.quota(namespace)
-        return schedule(
-            self.cache.view, request, options, node_names, quota, families=self.cache.families
-        )
+        view = self.cache.view if self.states is None else self.states()
+        return schedule(view, request, options, node_names, quota, families=self.cache.families)
 
     def _least_busy(
         self, ref: PodRef, asked: tuple[PodRequest, PodOptions], node_names: Sequence[str]
@@ -184,6 +187,7 @@ class Placement:
             len((pod.get("spec") or {}).get("initContainers") or ()),
             containers=_containers(pod) if asked[0].families else (),
             annotations=(pod.get("metadata") or {}).get("annotations") or {},
+            claims=0 if self.states is None else sum(1 for c in decision.devices if c),
         )
         return FilterOutcome(ref, node_names=[decision.node], decision=decision)
 

@@ -10,6 +10,9 @@ import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from hami.engine.codec import decode_pod_devices
+from hami.engine.names import ASSIGNED_NODE
+from hami.engine.nvidianames import DEVICES_ALLOCATED
 from tests.e2e.cluster import (
     AS_SCHEDULER,
     ControlPlane,
@@ -91,3 +94,10 @@ spec:
         nvidia.com/gpu: 1
         nvidia.com/gpumem: 1000
 """
+
+
+def allocation(kube: Kube, namespace: str, name: str) -> tuple[str, set[str]]:
+    """(node, cards) of the allocation our bind wrote on the pod."""
+    annotations = kube.pod(namespace, name)["metadata"].get("annotations") or {}
+    devices = decode_pod_devices(annotations.get(DEVICES_ALLOCATED, ""))
+    return annotations.get(ASSIGNED_NODE, ""), {d.uuid for c in devices for d in c}

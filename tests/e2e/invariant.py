@@ -2,7 +2,10 @@
 
 * No card carries more than its memory, its cores or its split count, summing the allocation
   annotation of every live pod bound to the node it names, exactly as written (no vetting: this
-  is what the device plugin enforces; a pod not bound there holds nothing on that node).
+  is what the device plugin enforces; a pod not bound there holds nothing on that node), and
+  what every allocated ResourceClaim consumed of the devices DRA drivers publish (a card in
+  both worlds is one card: the claims and the pods on its UUID are summed; a card only a DRA
+  driver publishes is held to its published memory and cores, no split count bounds it).
 * Our process's view of every card (its /metrics) equals a cache rebuilt from a fresh LIST:
   nothing an attacker did left a phantom reservation or a miscounted pod behind.
 """
@@ -18,7 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hami.cache.store import ClusterCache
 from hami.engine.codec import CodecError, decode_node_devices, decode_pod_devices
-from hami.engine.model import Usage
+from hami.engine.dra.claims import claim_usage, read_claim
+from hami.engine.dra.slices import card_info, published, read_slice
+from hami.engine.model import DeviceInfo, Usage
 from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
 from hami.engine.nvidianames import DEVICES_ALLOCATED, NODE_REGISTER
 from hami.engine.requests import ResourceDefaults
@@ -56,15 +61,23 @@ def overcommitted(kube: Kube) -> list[str]:
         n_init = len(pod["spec"].get("initContainers") or ())
         for uuid, u in pod_usage(devices, n_init).items():
             totals[uuid] = totals.get(uuid, Usage()) + u
-    found = []
+    slices = published(r for s in _items(kube, "resourceslices") if (r := read_slice(s)))
+    for claim in _items(kube, "resourceclaims"):
+        use = read_claim(claim)
+        for per_card in claim_usage(use, slices).values() if use is not None else ():
+            for uuid, u in per_card.items():
+                totals[uuid] = totals.get(uuid, Usage()) + u
+    registered: dict[str, DeviceInfo] = {}
     for node in nodes:
         raw = (node["metadata"].get("annotations") or {}).get(NODE_REGISTER)
-        if not raw:
-            continue
-        for card in decode_node_devices(raw):
-            u = totals.get(card.id, Usage())
-            if u.usedmem > card.devmem or u.usedcores > card.devcore or u.used > card.count:
-                found.append(f"{card.id}: {u} on {card.devmem} MiB, {card.devcore}%, {card.count}")
+        registered.update((card.id, card) for card in decode_node_devices(raw or "[]"))
+    dra_only = [card_info(d) for d in slices.values() if d.uuid not in registered]
+    found = []
+    for card in [*registered.values(), *dra_only]:
+        u = totals.get(card.id, Usage())
+        tasks = card.id in registered and u.used > card.count
+        if u.usedmem > card.devmem or u.usedcores > card.devcore or tasks:
+            found.append(f"{card.id}: {u} on {card.devmem} MiB, {card.devcore}%, {card.count}")
     return found
 
 

@@ -16,7 +16,8 @@ What it does, and what the real components would do in its place:
   a ``plugin="gke"`` node instead as GKE's own plugin and Lab 12's GPU Feature Discovery labels
   leave it (one ``nvidia.com/gpu`` per card, ``nvidia.com/gpu.*`` labels, no HAMi annotation).
   Such a node has no HAMi device plugin, so none of the handshake below happens on it, and, like
-  the rest of this simulator, it does not count devices against allocatable at admission.
+  the rest of this simulator, it does not count devices against allocatable at admission. A
+  ``plugin="dra"`` node has no device plugin at all (its cards are a DRA driver's to publish).
 * **Allocate** (device plugin, called by kubelet for every container that requests
   ``nvidia.com/gpu``, init containers first): finds the pending pod through the node lock, or
   failing that the first allocating pod on the node; takes the next container's devices from
@@ -587,6 +588,8 @@ def _node_status(node: NodeSpec) -> Obj:
     if node.family:
         devices = node_resources(node)
         capacity, allocatable = {**base, **devices}, {**base, **devices}
+    elif node.plugin == "dra":
+        capacity, allocatable = dict(base), dict(base)
     else:
         capacity = {**base, GPU_RESOURCE: str(node.gpu_capacity)}
         # Kubelet counts only healthy devices as allocatable.

@@ -28,7 +28,7 @@ T4_TYPE = "NVIDIA-Tesla T4"
 T4_MEMORY_MIB = 15360
 A100_TYPE = "NVIDIA A100-SXM4-40GB"  # NVML's name already starts with NVIDIA: no prefix added
 
-PLUGINS = ("hami", "gke")
+PLUGINS = ("hami", "gke", "dra")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class NodeSpec:
 
     ``plugin`` is the device plugin the node runs: ``hami`` (registration annotation, one
     ``nvidia.com/gpu`` per share, the Allocate handshake) or ``gke`` (GKE's own: no annotation,
-    no handshake, one per card, or ``split`` per card with GKE's GPU time-sharing).
+    no handshake, one per card, or ``split`` per card with GKE's GPU time-sharing) or ``dra``
+    (none: a DRA driver publishes the cards, tests/e2e/dradriver.py; no ``nvidia.com/gpu``).
     """
 
     name: str

@@ -17,11 +17,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hami.engine.codec import decode_pod_devices
-from hami.engine.names import ASSIGNED_NODE, NODE_LOCK
-from hami.engine.nvidianames import DEVICES_ALLOCATED
+from hami.engine.names import NODE_LOCK
 from tests import applog
-from tests.e2e.binds import POD, hold_lock, post
+from tests.e2e.binds import POD, allocation, hold_lock, post
 
 from . import invariant
 from .cluster import AS_PLUGIN, ControlPlane, FaultyApi, NodeSim
@@ -40,13 +38,6 @@ from .replicas import (
 pytestmark = pytest.mark.e2e
 
 BINDING = r"^/api/v1/namespaces/[^/]+/pods/[^/]+/binding$"
-
-
-def allocation(kube: Kube, namespace: str, name: str) -> tuple[str, set[str]]:
-    """(node, cards) of the allocation our bind wrote on the pod."""
-    annotations = kube.pod(namespace, name)["metadata"].get("annotations") or {}
-    devices = decode_pod_devices(annotations.get(DEVICES_ALLOCATED, ""))
-    return annotations.get(ASSIGNED_NODE, ""), {d.uuid for c in devices for d in c}
 
 
 def cards_of(node: NodeSpec) -> set[str]:

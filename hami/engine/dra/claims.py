@@ -27,6 +27,9 @@ class ClaimUse:
     name: str
     uses: tuple[DeviceUse, ...]
     consumers: int  # entries of status.reservedFor
+    # The uids of the pods owning it (the DRA placer's claims are owned by their pod): whose
+    # reservation its count takes over (hami.cache.store.ClusterCache).
+    owners: tuple[str, ...] = ()
 
     def pools(self) -> frozenset[tuple[str, str]]:
         return frozenset((u.device[0], u.device[1]) for u in self.uses)
@@ -64,6 +67,11 @@ def read_claim(obj: Mapping[str, Any]) -> ClaimUse | None:
         str(meta.get("name") or ""),
         tuple(uses),
         len(status.get("reservedFor") or ()),
+        tuple(
+            str(o.get("uid"))
+            for o in meta.get("ownerReferences") or ()
+            if isinstance(o, Mapping) and o.get("kind") == "Pod" and o.get("uid")
+        ),
     )
 
 

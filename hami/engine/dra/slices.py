@@ -15,7 +15,7 @@ the domain is the driver's; both are read. Attribute values are typed (`string`,
 """
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -139,14 +139,37 @@ def published(slices: Iterable[SliceRead]) -> dict[DeviceKey, DraDevice]:
     return {d.key: d for s in kept if s.generation == newest[s.pool_key] for d in s.devices}
 
 
+# The tasks a card only a DRA driver publishes is shared by: HAMi's device plugin's default
+# deviceSplitCount, so that such a card is scored as the same card registered would be (a DRA
+# driver bounds no task count; its consumable capacity bounds memory and cores).
+DRA_SPLIT = 10
+
+
 def card_info(device: DraDevice) -> DeviceInfo:
-    """The device as a card of the engine's model (one task per claim sharing it: a DRA
-    driver has no split count, so `count` is what the device plugin would not bound)."""
+    """The device as a card of the engine's model, typed as its driver publishes it."""
     return DeviceInfo(
         id=device.uuid,
         index=device.index,
-        count=0,
+        count=DRA_SPLIT,
         devmem=device.memory,
         devcore=device.cores,
         type=device.product or device.kind,
     )
+
+
+def _as_registered(card: DeviceInfo) -> DeviceInfo:
+    """The card typed as HAMi's device plugin types it (`NVIDIA-<productName>`): the engine's
+    vendor match reads the word, NVIDIA's driver publishes the bare model."""
+    return card if "nvidia" in card.type.lower() else replace(card, type=f"NVIDIA-{card.type}")
+
+
+def dra_cards(
+    devices: Iterable[DraDevice], registered: Iterable[DeviceInfo]
+) -> tuple[DeviceInfo, ...]:
+    """The node's cards a DRA claim can be pinned to, by index: each card a DRA driver
+    publishes, as HAMi's device plugin registers it where it does (one card in both worlds,
+    scored alike in both) and as the driver publishes it elsewhere. A registered card no DRA
+    driver publishes is not among them: no claim could be allocated on it."""
+    known = {d.id: d for d in registered}
+    cards = {d.uuid: known.get(d.uuid) or _as_registered(card_info(d)) for d in devices}
+    return tuple(sorted(cards.values(), key=lambda c: (c.index, c.id)))

@@ -172,3 +172,26 @@ def test_no_card_is_over_capacity_in_the_merged_count(
     for pod in live:
         cache.delete_pod(pod)
     assert all(c.usage.empty for n in cache.view.values() for c in n.cards)
+
+
+def test_a_placed_claim_takes_over_its_reservation_in_one_step() -> None:
+    """The DRA placer's reservation holds the card until the claim pinned to it is counted,
+    and ends in that same step: the card is never counted twice nor left free between."""
+    cache, (a, _) = both_worlds()
+    cache.dra.upsert_slice(node_slice("n1", [a, "GPU-n1-1"]))
+    devices = ((ContainerDevice(a, 3000, 20),),)
+    cache.reserve("u-p", "ns", "p", "n1", devices, 0, claims=1)
+    # kube-scheduler binds the pod (no GPU limits left, its claims name the cards) ...
+    pod = gpu_pod("p", mem=None, uid="u-p", node="n1")
+    pod["spec"]["containers"][0]["resources"] = {}
+    cache.upsert_pod(pod)
+    assert card(cache, "n1", a) == Usage(1, 3000, 20)
+    # ... and its claim's allocation arrives.
+    claim = allocated_claim("p-c", "ns", "n1", [("gpu-0", {"memory": mib(3000), "cores": "20"})])
+    claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "p", "uid": "u-p"}]
+    cache.dra.upsert_claim(claim)
+    assert card(cache, "n1", a) == Usage(1, 3000, 20)
+    assert cache.reservation("u-p") is None
+    assert cache.quotas.used("ns") == QuotaUsage(3000, 20)
+    cache.dra.delete_claim(claim)
+    assert card(cache, "n1", a) == Usage()

@@ -38,7 +38,7 @@ def test_status_shows_both_worlds_and_the_claims_holding_the_cards() -> None:
         "1     GPU-n1-1  NVIDIA-Tesla T4 [both]  12000/15360   50/100   1/10  ml/big(claim)" in text
     )
     assert "0     GPU-n1-0  NVIDIA-Tesla T4             0/15360    0/100   0/10  -" in text
-    assert "0     GPU-n2-0  Tesla T4 [dra]   4000/8000   50/100    1/-  ml/half(claim)" in text
+    assert "0     GPU-n2-0  Tesla T4 [dra]   4000/8000   50/100   1/10  ml/half(claim)" in text
     sources = {c["uuid"]: c["source"] for n in render_json(s)["nodes"] for c in n["cards"]}
     assert sources == {"GPU-n1-0": "device-plugin", "GPU-n1-1": "both", "GPU-n2-0": "dra"}
 

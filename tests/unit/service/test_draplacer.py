@@ -10,12 +10,14 @@ from hami.engine.admission import AdmissionConfig
 from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE
 from hami.engine.jsonpatch import apply
+from hami.engine.model import ContainerDevice
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated, stranded
 from hami.service.placement import Placement
-from tests.builders import FAMILIES, registered_node, t4s
+from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
+from tests.draobjects import gpu_device, resource_slice
 from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube
 
@@ -48,16 +50,35 @@ def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
     return pod
 
 
-def placer(kube: FakeKube) -> DraPlacer:
-    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
-    cache.replace_nodes([registered_node("n", t4s(2))])
-    return DraPlacer(
-        kube, Placement(cache, Defaults(), ResourceDefaults()), DRA, lambda: True, lambda: ["n"]
-    )
+def node_slice(node: str, uuids: list[str]) -> dict[str, Any]:
+    devices = [gpu_device(f"gpu-{u}", u, memory_mib=T4_MIB, index=int(u[-1])) for u in uuids]
+    return resource_slice(node, devices)
 
 
-def place(kube: FakeKube, pod: dict[str, Any]) -> bool:
-    return asyncio.run(placer(kube).place("ns", pod["metadata"]["name"], pod["metadata"]["uid"]))
+def over_dra(cache: ClusterCache) -> Placement:
+    """The placer's decisions, as hami.runtime.dramode wires them: over the cards DRA drivers
+    publish, with the device plugin's policies and counts."""
+    return Placement(cache, Defaults(), ResourceDefaults(), states=cache.dra_view)
+
+
+def placer(kube: FakeKube, cache: ClusterCache | None = None) -> DraPlacer:
+    if cache is None:
+        cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+        cache.replace_nodes([registered_node("n", t4s(2))])
+        cache.dra.replace_slices([node_slice("n", ["GPU-0", "GPU-1"])])
+    return DraPlacer(kube, over_dra(cache), DRA, lambda: True, cache.dra.nodes)
+
+
+def place(kube: FakeKube, pod: dict[str, Any], cache: ClusterCache | None = None) -> bool:
+    meta = pod["metadata"]
+    return asyncio.run(placer(kube, cache).place("ns", meta["name"], meta["uid"]))
+
+
+def pinned(kube: FakeKube, claim: str = "p-c") -> str:
+    """The card UUIDs the claim's selectors name."""
+    made = kube.get("resourceclaims", claim, "ns")
+    assert made is not None
+    return str([r["exactly"]["selectors"] for r in made["spec"]["devices"]["requests"]])
 
 
 def test_a_gated_pod_gets_its_pinned_claim_then_loses_its_gate() -> None:
@@ -158,3 +179,29 @@ def test_a_claim_allocated_meanwhile_stays() -> None:
     kept = kube.get("resourceclaims", "p-c", "ns")
     assert kept is not None and kept["metadata"]["uid"] == "c-1"
     assert [c[0] for c in kube.landed if not c[0].startswith("get_")] == []
+
+
+def test_a_node_only_a_dra_driver_serves_takes_dra_pods_and_no_device_plugin_pod() -> None:
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.dra.replace_slices([node_slice("d", ["GPU-d-0", "GPU-d-1"])])
+    kube = FakeKube()
+    pod = kube.add("pods", stored_pod())
+    assert place(kube, pod, cache) is True
+    assert "GPU-d-" in pinned(kube)
+    # No device plugin there to honour a device-plugin pod's annotations.
+    outcome = Placement(cache, Defaults(), ResourceDefaults()).filter(
+        gpu_pod("dp", mem=1000), ["d"]
+    )
+    assert outcome.node_names is None and outcome.failed
+
+
+def test_a_card_only_the_device_plugin_serves_is_never_pinned() -> None:
+    # Spread (the default) would take the empty GPU-0; no DRA driver publishes it.
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.replace_nodes([registered_node("n", t4s(2))])
+    cache.dra.replace_slices([node_slice("n", ["GPU-1"])])
+    cache.reserve("dp", "ns", "dp", "n", ((ContainerDevice("GPU-1", 1000, 0),),), 0)
+    kube = FakeKube()
+    pod = kube.add("pods", stored_pod())
+    assert place(kube, pod, cache) is True
+    assert "GPU-1" in pinned(kube) and "GPU-0" not in pinned(kube)
