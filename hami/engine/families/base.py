@@ -289,3 +289,22 @@ def node_score(
     if isinstance(family, PodScored):
         return family.score_pod(cards, devices, pod, node, policy)
     return family.score_node(cards, devices, policy)
+
+
+def untaken_score(
+    by_type: Mapping[str, Family],
+    cards: Mapping[str, Sequence[Card]],
+    pod: FitPod,
+    facts: NodeFacts,
+    policy: NodePolicy,
+    taken: Mapping[str, object],
+) -> float:
+    """The ScoreNode of each family of `by_type` on the node (`cards`, by type) that the pod
+    takes nothing of (HAMi's OverrideScore scores every device type of the node). It reads
+    the pod only through the devices taken (none), so it is the node's alone, which
+    hami.engine.state computes once per node state."""
+    return sum(
+        node_score(by_type[kind], on, (), pod, facts, policy)
+        for kind, on in cards.items()
+        if kind not in taken and kind in by_type
+    )
