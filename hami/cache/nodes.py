@@ -16,7 +16,7 @@ from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import Pairs, card_holders
+from hami.engine.holders import Pairs, card_holders
 from hami.engine.inventory import (
     NodeInventory,
     Unregistered,
@@ -64,7 +64,7 @@ class NodeStore:
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         # node -> (pod uid, a reservation?) -> the cards it holds of a family that reads its
-        # holders, and its annotations that family reads (hami.engine.familyholders).
+        # holders, and its annotations that family reads (hami.engine.holders).
         self._holders: dict[str, dict[tuple[str, bool], tuple[frozenset[str], Pairs]]] = {}
         self._states: dict[str, NodeState] = {}
         # Nodes whose usage or cards changed since their state was built.

@@ -24,7 +24,7 @@ from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import held_cards, holder_types, planned_annotations
+from hami.engine.holders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import (
     NodeInventory,
     PodAllocation,
@@ -317,7 +317,7 @@ class ClusterCache:
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
         families' devices (Reservation.containers); `annotations` (the pod's) are what the
-        families reading the holders of their cards see of it (hami.engine.familyholders);
+        families reading the holders of their cards see of it (hami.engine.holders);
         `resource_version` (the pod's, as filter saw it) is what its Binding is sent for."""
         self._drop_reservation(uid)
         expires = self._clock() + self._reservations.ttl_of(uid) if until is None else until

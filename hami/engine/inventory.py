@@ -25,8 +25,8 @@ from hami.engine.codec import (
 )
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import holder_annotations
 from hami.engine.familynodes import family_cards, family_key, scored
+from hami.engine.holders import holder_annotations
 from hami.engine.migalloc import MigAllocation, decode_allocations
 from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
 from hami.engine.quantity import QuantityError, as_int64
@@ -194,7 +194,7 @@ class PodAllocation:
     # container, init first (every family's devices of a container together); () for none.
     family_devices: PodDevices = ()
     # The pod's annotations the families of those cards read of their holders
-    # (hami.engine.familyholders); () for a pod holding no card of such a family.
+    # (hami.engine.holders); () for a pod holding no card of such a family.
     holder_annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> PodDevices:

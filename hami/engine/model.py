@@ -201,7 +201,7 @@ class NodeState:
     # usage is in `score` too, as HAMi's node score sums every device of the node.
     families: Mapping[str, tuple[Card, ...]] = field(default_factory=dict)
     # The pods holding each card of a family that reads them (FamilyWire.holder_reads), by
-    # card id: (pod key, the annotations the family reads) each (hami.engine.familyholders).
+    # card id: (pod key, the annotations the family reads) each (hami.engine.holders).
     holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
     # The node's annotations the families' node scores read (FamilyWire.node_reads).
     annotations: Mapping[str, str] = field(default_factory=dict)
