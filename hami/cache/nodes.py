@@ -17,14 +17,8 @@ from typing import Any
 from hami.cache.outside import OutsideBook
 from hami.engine.families.registry import Families
 from hami.engine.holders import Pairs, card_holders
-from hami.engine.inventory import (
-    NodeInventory,
-    Unregistered,
-    inventory_key,
-    node_inventory,
-    split_devices,
-)
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.inventory import inventory_key, node_inventory, split_devices
+from hami.engine.model import DeviceInfo, NodeInventory, NodeState, PodDevices, Unregistered, Usage
 from hami.engine.names import NODE_LOCK
 from hami.engine.recheck import overfull
 from hami.engine.state import build_node, mig_devices

@@ -25,12 +25,8 @@ from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
 from hami.engine.families.registry import Families
 from hami.engine.holders import held_cards, holder_types, planned_annotations
-from hami.engine.inventory import (
-    NodeInventory,
-    PodAllocation,
-    is_terminal,
-)
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.inventory import PodAllocation, is_terminal
+from hami.engine.model import DeviceInfo, NodeInventory, NodeState, PodDevices, Usage
 from hami.engine.outside import OutsideClaim
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import held
