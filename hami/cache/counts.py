@@ -13,8 +13,8 @@ from hami.cache.nodes import NodeStore
 from hami.cache.outside import OutsideBook
 from hami.cache.quota import QuotaBook
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import held_cards, holder_types
 from hami.engine.familyquota import card_amounts
+from hami.engine.holders import held_cards, holder_types
 from hami.engine.inventory import PodAllocation, family_of
 from hami.engine.model import PodDevices, Usage
 from hami.engine.outside import OutsideClaim

@@ -18,15 +18,9 @@ from hami.cache.outside import OutsideBook
 from hami.engine.dra.device import DraDevice
 from hami.engine.dra.slices import dra_cards
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import Pairs, card_holders
-from hami.engine.inventory import (
-    NodeInventory,
-    Unregistered,
-    inventory_key,
-    node_inventory,
-    split_devices,
-)
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.holders import Pairs, card_holders
+from hami.engine.inventory import inventory_key, node_inventory, split_devices
+from hami.engine.model import DeviceInfo, NodeInventory, NodeState, PodDevices, Unregistered, Usage
 from hami.engine.names import NODE_LOCK
 from hami.engine.recheck import overfull
 from hami.engine.state import build_node, mig_devices
@@ -66,7 +60,7 @@ class NodeStore:
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         # node -> (pod uid, a reservation?) -> the cards it holds of a family that reads its
-        # holders, and its annotations that family reads (hami.engine.familyholders).
+        # holders, and its annotations that family reads (hami.engine.holders).
         self._holders: dict[str, dict[tuple[str, bool], tuple[frozenset[str], Pairs]]] = {}
         self._states: dict[str, NodeState] = {}
         # Nodes whose usage or cards changed since their state was built.

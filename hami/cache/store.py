@@ -24,13 +24,9 @@ from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import held_cards, holder_types, planned_annotations
-from hami.engine.inventory import (
-    NodeInventory,
-    PodAllocation,
-    is_terminal,
-)
-from hami.engine.model import DeviceInfo, NodeState, PodDevices, Usage
+from hami.engine.holders import held_cards, holder_types, planned_annotations
+from hami.engine.inventory import PodAllocation, is_terminal
+from hami.engine.model import DeviceInfo, NodeInventory, NodeState, PodDevices, Usage
 from hami.engine.outside import OutsideClaim
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import held
@@ -318,7 +314,7 @@ class ClusterCache:
         taken the decision up, its TTL runs out or `until` (a preemption's hold of freed
         cards) passes. `containers` (init first) are kept for the bind of a pod given other
         families' devices (Reservation.containers); `annotations` (the pod's) are what the
-        families reading the holders of their cards see of it (hami.engine.familyholders);
+        families reading the holders of their cards see of it (hami.engine.holders);
         `resource_version` (the pod's, as filter saw it) is what its Binding is sent for;
         `claims`, the DRA placer's claims whose count takes over from it (Reservation.claims)."""
         self._drop_reservation(uid)

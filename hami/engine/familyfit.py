@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hami.engine import reasons as r
-from hami.engine.families.base import Family, FitPod, NodeFacts, node_score
+from hami.engine.families.base import Family, FitPod, NodeFacts, node_score, untaken_score
 from hami.engine.families.basic import int32
 from hami.engine.families.registry import Families
-from hami.engine.familyscore import untaken_score
 from hami.engine.fit import first_order, resorted
 from hami.engine.inventory import merge_devices
 from hami.engine.model import (

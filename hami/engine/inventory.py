@@ -1,71 +1,30 @@
 """Reading the cluster's objects into what the engine needs: registered cards, pod allocations.
 
-A node counts as registered when HAMi's device plugin has published its cards
-(`hami.io/node-nvidia-register`) and the kubelet advertises `nvidia.com/gpu`,
-whatever `hami.io/node-handshake` says: HAMi v2.10 rewrites a handshake that is not
-`Requesting_…` (the `Deleted_…` schedulers up to v2.7 left behind included) and
-registers the node, and keeps a node whose kubelet advertises cards however old its
-`Requesting_…` is (tests/reference/hami_v210_register.py). With GFD registration
-switched on (`gfd_split` > 0), a node without HAMi's annotation is registered from
-its GPU Feature Discovery labels instead (hami.engine.gfd); no device plugin takes
-part in its binds. The rest of a Node or Pod object is not kept.
+A node's registration is each configured member's, in the members' order: the member offering
+OwnInventory (NVIDIA's, hami.engine.families.nvidia.registration) reads the node's own cards
+and whether it is schedulable; every other member's decode_node its cards, from its
+registration or the node's capacity. A node is registered when any member is (HAMi schedules
+a node with only, say, DCUs). The rest of a Node or Pod object is not kept.
 """
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from hami.engine import gfd, names, nvidianames
-from hami.engine.codec import (
-    CodecError,
-    decode_link_scores,
-    decode_pod_devices,
-    split_list,
-)
-from hami.engine.families.nvidia.family import FAMILY as NVIDIA
+from hami.engine import names, nvidianames
+from hami.engine.codec import CodecError, decode_pod_devices
+from hami.engine.families.base import NodeFacts
 from hami.engine.families.registry import Families
-from hami.engine.familyholders import holder_annotations
-from hami.engine.familynodes import family_cards, family_key, scored
+from hami.engine.holders import holder_annotations
 from hami.engine.migalloc import MigAllocation, decode_allocations
-from hami.engine.model import ContainerDevice, DeviceInfo, PodDevices, is_nvidia
-from hami.engine.quantity import QuantityError, as_int64
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInventory:
-    name: str
-    devices: tuple[DeviceInfo, ...]  # NVIDIA cards only, registration order
-    cordoned: frozenset[str] = frozenset()
-    links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    # True when HAMi's device plugin registered the node: its Allocate finds the pod through
-    # the node lock and reports the bind phase. False for cards read from GFD labels.
-    handshake: bool = True
-    # The node's allocatable nvidia.com/gpu: what its kubelet admits (hami.engine.advertised).
-    advertised: int = 0
-    # The other device families registered on the node: (FamilyWire.type, its cards), in
-    # registry order. A node with only these is registered too, with no NVIDIA card.
-    families: tuple[tuple[str, tuple[DeviceInfo, ...]], ...] = ()
-    # The node's annotations the families' node scores read (FamilyWire.node_reads).
-    annotations: tuple[tuple[str, str], ...] = ()
-
-    def all_devices(self) -> tuple[DeviceInfo, ...]:
-        """Every card of the node, NVIDIA's first."""
-        return self.devices + tuple(d for _, cards in self.families for d in cards)
-
-
-@dataclass(frozen=True, slots=True)
-class Unregistered:
-    name: str
-    why: str
-
-
-def _allocatable(node: Mapping[str, Any], gpu_resource: str) -> int:
-    allocatable = ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource)
-    try:
-        return max(as_int64(allocatable) or 0, 0) if allocatable is not None else 0
-    except QuantityError:
-        return 0
+from hami.engine.model import (
+    ContainerDevice,
+    DeviceInfo,
+    NodeInventory,
+    PodDevices,
+    Unregistered,
+)
 
 
 def inventory_key(
@@ -82,16 +41,11 @@ def inventory_key(
     """
     meta = node.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    registered = annotations.get(nvidianames.NODE_REGISTER)
-    labels = meta.get("labels") or {}
+    owner = families.inventory_owner
     return (
         meta.get("name"),
-        registered,
-        annotations.get(nvidianames.NODE_LINK_SCORES),
-        annotations.get(names.DEVICE_CORDON),
-        ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource),
-        tuple(sorted(labels.items())) if gfd_split > 0 and not registered else (),
-        family_key(node, annotations, families),
+        () if owner is None else owner.inventory_key(node, gpu_resource, gfd_split),
+        _family_key(node, annotations, families),
     )
 
 
@@ -102,78 +56,92 @@ def node_inventory(
     *,
     families: Families,
 ) -> NodeInventory | Unregistered:
-    """The node's cards: NVIDIA's, and those of each family of `families` registered on it.
-    A node is registered when either is (HAMi schedules a node with only, say, DCUs)."""
-    nvidia = _nvidia_inventory(node, gpu_resource, gfd_split)
-    if not families.others:
-        return nvidia
+    """The node's cards: each member's of `families` registered on it, those of the member
+    offering OwnInventory as the node's own. A node is registered when any member is."""
+    name = str((node.get("metadata") or {}).get("name", ""))
+    owner = families.inventory_owner
+    owned = (
+        Unregistered(name, "no configured device family owns the node's cards")
+        if owner is None
+        else owner.inventory(node, gpu_resource, gfd_split)
+    )
     found, why = family_cards(node, families)
     if not found:
-        if isinstance(nvidia, Unregistered) and why:
-            return Unregistered(nvidia.name, "; ".join([nvidia.why, *why]))
-        return nvidia
-    annotations = scored((node.get("metadata") or {}).get("annotations") or {}, families)
-    if isinstance(nvidia, Unregistered):
-        return NodeInventory(
-            nvidia.name, (), handshake=True, families=found, annotations=annotations
-        )
-    return replace(nvidia, families=found, annotations=annotations)
+        if isinstance(owned, Unregistered) and why:
+            return Unregistered(name, "; ".join([owned.why, *why]))
+        return owned
+    annotations = _scored((node.get("metadata") or {}).get("annotations") or {}, families)
+    if isinstance(owned, Unregistered):
+        return NodeInventory(name, (), handshake=True, families=found, annotations=annotations)
+    return replace(owned, families=found, annotations=annotations)
 
 
-def _nvidia_inventory(
-    node: Mapping[str, Any], gpu_resource: str, gfd_split: int
-) -> NodeInventory | Unregistered:
-    meta = node.get("metadata") or {}
-    name = str(meta.get("name", ""))
-    annotations = meta.get("annotations") or {}
-    raw = annotations.get(nvidianames.NODE_REGISTER)
-    if not raw:
-        if gfd_split > 0:
-            return _from_gfd(name, meta, _allocatable(node, gpu_resource), gpu_resource, gfd_split)
-        return Unregistered(
-            name,
-            f"no {nvidianames.NODE_REGISTER} annotation (is HAMi's device plugin running, and its "
-            "identity in the chart's admissionPolicy.devicePluginUsers?)",
-        )
-    try:
-        devices = tuple(d for d in NVIDIA.decode_node(annotations) or () if is_nvidia(d))
-    except CodecError as e:
-        return Unregistered(name, f"{nvidianames.NODE_REGISTER}: {e}")
-    if not devices:
-        return Unregistered(name, "no gpu found on node")
-    if not _allocatable(node, gpu_resource):
-        return Unregistered(name, f"node allocatable {gpu_resource} is 0")
-    links: dict[str, dict[str, int]] = {}
-    if annotations.get(nvidianames.NODE_LINK_SCORES):
-        try:
-            links = decode_link_scores(annotations[nvidianames.NODE_LINK_SCORES])
-        except CodecError:
-            links = {}  # topology scores are advisory: without them every link scores 0
-    return NodeInventory(
-        name,
-        devices,
-        frozenset(split_list(annotations.get(names.DEVICE_CORDON))),
-        links,
-        advertised=_allocatable(node, gpu_resource),
+def _family_key(
+    node: Mapping[str, Any], annotations: Mapping[str, str], families: Families
+) -> tuple[Any, ...]:
+    """What the families' decode_node may read: their registrations, and where a family
+    derives its cards from them, the node's capacity and labels."""
+    carded = families.carded
+    if not carded:
+        return ()
+    status = node.get("status") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (
+        tuple(annotations.get(f.wire.register_annotation) for f in carded),
+        tuple(sorted((status.get("capacity") or {}).items())),
+        tuple(sorted(labels.items())),
+        _scored(annotations, families),
     )
 
 
-def _from_gfd(
-    name: str, meta: Mapping[str, Any], allocatable: int, gpu_resource: str, split: int
-) -> NodeInventory | Unregistered:
-    # Allocatable says the node's own device plugin runs and finds the cards healthy.
-    if not allocatable:
-        return Unregistered(
-            name,
-            f"no {nvidianames.NODE_REGISTER} annotation and node allocatable {gpu_resource} is 0 "
-            "(no device plugin advertises its cards)",
-        )
-    cards = gfd.gfd_cards(name, meta.get("labels") or {}, allocatable, split)
-    if isinstance(cards, str):
-        return Unregistered(name, f"no {nvidianames.NODE_REGISTER} annotation and {cards}")
+def _scored(annotations: Mapping[str, str], families: Families) -> tuple[tuple[str, str], ...]:
+    """The node's annotations some family's node score reads (FamilyWire.node_reads)."""
+    keys = {k for f in families.members for k in f.wire.node_reads}
+    return tuple(sorted((k, v) for k, v in annotations.items() if k in keys)) if keys else ()
+
+
+def family_cards(
+    node: Mapping[str, Any], families: Families
+) -> tuple[tuple[tuple[str, tuple[DeviceInfo, ...]], ...], list[str]]:
+    """Each member of Families.carded registered on the node with its cards (what its
+    decode_node finds, from the registration or the node's capacity), and why each that wrote
+    a registration is not registered (no card in it, or one it cannot read)."""
+    meta = node.get("metadata") or {}
     annotations = meta.get("annotations") or {}
-    cordoned = frozenset(split_list(annotations.get(names.DEVICE_CORDON)))
-    return NodeInventory(name, cards, cordoned, handshake=False, advertised=allocatable)
+    facts = NodeFacts(
+        str(meta.get("name", "")),
+        (node.get("status") or {}).get("capacity") or {},
+        meta.get("labels") or {},
+    )
+    found: list[tuple[str, tuple[DeviceInfo, ...]]] = []
+    why: list[str] = []
+    for family in families.carded:
+        wire = family.wire
+        try:
+            cards = family.decode_node(annotations, facts)
+        except CodecError as e:
+            why.append(f"{wire.register_annotation}: {e}")
+            continue
+        if cards is None:
+            continue
+        if not cards:
+            why.append(f"{wire.register_annotation}: no {wire.type} device found on node")
+            continue
+        unfit = next((c.id for c in cards if _ALLOCATION_SEPARATORS & set(c.id)), None)
+        if unfit is not None:
+            # An allocation names devices as `id,type,MiB,cores:` per container `;`: an id
+            # holding one of those would be read back as another device, its usage lost.
+            why.append(
+                f"{wire.register_annotation}: device id {unfit!r} holds one of "
+                f"{''.join(sorted(_ALLOCATION_SEPARATORS))!r}, which HAMi's allocation "
+                "annotations use between devices"
+            )
+            continue
+        found.append((wire.type, cards))
+    return tuple(found), why
+
+
+_ALLOCATION_SEPARATORS = frozenset(",:;")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +162,7 @@ class PodAllocation:
     # container, init first (every family's devices of a container together); () for none.
     family_devices: PodDevices = ()
     # The pod's annotations the families of those cards read of their holders
-    # (hami.engine.familyholders); () for a pod holding no card of such a family.
+    # (hami.engine.holders); () for a pod holding no card of such a family.
     holder_annotations: tuple[tuple[str, str], ...] = ()
 
     def all_devices(self) -> PodDevices:

@@ -201,7 +201,7 @@ class NodeState:
     # usage is in `score` too, as HAMi's node score sums every device of the node.
     families: Mapping[str, tuple[Card, ...]] = field(default_factory=dict)
     # The pods holding each card of a family that reads them (FamilyWire.holder_reads), by
-    # card id: (pod key, the annotations the family reads) each (hami.engine.familyholders).
+    # card id: (pod key, the annotations the family reads) each (hami.engine.holders).
     holders: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
     # The node's annotations the families' node scores read (FamilyWire.node_reads).
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -217,6 +217,34 @@ class NodeState:
         if not self.families:
             return self.cards
         return (*self.cards, *(c for cards in self.families.values() for c in cards))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInventory:
+    name: str
+    devices: tuple[DeviceInfo, ...]  # NVIDIA cards only, registration order
+    cordoned: frozenset[str] = frozenset()
+    links: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # True when HAMi's device plugin registered the node: its Allocate finds the pod through
+    # the node lock and reports the bind phase. False for cards read from GFD labels.
+    handshake: bool = True
+    # The node's allocatable nvidia.com/gpu: what its kubelet admits (hami.engine.advertised).
+    advertised: int = 0
+    # The other device families registered on the node: (FamilyWire.type, its cards), in
+    # registry order. A node with only these is registered too, with no NVIDIA card.
+    families: tuple[tuple[str, tuple[DeviceInfo, ...]], ...] = ()
+    # The node's annotations the families' node scores read (FamilyWire.node_reads).
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    def all_devices(self) -> tuple[DeviceInfo, ...]:
+        """Every card of the node, NVIDIA's first."""
+        return self.devices + tuple(d for _, cards in self.families for d in cards)
+
+
+@dataclass(frozen=True, slots=True)
+class Unregistered:
+    name: str
+    why: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """Building node states and turning allocations into card usage."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
+from hami.engine.families.base import FitPod, NodeFacts, untaken_score
 from hami.engine.families.registry import Families
-from hami.engine.familyscore import unasked_scores
 from hami.engine.inventory import PodAllocation
 from hami.engine.mig import stray_instances, untrusted
 from hami.engine.migalloc import by_card
@@ -72,6 +72,20 @@ def build_node(
         holders or {},
         annotations or {},
     )
+
+
+def unasked_scores(
+    name: str,
+    cards: Mapping[str, Sequence[Card]],
+    annotations: Mapping[str, str],
+    families: Families,
+) -> Mapping[NodePolicy, float]:
+    """What the families registered on a node (`cards`, by type: NVIDIA's cards are the
+    state's own, so its ScoreNode, which adds 0, is not asked here) add to its score for a
+    pod that takes none of their devices, under each node policy."""
+    facts = NodeFacts(name, annotations=annotations)
+    by_type = families.by_type()
+    return {p: untaken_score(by_type, cards, FitPod(), facts, p, {}) for p in NodePolicy}
 
 
 def _card(before: Card | None, info: DeviceInfo, usage: Usage, distrusted: bool) -> Card:

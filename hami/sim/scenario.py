@@ -10,9 +10,8 @@ import yaml
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
 from hami.engine.families.registry import Families, enabling_flag
-from hami.engine.familynodes import family_cards
-from hami.engine.inventory import Unregistered, node_inventory
-from hami.engine.model import DeviceInfo
+from hami.engine.inventory import family_cards, node_inventory
+from hami.engine.model import DeviceInfo, Unregistered
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.policy import Defaults, PolicyError, parse_gpu_policy, parse_node_policy
 from hami.files import UnreadableFileError, read_text

@@ -20,7 +20,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from hami.engine.capacity import Summaries
 from hami.engine.fit import NodeFit
-from hami.engine.model import Card, ContainerDevices, DeviceInfo, NodeState, PodDevices, PodRequest
+from hami.engine.model import (
+    Card,
+    ContainerDevices,
+    DeviceInfo,
+    NodeInventory,
+    NodeState,
+    PodDevices,
+    PodRequest,
+    Unregistered,
+)
 
 # One container's ask of one family (HAMi's ContainerDeviceRequest): defined with the engine's
 # other requests, since a PodRequest carries them, and named here too, where families read it.
@@ -272,6 +281,26 @@ class FastPath(Protocol):
     ) -> Summaries | None: ...
 
 
+@runtime_checkable
+class OwnInventory(Protocol):
+    """Optional: the family whose cards are the node's own (NodeInventory.devices, the node
+    state's cards that its FastPath fits) and whose registration says more than its cards:
+    whether the node is schedulable at all (what the kubelet advertises of `gpu_resource`,
+    GPU Feature Discovery labels where `gfd_split` > 0), its cordoned cards and link scores
+    (NVIDIA's). hami.engine.inventory asks it of each member offering it, in the members'
+    order; the other members' registrations are their decode_node's cards."""
+
+    def inventory_key(
+        self, node: Mapping[str, Any], gpu_resource: str, gfd_split: int
+    ) -> tuple[Any, ...]:
+        """Everything of the Node that `inventory` reads but its name."""
+        ...
+
+    def inventory(
+        self, node: Mapping[str, Any], gpu_resource: str, gfd_split: int
+    ) -> NodeInventory | Unregistered: ...
+
+
 def node_score(
     family: Family,
     cards: Sequence[Card],
@@ -289,3 +318,22 @@ def node_score(
     if isinstance(family, PodScored):
         return family.score_pod(cards, devices, pod, node, policy)
     return family.score_node(cards, devices, policy)
+
+
+def untaken_score(
+    by_type: Mapping[str, Family],
+    cards: Mapping[str, Sequence[Card]],
+    pod: FitPod,
+    facts: NodeFacts,
+    policy: NodePolicy,
+    taken: Mapping[str, object],
+) -> float:
+    """The ScoreNode of each family of `by_type` on the node (`cards`, by type) that the pod
+    takes nothing of (HAMi's OverrideScore scores every device type of the node). It reads
+    the pod only through the devices taken (none), so it is the node's alone, which
+    hami.engine.state computes once per node state."""
+    return sum(
+        node_score(by_type[kind], on, (), pod, facts, policy)
+        for kind, on in cards.items()
+        if kind not in taken and kind in by_type
+    )

@@ -23,7 +23,7 @@ from hami.engine.families import (
     mthreads,
     vastai,
 )
-from hami.engine.families.base import Family, FastPath
+from hami.engine.families.base import Family, FastPath, OwnInventory
 from hami.engine.families.metax.gpu import from_config as metax_gpu
 from hami.engine.families.metax.sgpu import from_config as metax_sgpu
 from hami.engine.families.nvidia.family import FAMILY as NVIDIA_FAMILY
@@ -57,6 +57,18 @@ class Families:
         """The members without FastPath, by type: where hami.engine.familyfit walks their asks
         (a type of a FastPath family's must find none there)."""
         return {f.wire.type: f for f in self.members if not isinstance(f, FastPath)}
+
+    @cached_property
+    def inventory_owner(self) -> OwnInventory | None:
+        """The first member offering OwnInventory, whose cards are a node's own
+        (hami.engine.inventory): NVIDIA's."""
+        return next((f for f in self.members if isinstance(f, OwnInventory)), None)
+
+    @cached_property
+    def carded(self) -> tuple[Family, ...]:
+        """The members without OwnInventory, in HAMi's order: a node's registration of each
+        is the cards its decode_node finds."""
+        return tuple(f for f in self.members if not isinstance(f, OwnInventory))
 
     @cached_property
     def others(self) -> tuple[Family, ...]:

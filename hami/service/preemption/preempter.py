@@ -213,7 +213,7 @@ class Preempter:
         self._holds[ref.uid] = hold
         self._refused.pop(ref.uid, None)
         # The pod's annotations its families' rules read, those of the pods holding a card among
-        # them (hami.engine.familyholders).
+        # them (hami.engine.holders).
         self.cache.reserve(
             ref.uid,
             ref.namespace,

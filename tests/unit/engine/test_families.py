@@ -12,8 +12,16 @@ from hami.engine.codec import decode_pod_devices, encode_node_devices
 from hami.engine.decide import schedule
 from hami.engine.families.hygon import HYGON
 from hami.engine.families.registry import Families
-from hami.engine.inventory import NodeInventory, Unregistered, node_inventory, pod_allocation
-from hami.engine.model import ContainerDevice, FamilyRequest, NodeState, PodRequest, Usage
+from hami.engine.inventory import node_inventory, pod_allocation
+from hami.engine.model import (
+    ContainerDevice,
+    FamilyRequest,
+    NodeInventory,
+    NodeState,
+    PodRequest,
+    Unregistered,
+    Usage,
+)
 from hami.engine.policy import Defaults, pod_options
 from hami.engine.preempt import Preemptor, Victim, victims_on
 from hami.engine.requests import ResourceDefaults

@@ -12,8 +12,8 @@ import pytest
 from hami.engine.asks import pod_request
 from hami.engine.decide import schedule
 from hami.engine.families.hygon import HYGON
-from hami.engine.inventory import NodeInventory, node_inventory
-from hami.engine.model import NodeState, Usage
+from hami.engine.inventory import node_inventory
+from hami.engine.model import NodeInventory, NodeState, Usage
 from hami.engine.policy import Defaults, pod_options
 from hami.engine.requests import ResourceDefaults
 from hami.engine.state import build_node

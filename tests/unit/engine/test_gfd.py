@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from hami.engine.gfd import card_id, gfd_cards, visible_device
 from hami.engine.injection import config_data
-from hami.engine.inventory import NodeInventory, Unregistered, node_inventory
-from hami.engine.model import ContainerDevice, DeviceInfo
+from hami.engine.inventory import node_inventory
+from hami.engine.model import ContainerDevice, DeviceInfo, NodeInventory, Unregistered
 from tests.builders import FAMILIES
 
 LAB12_NODE = "gke-kai-hami-test-default-pool-370c394b-pm4j"

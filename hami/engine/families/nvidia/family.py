@@ -1,7 +1,8 @@
 """NVIDIA's cards behind the Family seam, each method one of NVIDIA's own code paths.
 
-decode_node is the codec's registration decode, container_request requests.py's reader,
-fit HAMi's walk for one container (hami.engine.walk: hami-core shares, MIG instances and
+decode_node is the codec's registration decode (OwnInventory's inventory reads the node's
+whole registration: hami.engine.families.nvidia.registration), container_request
+requests.py's reader, fit HAMi's walk for one container (hami.engine.walk: hami-core shares, MIG instances and
 MPS-mode cards), annotations what a bind writes for HAMi's NVIDIA device plugin, claim the
 webhook's rule (hami.engine.families.nvidia.claim). HAMi's NVIDIA ScoreNode adds nothing.
 
@@ -32,6 +33,7 @@ from hami.engine.families.base import (
     NodeFacts,
 )
 from hami.engine.families.nvidia.claim import nvidia_claim
+from hami.engine.families.nvidia.registration import registration, registration_key
 from hami.engine.families.nvidia.wire import wire
 from hami.engine.fit import NodeFit, fit_pod
 from hami.engine.mig import mig_request
@@ -41,9 +43,11 @@ from hami.engine.model import (
     ContainerDevices,
     ContainerRequest,
     DeviceInfo,
+    NodeInventory,
     NodeState,
     PodDevices,
     PodRequest,
+    Unregistered,
 )
 from hami.engine.policy import NodePolicy, PodOptions, parse_gpu_policy, pod_options
 from hami.engine.quota import NamespaceQuota
@@ -76,6 +80,16 @@ class NvidiaFamily:
     ) -> tuple[DeviceInfo, ...] | None:
         raw = annotations.get(nv.NODE_REGISTER)
         return None if raw is None else decode_node_devices(raw)
+
+    def inventory_key(
+        self, node: Mapping[str, Any], gpu_resource: str, gfd_split: int
+    ) -> tuple[Any, ...]:
+        return registration_key(node, gpu_resource, gfd_split)
+
+    def inventory(
+        self, node: Mapping[str, Any], gpu_resource: str, gfd_split: int
+    ) -> NodeInventory | Unregistered:
+        return registration(node, gpu_resource, gfd_split)
 
     def container_request(
         self, container: Mapping[str, Any], *, strict: bool = False

@@ -4,7 +4,8 @@ HAMi hands a family's Fit and ScoreNode every card's DeviceUsage.PodInfos: the p
 counts on the card, one entry per pod (their devices are collapsed per card), with their whole
 annotations. Only a family whose FamilyWire.holder_reads names keys reads them (MetaX's sGPU
 QoS), so only the pods holding such a family's cards are kept, and only those keys of them:
-NVIDIA's pods, and those of every other family, cost nothing here.
+the pods of every other family, NVIDIA's (which names none) among them, cost nothing here.
+Each function asks every configured member of its FamilyWire.
 """
 
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ CardHolders = Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]]
 
 def holder_types(families: Families) -> frozenset[str]:
     """The families whose rules read the pods holding their cards."""
-    return frozenset(f.wire.type for f in families.others if f.wire.holder_reads)
+    return frozenset(f.wire.type for f in families.members if f.wire.holder_reads)
 
 
 def held_cards(devices: PodDevices, types: frozenset[str]) -> frozenset[str]:
@@ -36,7 +37,7 @@ def holder_annotations(
 ) -> Pairs:
     """The pod's annotations the families of its cards read of their holders."""
     kinds = {d.family for c in devices for d in c}
-    keys = {k for f in families.others if f.wire.type in kinds for k in f.wire.holder_reads}
+    keys = {k for f in families.members if f.wire.type in kinds for k in f.wire.holder_reads}
     return tuple(sorted((k, v) for k, v in annotations.items() if k in keys))
 
 
@@ -48,7 +49,7 @@ def planned_annotations(
     from its filter on (its pod cache, MetaX's JitteryQosCache), before the pod shows it."""
     kinds = {d.family for c in devices for d in c}
     written: dict[str, str] = dict(annotations)
-    for family in families.others:
+    for family in families.members:
         kind = family.wire.type
         if kind in kinds and family.wire.holder_reads:
             own = tuple(tuple(d for d in c if d.family == kind) for c in devices)
