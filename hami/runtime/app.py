@@ -195,7 +195,7 @@ async def build(settings: Settings) -> Runtime:
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
     dra = dra_config(settings, choices.families)
-    placer = dra_placer(dra, kube, choices.placement(cache), leadership)
+    placer = dra_placer(dra, kube, choices.placement(cache), leadership, settings.scheduler_name)
     pods = PodWatchers(
         replace=[cache.replace_pods],
         upsert=[cache.upsert_pod],

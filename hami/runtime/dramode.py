@@ -28,7 +28,11 @@ def dra_config(s: Settings, families: Families) -> DraConfig:
 
 
 def dra_placer(
-    dra: DraConfig, kube: KubeAPI, placement: Placement, leadership: Leadership
+    dra: DraConfig,
+    kube: KubeAPI,
+    placement: Placement,
+    leadership: Leadership,
+    scheduler_name: str,
 ) -> DraPlacer | None:
     """The placer, in DRA mode: it acts while this replica leads, over the cards DRA drivers
     publish, with the policies and counts of `placement` (docs/dra.md, "Which card")."""
@@ -36,4 +40,11 @@ def dra_placer(
         return None
     cache = placement.cache
     over_dra = Placement(cache, placement.policies, placement.resources, states=cache.dra_view)
-    return DraPlacer(kube, over_dra, dra, lambda: leadership.current() is not None, cache.dra.nodes)
+    return DraPlacer(
+        kube,
+        over_dra,
+        dra,
+        lambda: leadership.current() is not None,
+        cache.dra.nodes,
+        scheduler_name=scheduler_name,
+    )

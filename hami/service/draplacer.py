@@ -83,6 +83,7 @@ class DraPlacer:
         leading: Callable[[], bool],
         nodes: Callable[[], Sequence[str]],
         *,
+        scheduler_name: str,
         retry_seconds: float = 2.0,
         most_seconds: float = 60.0,
     ) -> None:
@@ -91,6 +92,9 @@ class DraPlacer:
         self.dra = dra
         self.leading = leading
         self.nodes = nodes
+        # Only our own pods: a second install in DRA mode (another schedulerName) gates and
+        # places its pods with the same gate and record, and must not be raced for them.
+        self.scheduler_name = scheduler_name
         self.retry_seconds = retry_seconds
         self.most_seconds = most_seconds
         # key -> (when to try next, on the loop's clock; how long to wait after a miss): a pod
@@ -98,8 +102,11 @@ class DraPlacer:
         self._due: OrderedDict[Key, tuple[float, float]] = OrderedDict()
         self._wake = asyncio.Event()
 
+    def _ours(self, pod: Mapping[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
     def seen(self, pod: Mapping[str, Any]) -> None:
-        if gated(pod) or stranded(pod):
+        if self._ours(pod) and (gated(pod) or stranded(pod)):
             self._due[_key(pod)] = (0.0, self.retry_seconds)
             self._wake.set()
         else:
@@ -140,7 +147,7 @@ class DraPlacer:
     async def place(self, namespace: str, name: str, uid: str) -> bool:
         """Place one gated pod; True when nothing is left to do for it."""
         pod = await self.kube.get_pod(namespace, name)
-        if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+        if pod is None or (pod.get("metadata") or {}).get("uid") != uid or not self._ours(pod):
             return True
         if stranded(pod):
             if not await self._unpin(pod):

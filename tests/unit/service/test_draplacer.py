@@ -22,6 +22,8 @@ from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube
 
 DRA = DraConfig("all")
+# The webhook's schedulerName (AdmissionConfig's default), which the placer serves.
+SCHEDULER = "hami-scheduler"
 
 
 def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
@@ -66,7 +68,9 @@ def placer(kube: FakeKube, cache: ClusterCache | None = None) -> DraPlacer:
         cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
         cache.replace_nodes([registered_node("n", t4s(2))])
         cache.dra.replace_slices([node_slice("n", ["GPU-0", "GPU-1"])])
-    return DraPlacer(kube, over_dra(cache), DRA, lambda: True, cache.dra.nodes)
+    return DraPlacer(
+        kube, over_dra(cache), DRA, lambda: True, cache.dra.nodes, scheduler_name=SCHEDULER
+    )
 
 
 def place(kube: FakeKube, pod: dict[str, Any], cache: ClusterCache | None = None) -> bool:
@@ -95,6 +99,23 @@ def test_a_gated_pod_gets_its_pinned_claim_then_loses_its_gate() -> None:
     assert after is not None and not gated(after)
     writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
     assert writes == ["create_resource_claim", "ungate_pod"]
+
+
+def test_a_pod_another_install_gated_is_left_to_it() -> None:
+    """A second install in DRA mode gates its pods with the same gate and record; ours must
+    not race it for them (its schedulerName is not ours)."""
+    kube = FakeKube()
+    stored = stored_pod()
+    assert stored["spec"]["schedulerName"] == SCHEDULER
+    stored["spec"]["schedulerName"] = "other-hami"
+    pod = kube.add("pods", stored)
+    assert gated(pod)
+    p = placer(kube)
+    p.seen(pod)
+    assert not p._due
+    assert asyncio.run(p.place("ns", "p", "u-1")) is True
+    assert kube.get("resourceclaims", "p-c", "ns") is None
+    assert [c[0] for c in kube.landed if not c[0].startswith("get_")] == []
 
 
 def test_a_claim_an_earlier_leader_made_is_kept_and_the_gate_lifted() -> None:
