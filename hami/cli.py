@@ -192,8 +192,8 @@ GFD_SPLIT: tuple[tuple[str, ...], dict[str, Any]] = (
 
 
 def device_arguments(p: argparse.ArgumentParser) -> None:
-    from hami.runtime.config import parse_bool
     from hami.runtime.deviceconfig import add_device_arguments
+    from hami.runtime.settingsload import parse_bool
 
     add_device_arguments(p, parse_bool)
 
@@ -321,7 +321,7 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(mig_check)
     mig_check.set_defaults(func=_migrate_check)
 
-    from hami.runtime.config import add_serve_arguments
+    from hami.runtime.settingsload import add_serve_arguments
 
     srv = sub.add_parser("serve", help="run the webhook, the extender and metrics")
     add_serve_arguments(srv)

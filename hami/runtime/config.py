@@ -5,14 +5,8 @@ validated once at start and a wrong value stops the process with a message
 naming the setting, rather than surfacing later as a strange placement.
 """
 
-import argparse
-import os
-import socket
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
@@ -20,7 +14,6 @@ from hami.engine.dra.slices import COUNTED_CLASSES
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
-from hami.files import UnreadableFileError, read_text
 from hami.runtime.bodies import MAX_BODY
 from hami.runtime.deviceconfig import (
     GPU_CORE_POLICIES,
@@ -33,7 +26,6 @@ from hami.runtime.deviceconfig import (
 from hami.runtime.listeners import is_loopback
 from hami.runtime.logs import FORMATS
 from hami.runtime.pairprobe import check_url
-from hami.runtime.settings_help import HELP
 from hami.service.bindrules import Budget, go_duration
 
 
@@ -128,103 +120,9 @@ class Settings:
     service_namespace: str = ""
 
 
-def _flag(name: str) -> str:
+def flag_name(name: str) -> str:
+    """The command-line flag of a setting's field."""
     return "--" + name.replace("_", "-")
-
-
-def _shown_default(name: str, value: object) -> str:
-    if name == "identity":
-        return "$POD_NAME, else the hostname"
-    if name == "pod_namespace":
-        return "$POD_NAMESPACE"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return "none" if value == "" else str(value)
-
-
-def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    """One flag per setting. Flags default to None so that a setting not given on the command
-    line falls through to the environment and the file; the help shows the real default."""
-    p.add_argument("--config", help="YAML file with these settings (keys as flags, - or _)")
-    for f in fields(Settings):
-        kind = bool if f.type is bool or f.type == "bool" else None
-        help_ = f"{HELP[f.name]} (default: {_shown_default(f.name, f.default)}; env HAMI_{f.name.upper()})"
-        if kind is bool:
-            p.add_argument(
-                _flag(f.name),
-                dest=f.name,
-                default=None,
-                type=parse_bool,
-                metavar="BOOL",
-                help=help_,
-            )
-        else:
-            p.add_argument(_flag(f.name), dest=f.name, default=None, help=help_)
-
-
-def parse_bool(value: str) -> bool:
-    v = str(value).strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"{value!r} is not a boolean")
-
-
-def _coerce(name: str, kind: type, value: Any, source: str) -> Any:
-    try:
-        if kind is bool:
-            return value if isinstance(value, bool) else parse_bool(str(value))
-        if kind is int:
-            if isinstance(value, bool):
-                raise ValueError
-            return int(value)
-        if kind is float:
-            return float(value)
-        return str(value)
-    except (ValueError, argparse.ArgumentTypeError):
-        raise ConfigError(f"{source}: {name} must be {kind.__name__}, got {value!r}") from None
-
-
-_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
-
-
-def load_settings(args: argparse.Namespace, env: dict[str, str] | None = None) -> Settings:
-    env = dict(os.environ) if env is None else env
-    file_values: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        path = Path(args.config)
-        try:
-            raw = yaml.safe_load(read_text(path)) or {}
-        except UnreadableFileError as e:
-            raise ConfigError(f"config file {e}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path}: {e}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"config file {path}: expected a mapping of settings")
-        file_values = {str(k).replace("-", "_"): v for k, v in raw.items()}
-        known = {f.name for f in fields(Settings)}
-        unknown = sorted(set(file_values) - known)
-        if unknown:
-            raise ConfigError(f"config file {path}: unknown settings {', '.join(unknown)}")
-    values: dict[str, Any] = {}
-    for f in fields(Settings):
-        kind = _TYPES[f.type if isinstance(f.type, str) else f.type.__name__]
-        env_name = "HAMI_" + f.name.upper()
-        if getattr(args, f.name, None) is not None:
-            values[f.name] = _coerce(f.name, kind, getattr(args, f.name), "flag " + _flag(f.name))
-        elif env_name in env:
-            values[f.name] = _coerce(f.name, kind, env[env_name], "environment " + env_name)
-        elif f.name in file_values:
-            values[f.name] = _coerce(f.name, kind, file_values[f.name], "config file")
-    settings = Settings(**values)
-    if not settings.identity:
-        values["identity"] = env.get("POD_NAME") or socket.gethostname()
-    if not settings.pod_namespace:
-        values["pod_namespace"] = env.get("POD_NAMESPACE", "")
-    settings = Settings(**values)
-    validate(settings)
-    return settings
 
 
 def validate(s: Settings) -> None:
@@ -242,11 +140,11 @@ def validate(s: Settings) -> None:
         )
     for name in ("tls_cert_file", "tls_key_file"):
         if not s.cert_bootstrap_secret and not Path(getattr(s, name)).is_file():
-            raise ConfigError(f"{_flag(name)}: {getattr(s, name)} is not a readable file")
+            raise ConfigError(f"{flag_name(name)}: {getattr(s, name)} is not a readable file")
     ports = ("port", "extender_port", "metrics_port")
     for name in ports:
         if not 0 < getattr(s, name) < 65536:
-            raise ConfigError(f"{_flag(name)} must be a TCP port, got {getattr(s, name)}")
+            raise ConfigError(f"{flag_name(name)} must be a TCP port, got {getattr(s, name)}")
     if len({getattr(s, name) for name in ports}) < len(ports):
         raise ConfigError("--port, --extender-port and --metrics-port must differ")
     if not is_loopback(s.extender_bind_address):
@@ -275,7 +173,7 @@ def validate(s: Settings) -> None:
         "watch_lag_limit_seconds",
     ):
         if getattr(s, name) <= 0:
-            raise ConfigError(f"{_flag(name)} must be positive")
+            raise ConfigError(f"{flag_name(name)} must be positive")
     if s.max_connections < 1:
         raise ConfigError("--max-connections must be at least 1")
     if s.request_body_budget_mib and s.request_body_budget_mib < 2 * MAX_BODY // 2**20:
@@ -293,7 +191,7 @@ def validate(s: Settings) -> None:
         raise ConfigError(f"--extender-http-timeout: {e}") from None
     for name in ("default_memory", "default_cores", "default_gpu_num"):
         if getattr(s, name) < 0:
-            raise ConfigError(f"{_flag(name)} must not be negative")
+            raise ConfigError(f"{flag_name(name)} must not be negative")
     if s.node_lock_wait_seconds < 0:
         raise ConfigError("--node-lock-wait-seconds must not be negative")
     if s.memory_factor < 1:
@@ -337,7 +235,7 @@ def device_config(s: Settings, *, nvidia_flags: bool = True) -> DeviceConfig:
             # As in HAMi's chart, the override's vnpus section is the one read: say so
             # rather than apply one of the two.
             raise ConfigError(
-                f"{_flag(name)} sets the chart's default Ascend chips: with "
+                f"{flag_name(name)} sets the chart's default Ascend chips: with "
                 "--device-config-file set vnpus.configs[].runtimeClassName and "
                 "vnpus.hamiVnpuCore in the file instead"
             )
@@ -418,4 +316,4 @@ def _validate_bootstrap(s: Settings) -> None:
         )
     for name in ("cert_dir", "service_name", "service_namespace"):
         if not getattr(s, name):
-            raise ConfigError(f"--cert-bootstrap-secret needs {_flag(name)}")
+            raise ConfigError(f"--cert-bootstrap-secret needs {flag_name(name)}")

@@ -9,8 +9,9 @@ import sys
 from hami.kube.errors import BadKubeconfig
 from hami.runtime import logs
 from hami.runtime.app import build
-from hami.runtime.config import ConfigError, load_settings
+from hami.runtime.config import ConfigError
 from hami.runtime.serving import run
+from hami.runtime.settingsload import load_settings
 from hami.runtime.sockets import raise_open_file_limit
 
 log = logging.getLogger(__name__)

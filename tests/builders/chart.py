@@ -17,7 +17,7 @@ import yaml
 
 from hami.cli import parser
 from hami.engine.families.registry import Families
-from hami.runtime.config import load_settings
+from hami.runtime.settingsload import load_settings
 
 Obj = dict[str, Any]
 

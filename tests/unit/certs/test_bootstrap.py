@@ -26,7 +26,8 @@ from hami.certs.material import MARKER, BootstrapError
 from hami.certs.renewal import Lifetimes
 from hami.certs.tls import ReloadingServerContext
 from hami.kube.errors import KubeError, Unavailable
-from hami.runtime.config import ConfigError, load_settings
+from hami.runtime.config import ConfigError
+from hami.runtime.settingsload import load_settings
 from tests.fakes.kubeapi import FakeKube, Fault
 
 Obj = dict[str, Any]

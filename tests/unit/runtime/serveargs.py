@@ -2,7 +2,7 @@
 
 import argparse
 
-from hami.runtime.config import add_serve_arguments
+from hami.runtime.settingsload import add_serve_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -17,7 +17,8 @@ from hami.engine.families.registry import Families
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.choices import of_flags, of_settings, serve_defaults
-from hami.runtime.config import Settings, load_settings
+from hami.runtime.config import Settings
+from hami.runtime.settingsload import load_settings
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import Placement
 from hami.sim.run import Simulation

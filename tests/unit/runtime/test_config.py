@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from hami.runtime.config import ConfigError, Settings, device_classes, load_settings
+from hami.runtime.config import ConfigError, Settings, device_classes
+from hami.runtime.settingsload import load_settings
 from tests.unit.runtime.serveargs import parse
 
 

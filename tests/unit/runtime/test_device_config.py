@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from hami.engine.families.ascend import DEFAULT_VNPUS
-from hami.runtime.config import ConfigError, device_config, gpu_core_policy, load_settings
+from hami.runtime.config import ConfigError, device_config, gpu_core_policy
+from hami.runtime.settingsload import load_settings
 from tests.builders import FAMILIES
 from tests.unit.runtime.serveargs import parse
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from hami.engine.dra.config import DEFAULT_CLASSES, DraClass
-from hami.runtime.config import ConfigError, Settings, add_serve_arguments, load_settings
+from hami.runtime.config import ConfigError, Settings
 from hami.runtime.dramode import dra_config
+from hami.runtime.settingsload import add_serve_arguments, load_settings
 from tests.builders import FAMILIES
 
 
