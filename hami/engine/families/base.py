@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from hami.engine.capacity import Summaries
 from hami.engine.fit import NodeFit
 from hami.engine.model import (
     Card,
@@ -36,6 +35,7 @@ from hami.engine.model import (
 from hami.engine.model import FamilyRequest as FamilyRequest
 from hami.engine.policy import CardFilter, NodePolicy, PodOptions
 from hami.engine.quota import NamespaceQuota
+from hami.engine.summarycheck import Summaries
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.capacity import summary_check
 from hami.engine.model import (
     ContainerDevice,
     ContainerRequest,
@@ -15,6 +14,7 @@ from hami.engine.model import (
 )
 from hami.engine.policy import pod_options
 from hami.engine.requests import ResourceDefaults
+from hami.engine.summarycheck import summary_check
 from hami.engine.usage import pod_usage
 from hami.service.annotations import allocation_annotations
 from hami.service.nodelock.table import NodeLocks

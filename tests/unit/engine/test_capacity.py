@@ -14,12 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.engine import reasons as r
-from hami.engine.capacity import SEEN_SIZE, capacity_of, summary_check
+from hami.engine.capacity import capacity_of
 from hami.engine.decide import Decision, schedule
 from hami.engine.fit import fit_pod_uncached
 from hami.engine.model import CardScores, ContainerRequest, DeviceInfo, NodeState, PodRequest, Usage
 from hami.engine.policy import PodOptions, pod_options
 from hami.engine.state import build_node
+from hami.engine.summarycheck import SEEN_SIZE, summary_check
 from tests.builders import FAMILIES, t4
 
 TYPES = ("NVIDIA-Tesla T4", "NVIDIA A100-SXM4-40GB")

@@ -8,12 +8,12 @@ from typing import cast
 
 import pytest
 
-from hami.engine.capacity import summary_check
 from hami.engine.checks import slot_verdict
 from hami.engine.families.base import Family, FitPod, NodeFacts
 from hami.engine.model import Card, ContainerRequest, PodRequest, Usage
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.policy import CARD_RULES, CardFilter, pod_options
+from hami.engine.summarycheck import summary_check
 from tests.builders import FAMILIES, t4
 from tests.families_samples import SAMPLE_ALLOCATABLE, SAMPLE_LABELS, SAMPLE_NODE
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from hami.engine import nvidianames as nv
 from hami.engine import reasons as r
-from hami.engine.capacity import Summaries, summary_check
 from hami.engine.checks import no_room
 from hami.engine.codec import decode_node_devices, encode_pod_devices
 from hami.engine.families.base import (
@@ -53,6 +52,7 @@ from hami.engine.policy import NodePolicy, PodOptions, parse_gpu_policy, pod_opt
 from hami.engine.quota import NamespaceQuota
 from hami.engine.requests import ResourceDefaults, container_request
 from hami.engine.score import card_scores
+from hami.engine.summarycheck import Summaries, summary_check
 from hami.engine.walk import walk
 
 MUTEX = parse_gpu_policy("mutex")
