@@ -118,6 +118,11 @@ class DraPlacer:
 
     def gone(self, pod: Mapping[str, Any]) -> None:
         self._due.pop(_key(pod), None)
+        if REQUESTS in ((pod.get("metadata") or {}).get("annotations") or {}) and self._due:
+            # A DRA pod that goes frees its cards once its claims go with it: the pods waiting
+            # for room are tried again from the shortest wait, not after their longest.
+            self._due = OrderedDict.fromkeys(self._due, (0.0, self.retry_seconds))
+            self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

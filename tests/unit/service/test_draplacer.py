@@ -144,6 +144,18 @@ def test_a_pod_no_card_takes_stays_gated_and_the_user_is_told_why() -> None:
     assert "  n: 2/2 CardInsufficientMemory" in lines
 
 
+def test_a_dra_pod_that_goes_brings_the_waiting_pods_forward() -> None:
+    kube = FakeKube()
+    p = placer(kube)
+    waiting = stored_pod(uid="u-w")
+    p.seen(waiting)
+    p._due[("ns", "p", "u-w")] = (100.0, 32.0)  # waited long already
+    p.gone({"metadata": {"name": "other", "namespace": "ns", "uid": "x"}})  # no DRA pod
+    assert p._due[("ns", "p", "u-w")] == (100.0, 32.0)
+    p.gone(stored_pod("holder", uid="u-h"))
+    assert p._due[("ns", "p", "u-w")] == (0.0, p.retry_seconds)
+
+
 def test_the_placers_decision_is_reported_with_its_card_scores() -> None:
     kube = FakeKube()
     kube.add("pods", stored_pod())
