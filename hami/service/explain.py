@@ -95,7 +95,8 @@ def explain(
     else:
         lines.append(f"  {unschedulable_message(len(everyone), failed)}")
     for node in sorted(failed):
-        why = cache.unregistered.get(node) if node not in ruled_out else None
+        # A DRA node needs no device plugin registration: its "unregistered" is no reason.
+        why = None if waiting or node in ruled_out else cache.unregistered.get(node)
         lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
         lines.extend(outside_node_lines(cache, node))
         lines.extend(dra_node_lines(cache, node))
