@@ -30,7 +30,7 @@ from tests.reference.lab14 import STEP_8_SCORES
 from .binds import allocation
 from .cluster import AS_PLUGIN, ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
-from .draworld import allocated_device, wait_bound
+from .draworld import WORLD, allocated_device, wait_bound
 from .invariant import served
 from .kube import Kube, eventually, wait_for
 from .lab14 import EXAMPLES, UUIDS
@@ -39,7 +39,6 @@ from .nodespec import NodeSpec, t4_node
 
 pytestmark = pytest.mark.e2e
 
-WORLD = "hami.io/device-world"
 # Steps 4 to 6 as the lab runs them (policy-mutex-c, which waits there, is played in DRA mode
 # by blocked_then_released).
 LAB = [
@@ -200,36 +199,33 @@ def test_lab14_pods_land_on_the_same_cards_in_both_worlds(
     namespace: str,
     nodesim: Callable[..., NodeSim],
     app_args: Callable[..., None],
+    dra: SimulatedDraDriver,
 ) -> None:
     app_args("--dra-mode=annotated")
     node = t4_node(f"parity-{namespace[-6:]}", UUIDS)
     nodesim(node)
     registration = kube.get("node", node.name)["metadata"]["annotations"][NODE_REGISTER]
-    dra = SimulatedDraDriver(kube)
     solo = "policy-binpack-solo"
-    try:
-        landed = []
-        for names in SCENARIOS:
-            move(kube, dra, node, registration, "device-plugin")
-            since = len(control_plane.app_log.read_text())
-            plugin = place(kube, namespace, node.name, "device-plugin", names)
-            logged = scores(control_plane, solo, since) if names is COMPOSED else ""
-            clear(kube, control_plane, dra, namespace, "device-plugin", names)
-            move(kube, dra, node, registration, "dra")
-            since = len(control_plane.app_log.read_text())
-            claimed = place(kube, namespace, node.name, "dra", names)
-            assert claimed == plugin, names
-            if names is LAB:
-                blocked_then_released(kube, control_plane, dra, namespace, node.name)
-                names = [n for n in names if n != "policy-spread-b"] + ["policy-mutex-c"]
-            if names is COMPOSED:
-                # Step 8: the placer's decision logs the extender's lines, the write-up's scores.
-                assert logged == STEP_8_SCORES
-                assert scores(control_plane, solo, since) == STEP_8_SCORES
-            clear(kube, control_plane, dra, namespace, "dra", names)
-            landed.append(plugin)
-        # The lab's own orders give the write-up's cards (tests/unit/engine/test_lab14_replay).
-        assert landed[0] == [UUIDS[i] for i in (3, 2, 3, 3, 1, 0)]
-        assert landed[1] == [UUIDS[i] for i in (3, 2, 1, 3)]
-    finally:
-        dra.close()
+    landed = []
+    for names in SCENARIOS:
+        move(kube, dra, node, registration, "device-plugin")
+        since = len(control_plane.app_log.read_text())
+        plugin = place(kube, namespace, node.name, "device-plugin", names)
+        logged = scores(control_plane, solo, since) if names is COMPOSED else ""
+        clear(kube, control_plane, dra, namespace, "device-plugin", names)
+        move(kube, dra, node, registration, "dra")
+        since = len(control_plane.app_log.read_text())
+        claimed = place(kube, namespace, node.name, "dra", names)
+        assert claimed == plugin, names
+        if names is LAB:
+            blocked_then_released(kube, control_plane, dra, namespace, node.name)
+            names = [n for n in names if n != "policy-spread-b"] + ["policy-mutex-c"]
+        if names is COMPOSED:
+            # Step 8: the placer's decision logs the extender's lines, the write-up's scores.
+            assert logged == STEP_8_SCORES
+            assert scores(control_plane, solo, since) == STEP_8_SCORES
+        clear(kube, control_plane, dra, namespace, "dra", names)
+        landed.append(plugin)
+    # The lab's own orders give the write-up's cards (tests/unit/engine/test_lab14_replay).
+    assert landed[0] == [UUIDS[i] for i in (3, 2, 3, 3, 1, 0)]
+    assert landed[1] == [UUIDS[i] for i in (3, 2, 1, 3)]
