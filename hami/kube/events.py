@@ -39,6 +39,9 @@ class EventReason(StrEnum):
 
     FILTERING_FAILED = "FilteringFailed"
     FILTERING_SUCCEED = "FilteringSucceed"
+    # kube-scheduler's own reason, posted by us only for a pod behind our DRA gate, of which
+    # kube-scheduler says nothing until the gate is lifted.
+    FAILED_SCHEDULING = "FailedScheduling"
     BINDING_FAILED = "BindingFailed"
     BINDING_SUCCEED = "BindingSucceed"
     PREEMPTING = "Preempting"
@@ -89,6 +92,7 @@ REPEATED = frozenset(
     {
         EventReason.FILTERING_FAILED,
         EventReason.FILTERING_SUCCEED,
+        EventReason.FAILED_SCHEDULING,
         EventReason.BINDING_FAILED,
         EventReason.BINDING_SUCCEED,
     }

@@ -31,6 +31,7 @@ from hami.runtime.dramode import dra_config, dra_placer
 from hami.runtime.metrics import Metrics, Probes
 from hami.runtime.podwatch import PodWatchers, Sink
 from hami.runtime.preflight import require_admission_policy, require_dra_api
+from hami.runtime.reporting import FilterReporter
 from hami.runtime.sight import Sight
 from hami.service.admission import AdmissionService
 from hami.service.binding import Binder
@@ -195,7 +196,14 @@ async def build(settings: Settings) -> Runtime:
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
     dra = dra_config(settings, choices.families)
-    placer = dra_placer(dra, kube, choices.placement(cache), leadership, settings.scheduler_name)
+    placer = dra_placer(
+        dra,
+        kube,
+        choices.placement(cache),
+        leadership,
+        settings.scheduler_name,
+        FilterReporter(events, verbosity=settings.v, gated=True),
+    )
     pods = PodWatchers(
         replace=[cache.replace_pods],
         upsert=[cache.upsert_pod],

@@ -1,13 +1,15 @@
 """--dra-mode and --dra-device-classes: the admission service's DraConfig, and the leader's
 placer of the pods it gates (docs/dra.md)."""
 
+from collections.abc import Callable
+
 from hami.engine.dra.config import DraConfig, DraConfigError, parse_classes
 from hami.engine.families.registry import Families
 from hami.kube.api import KubeAPI
 from hami.kube.leader import Leadership
 from hami.runtime.config import ConfigError, Settings
 from hami.service.draplacer import DraPlacer
-from hami.service.placement import Placement
+from hami.service.placement import FilterOutcome, Placement
 
 
 def dra_config(s: Settings, families: Families) -> DraConfig:
@@ -33,6 +35,7 @@ def dra_placer(
     placement: Placement,
     leadership: Leadership,
     scheduler_name: str,
+    report: Callable[[FilterOutcome], None],
 ) -> DraPlacer | None:
     """The placer, in DRA mode: it acts while this replica leads, over the cards DRA drivers
     publish, with the policies and counts of `placement` (docs/dra.md, "Which card")."""
@@ -47,4 +50,5 @@ def dra_placer(
         lambda: leadership.current() is not None,
         cache.dra.nodes,
         scheduler_name=scheduler_name,
+        report=report,
     )

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from hami.engine.reasons import unschedulable_message
 from hami.kube.events import EventReason, EventRecorder
 from hami.service.placement import FilterOutcome
 
@@ -60,8 +61,12 @@ class FilterReporter:
         *,
         success_events: bool = False,
         verbosity: int = 0,
+        gated: bool = False,
     ) -> None:
         self.events = events
+        # The DRA placer's pods wait behind our scheduling gate, where kube-scheduler posts no
+        # FailedScheduling: the reporter then posts the sentence kube-scheduler would.
+        self.gated = gated
         self.success_events = success_events
         self._scores = LineBudget(score_lines_per_second, clock)
         # HAMi logs each card's score at klog verbosity 2 (its chart runs at 4); below that
@@ -137,6 +142,13 @@ class FilterReporter:
                 "unregistered": dict(outcome.unregistered),
             },
         )
+        if self.gated:
+            self.events.record(
+                ref,
+                "Warning",
+                EventReason.FAILED_SCHEDULING,
+                unschedulable_message(len(outcome.failed), outcome.failed),
+            )
         for kind, nodes in sorted(by_reason.items()):
             self.events.record(
                 ref,

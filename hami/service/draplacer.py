@@ -31,7 +31,7 @@ from hami.engine.dra.translate import (
 from hami.engine.requests import RequestError
 from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound
-from hami.service.placement import Placement
+from hami.service.placement import FilterOutcome, Placement
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # namespace, name, uid
@@ -84,6 +84,7 @@ class DraPlacer:
         nodes: Callable[[], Sequence[str]],
         *,
         scheduler_name: str,
+        report: Callable[[FilterOutcome], None],
         retry_seconds: float = 2.0,
         most_seconds: float = 60.0,
     ) -> None:
@@ -95,6 +96,9 @@ class DraPlacer:
         # Only our own pods: a second install in DRA mode (another schedulerName) gates and
         # places its pods with the same gate and record, and must not be raced for them.
         self.scheduler_name = scheduler_name
+        # What /filter's decisions tell the user, told of the placer's: the card score lines,
+        # and the Events of a pod no card takes (kube-scheduler says nothing of a gated pod).
+        self.report = report
         self.retry_seconds = retry_seconds
         self.most_seconds = most_seconds
         # key -> (when to try next, on the loop's clock; how long to wait after a miss): a pod
@@ -114,6 +118,11 @@ class DraPlacer:
 
     def gone(self, pod: Mapping[str, Any]) -> None:
         self._due.pop(_key(pod), None)
+        if REQUESTS in ((pod.get("metadata") or {}).get("annotations") or {}) and self._due:
+            # A DRA pod that goes frees its cards once its claims go with it: the pods waiting
+            # for room are tried again from the shortest wait, not after their longest.
+            self._due = OrderedDict.fromkeys(self._due, (0.0, self.retry_seconds))
+            self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -160,6 +169,7 @@ class DraPlacer:
             log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
             return True
         outcome = self.placement.filter(written, list(self.nodes()))
+        self.report(outcome)
         decision = outcome.decision
         if outcome.error or decision is None or decision.devices is None:
             return False  # no room now: tried again when the loop comes round

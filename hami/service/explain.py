@@ -11,6 +11,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames, reasons
 from hami.engine.codec import CodecError
+from hami.engine.dra.translate import GATE, TranslateError, restore
 from hami.engine.mig import blocked, label
 from hami.engine.migalloc import allocations, decode_allocations
 from hami.engine.model import NodeState, PodRequest
@@ -20,6 +21,7 @@ from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import ResourceDefaults
 from hami.service.advertised import node_shortfall
 from hami.service.annotations import written_cards
+from hami.service.draplacer import gated
 from hami.service.placement import Placement
 
 
@@ -34,10 +36,18 @@ def explain(
     """`nodes` are the Node objects: kube-scheduler's own checks (selector, affinity, taints)
     rule nodes out before any GPU reason, as they do before the extender is asked."""
     meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
     ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    # A pod behind DRA mode's gate is the placer's: its request as written, decided as the
+    # placer decides it, over the cards DRA drivers publish (hami.service.draplacer).
+    waiting = gated(pod)
+    if waiting:
+        try:
+            pod = restore(pod)
+        except TranslateError as e:
+            return [f"{ref} cannot be placed: {e}"]
+    spec = pod.get("spec") or {}
     annotations = meta.get("annotations") or {}
-    placement = Placement(cache, policies, resources)
+    placement = Placement(cache, policies, resources, states=cache.dra_view if waiting else None)
     short = node_shortfall(cache, str(spec.get("nodeName", "")))
     bound = [
         f"{ref} is bound to {spec.get('nodeName')}",
@@ -59,12 +69,13 @@ def explain(
     if spec.get("nodeName"):
         return bound + outside_pod_lines(cache, str(meta.get("uid", "")))
     options = asked[1]
+    # The placer decides over every node a DRA driver publishes cards of, as this does.
     ruled_out = {
         str((n.get("metadata") or {}).get("name", "")): reason
-        for n in nodes
+        for n in (() if waiting else nodes)
         if (reason := excluded(spec, n)) is not None
     }
-    everyone = {*cache.view, *cache.unregistered, *ruled_out}
+    everyone = set(cache.dra.nodes()) if waiting else {*cache.view, *cache.unregistered, *ruled_out}
     candidates = sorted(everyone - ruled_out.keys())
     namespace = str(meta.get("namespace", ""))
     decision = placement.decide(str(meta.get("uid", "")), *asked, candidates, namespace)
@@ -72,6 +83,7 @@ def explain(
     lines = [
         f"{ref} is pending (GPU policy {options.gpu_policy.text!r}, node policy {str(options.node_policy)!r})",
         *quota_lines(cache.quotas, namespace),
+        *([f"  it waits for the DRA placer (scheduling gate {GATE})"] if waiting else []),
     ]
     if decision.node is not None:
         lines.append(f"  it fits now: node {decision.node}, cards {decision.allocation}")
@@ -83,7 +95,8 @@ def explain(
     else:
         lines.append(f"  {unschedulable_message(len(everyone), failed)}")
     for node in sorted(failed):
-        why = cache.unregistered.get(node) if node not in ruled_out else None
+        # A DRA node needs no device plugin registration: its "unregistered" is no reason.
+        why = None if waiting or node in ruled_out else cache.unregistered.get(node)
         lines.append(f"  {node}: {failed[node]}" + (f" ({why})" if why else ""))
         lines.extend(outside_node_lines(cache, node))
         lines.extend(dra_node_lines(cache, node))

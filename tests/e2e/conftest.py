@@ -23,6 +23,7 @@ import pytest
 from hami.engine.dra.config import DEFAULT_CLASSES
 
 from .cluster import ControlPlane, FaultyApi, NodeSim, ensure_binaries
+from .dradriver import SimulatedDraDriver
 from .draworld import device_class, hami_dra_slice
 from .kube import Kube
 from .nodespec import NodeSpec, t4_node
@@ -175,6 +176,14 @@ def node_tier(pytestconfig: pytest.Config) -> Iterator[NodeCluster]:
                 del pytestconfig.stash[_CONTROL_PLANE]
             else:
                 pytestconfig.stash[_CONTROL_PLANE] = loopback
+
+
+@pytest.fixture
+def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
+    """The simulated DRA driver (tests/e2e/dradriver.py); its slices and class go afterwards."""
+    driver = SimulatedDraDriver(kube)
+    yield driver
+    driver.close()
 
 
 # DRA mode's world (tests/e2e/draworld.py), for every module that places DRA-mode pods.

@@ -1,15 +1,21 @@
 """The DRA-mode world the e2e tests share: HAMi-DRA's DeviceClasses installed and the process
 restarted in DRA mode (`dra_mode`), simulated nodes whose cards are also published in a HAMi-DRA
 ResourceSlice under the same UUIDs (`dra_node`; the slice is written by the test, no driver
-runs), and readers of what kube-scheduler allocated."""
+runs), the one-card GPU pod the DRA tests create in either world (`gpu_pod`), and readers of
+what kube-scheduler allocated."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from hami.engine.dra.config import DEFAULT_CLASSES
+from tests.draobjects import gpu_device, resource_slice
 
 from .kube import Kube, wait_for
+from .nodespec import T4_MEMORY_MIB
+
+# The pod annotation that sends a pod to one world (`dra` under --dra-mode=annotated).
+WORLD = "hami.io/device-world"
 
 
 def device_class(name: str) -> dict[str, Any]:
@@ -24,31 +30,13 @@ def device_class(name: str) -> dict[str, Any]:
 def hami_dra_slice(node: str, uuids: list[str]) -> dict[str, Any]:
     """What HAMi-DRA's driver publishes for a node's T4 cards (written by the test: no driver
     runs): each card shared by several claims, memory and cores consumable."""
-    driver = DEFAULT_CLASSES[0].driver
     devices = [
-        {
-            "name": f"gpu-{i}",
-            "allowMultipleAllocations": True,
-            "attributes": {
-                "uuid": {"string": uuid},
-                "productName": {"string": "Tesla T4"},
-                "type": {"string": "hami-gpu"},
-            },
-            "capacity": {"memory": {"value": "15360Mi"}, "cores": {"value": "100"}},
-        }
+        gpu_device(f"gpu-{i}", uuid, memory_mib=T4_MEMORY_MIB, index=i)
         for i, uuid in enumerate(uuids)
     ]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-hami-dra"},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    obj = resource_slice(node, devices, driver=DEFAULT_CLASSES[0].driver, name=f"{node}-hami-dra")
+    del obj["metadata"]["uid"]  # the API server's to give
+    return obj
 
 
 def allocated_device(kube: Kube, namespace: str, claim: str) -> object:
@@ -70,13 +58,33 @@ def whole(memory: str) -> list[tuple[str, dict[str, str]]]:
     return [(device, {"memory": f"{mib}Mi", "cores": "0"})]
 
 
-def dra_pod(name: str, memory: str, policy: str) -> dict[str, Any]:
+def gpu_pod(
+    name: str,
+    memory: str,
+    *,
+    policy: str = "",
+    world: str = "",
+    node: str = "",
+    scheduler: str = "",
+) -> dict[str, Any]:
+    """A pod whose container `cuda` asks one card with `memory` MiB; where given, its GPU
+    policy, its device world (WORLD), a node selector on `node` and its schedulerName."""
+    annotations = {}
+    if policy:
+        annotations["hami.io/gpu-scheduler-policy"] = policy
+    if world:
+        annotations[WORLD] = world
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": memory}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}]
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if scheduler:
+        spec["schedulerName"] = scheduler
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"hami.io/gpu-scheduler-policy": policy}},
-        "spec": {
-            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}]
-        },
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": spec,
     }

@@ -17,7 +17,7 @@ the simulated HAMi-DRA driver's (tests/e2e/dradriver.py) with the mapping added 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ from .cluster import NodeSim
 from .dradriver import SimulatedDraDriver
 from .draworld import (
     allocated_device,
-    dra_pod,
+    gpu_pod,
     wait_bound,
     whole,
 )
@@ -39,26 +39,6 @@ from .nodespec import t4_node
 pytestmark = pytest.mark.e2e
 
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
-
-
-def gpu_pod(name: str, node: str) -> dict[str, Any]:
-    limits = {GPU: "1", "nvidia.com/gpumem": "2000"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}],
-        },
-    }
 
 
 def refusal(kube: Kube, namespace: str, pod: dict[str, Any], dry_run: bool) -> str:
@@ -80,7 +60,7 @@ def test_a_pod_kube_scheduler_would_serve_through_the_mapping_is_refused_naming_
     mapped = device_class(extended_resource=GPU)
     name = mapped["metadata"]["name"]
     kube.apply(json.dumps(mapped))
-    pod = gpu_pod("whole", node.name)
+    pod = gpu_pod("whole", "2000", node=node.name)
     # The cache sees the class through its watch: a dry run is refused once it has.
     said = wait_for(
         lambda: refusal(kube, namespace, pod, dry_run=True),
@@ -118,7 +98,7 @@ def test_dra_mode_places_the_pod_through_its_own_claim_while_the_class_maps_it(
     mapped = {**plain, "spec": {**plain["spec"], "extendedResourceName": GPU}}
     kube.apply(json.dumps(mapped))
     try:
-        pod = dra_pod("mapped", "4000", "binpack")
+        pod = gpu_pod("mapped", "4000", policy="binpack")
         # Admitted even once the cache has seen the mapping (a dry run is judged the same way).
         wait_for(
             lambda: kube.get("deviceclass", mapped["metadata"]["name"])["spec"].get(

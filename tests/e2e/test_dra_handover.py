@@ -27,7 +27,7 @@ from tests.builders import FAMILIES
 from . import invariant
 from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
-from .draworld import allocated_device
+from .draworld import allocated_device, gpu_pod
 from .kube import Kube, wait_for
 from .nodespec import NodeSpec, t4_node
 from .replicas import HA_SCHEDULER, lease_holder, replicas
@@ -38,23 +38,9 @@ COUNT = 16  # pods of each world: 4000 MiB each, 3 to a T4, 24 places per world
 MEMORY = "4000"
 
 
-def pod(name: str) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": MEMORY}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": {}},
-        "spec": {
-            "schedulerName": HA_SCHEDULER,
-            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}],
-        },
-    }
-
-
 def stored_dra_pod(name: str, namespace: str) -> dict[str, Any]:
     """The pod as DRA mode's webhook stores it: gated, its request in its record."""
-    written = pod(name)
-    written["metadata"]["annotations"]["hami.io/device-world"] = "dra"
+    written = gpu_pod(name, MEMORY, world="dra", scheduler=HA_SCHEDULER)
     review = {
         "uid": name,
         "kind": {"kind": "Pod"},
@@ -111,7 +97,7 @@ def test_a_leader_deleted_during_a_mixed_burst_leaves_no_card_over_capacity(
 
             for i in range(COUNT):
                 for world, obj in (
-                    ("dp", pod(f"dp-{i:02d}")),
+                    ("dp", gpu_pod(f"dp-{i:02d}", MEMORY, scheduler=HA_SCHEDULER)),
                     ("dra", stored_dra_pod(f"dra-{i:02d}", namespace)),
                 ):
                     kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))

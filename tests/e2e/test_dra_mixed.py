@@ -9,37 +9,19 @@ cards' UUIDs, memory and model are the stand-ins' made-up values."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
 from .binds import allocation
 from .cluster import NodeSim
 from .dradriver import SimulatedDraDriver
-from .draworld import allocated_device, dra_pod, wait_bound
+from .draworld import allocated_device, gpu_pod, wait_bound
 from .kube import Kube
 from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
-
-WORLD = "hami.io/device-world"
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
-
-
-def pod_for(world: str, name: str, policy: str) -> dict[str, Any]:
-    """The same GPU pod, written for `world` (only the annotation differs)."""
-    pod = dra_pod(name, "4000", policy)
-    if world == "dra":
-        pod["metadata"]["annotations"][WORLD] = "dra"
-    return pod
 
 
 def test_the_same_pods_land_by_the_same_policies_in_either_world(
@@ -61,9 +43,8 @@ def test_the_same_pods_land_by_the_same_policies_in_either_world(
     for world in placed:
         for n, policy in enumerate(("binpack", "binpack", "spread")):
             name = f"{world}-{n}"
-            kube(
-                "create", "-n", namespace, "-f", "-", stdin=json.dumps(pod_for(world, name, policy))
-            )
+            pod = gpu_pod(name, "4000", policy=policy, world=world)
+            kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(pod))
             node = plugin_node if world == "device-plugin" else dra_only
             wait_bound(kube, namespace, name, node.name)
             at, cards = allocation(kube, namespace, name)

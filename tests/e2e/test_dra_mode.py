@@ -26,7 +26,7 @@ from .cluster import ControlPlane
 from .draworld import (  # noqa: F401 (fixtures)
     allocated_device,
     device_class,
-    dra_pod,
+    gpu_pod,
     hami_dra_slice,
     wait_bound,
     whole,
@@ -37,7 +37,7 @@ from .replicas import lease
 pytestmark = pytest.mark.e2e
 
 
-def gpu_pod(name: str, **annotations: str) -> dict[str, Any]:
+def two_family_pod(name: str, **annotations: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -90,7 +90,7 @@ def test_a_gpu_pod_is_stored_gated_and_its_claims_are_accepted(kube: Kube, names
         namespace,
         "-f",
         "-",
-        stdin=json.dumps(gpu_pod(name, **{"nvidia.com/use-gputype": "A100,H100"})),
+        stdin=json.dumps(two_family_pod(name, **{"nvidia.com/use-gputype": "A100,H100"})),
     )
     pod = kube.pod(namespace, name)
     spec = pod["spec"]
@@ -139,7 +139,7 @@ def test_an_annotation_that_selects_nothing_is_refused(kube: Kube, namespace: st
         "--dry-run=server",
         "-f",
         "-",
-        stdin=json.dumps(gpu_pod("p", **{"nvidia.com/use-gpuuuid": ","})),
+        stdin=json.dumps(two_family_pod("p", **{"nvidia.com/use-gpuuuid": ","})),
         check=False,
     )
     assert result.returncode != 0
@@ -176,7 +176,7 @@ def test_a_record_written_by_hand_reaches_the_webhook_with_the_charts_conditions
 def test_the_record_cannot_be_edited_after_creation(kube: Kube, namespace: str) -> None:
     """With the chart's admission policy (the harness installs it), only the scheduler may change
     the record once the pod exists: a smaller ask written later would pass no check."""
-    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(gpu_pod("edited")))
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(two_family_pod("edited")))
     smaller = json.dumps({"cuda": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1"}}})
     for change in (f"{REQUESTS}={smaller}", f"{REQUESTS}-"):
         result = kube(
@@ -242,7 +242,7 @@ def test_the_placer_puts_dra_pods_where_the_card_policies_say(
     dra_node("placer-node", 2)
     landed = {}
     for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
-        pod = json.dumps(dra_pod(name, "4000", policy))
+        pod = json.dumps(gpu_pod(name, "4000", policy=policy))
         kube("create", "-n", namespace, "-f", "-", stdin=pod)
         wait_bound(kube, namespace, name, "placer-node")
         landed[name] = allocated_device(kube, namespace, f"{name}-cuda")
@@ -265,7 +265,7 @@ def test_a_restarted_scheduler_places_the_pods_left_gated(
     """All the placer's state is in the API: a pod gated while no card could take it is placed
     by the next process once a card appears."""
     kube = control_plane.kube
-    pod = json.dumps(dra_pod("waiting", "4000", "spread"))
+    pod = json.dumps(gpu_pod("waiting", "4000", policy="spread"))
     kube("create", "-n", namespace, "-f", "-", stdin=pod)
     control_plane.restart_app(extra_args=("--dra-mode=all",))
     assert kube.pod(namespace, "waiting")["spec"].get("schedulingGates") == [{"name": GATE}]
@@ -293,7 +293,12 @@ def test_a_new_leader_places_the_pods_gated_before_it_led(
     )
     dra_node("handover-node", 1)
     kube(
-        "create", "-n", namespace, "-f", "-", stdin=json.dumps(dra_pod("handed", "4000", "spread"))
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=json.dumps(gpu_pod("handed", "4000", policy="spread")),
     )
     assert kube.pod(namespace, "handed")["spec"].get("schedulingGates") == [{"name": GATE}]
     # The kube-scheduler beside our process wins the Lease (its identity: the pod name and a suffix).

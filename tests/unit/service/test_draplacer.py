@@ -3,6 +3,7 @@ in by a leader that stopped (hand-over, restart, a lost answer) is finished by t
 never made twice (docs/dra.md). Its policies on the real control plane: tests/e2e/test_dra_mode.py."""
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from hami.cache.store import ClusterCache
@@ -13,12 +14,15 @@ from hami.engine.jsonpatch import apply
 from hami.engine.model import ContainerDevice
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
+from hami.runtime.reporting import FilterReporter
 from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated, stranded
-from hami.service.placement import Placement
+from hami.service.explain import explain
+from hami.service.placement import FilterOutcome, Placement
 from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
 from tests.draobjects import gpu_device, resource_slice
 from tests.fakes.clock import Clock
+from tests.fakes.events import RecordedEvents
 from tests.fakes.kubeapi import FakeKube
 
 DRA = DraConfig("all")
@@ -26,15 +30,15 @@ DRA = DraConfig("all")
 SCHEDULER = "hami-scheduler"
 
 
-def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
-    """A GPU pod as DRA mode's webhook stores it."""
+def stored_pod(name: str = "p", uid: str = "u-1", memory: int = 1000) -> dict[str, Any]:
+    """A GPU pod asking `memory` MiB, as DRA mode's webhook stores it."""
     written = {
         "metadata": {"name": name, "namespace": "ns"},
         "spec": {
             "containers": [
                 {
                     "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
+                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}},
                 }
             ]
         },
@@ -63,13 +67,28 @@ def over_dra(cache: ClusterCache) -> Placement:
     return Placement(cache, Defaults(), ResourceDefaults(), states=cache.dra_view)
 
 
-def placer(kube: FakeKube, cache: ClusterCache | None = None) -> DraPlacer:
-    if cache is None:
-        cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
-        cache.replace_nodes([registered_node("n", t4s(2))])
-        cache.dra.replace_slices([node_slice("n", ["GPU-0", "GPU-1"])])
+def two_cards() -> ClusterCache:
+    """Node n, its two T4s served by both the device plugin and a DRA driver."""
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.replace_nodes([registered_node("n", t4s(2))])
+    cache.dra.replace_slices([node_slice("n", ["GPU-0", "GPU-1"])])
+    return cache
+
+
+def placer(
+    kube: FakeKube,
+    cache: ClusterCache | None = None,
+    report: Callable[[FilterOutcome], None] = lambda _: None,
+) -> DraPlacer:
+    cache = cache or two_cards()
     return DraPlacer(
-        kube, over_dra(cache), DRA, lambda: True, cache.dra.nodes, scheduler_name=SCHEDULER
+        kube,
+        over_dra(cache),
+        DRA,
+        lambda: True,
+        cache.dra.nodes,
+        scheduler_name=SCHEDULER,
+        report=report,
     )
 
 
@@ -99,6 +118,53 @@ def test_a_gated_pod_gets_its_pinned_claim_then_loses_its_gate() -> None:
     assert after is not None and not gated(after)
     writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
     assert writes == ["create_resource_claim", "ungate_pod"]
+
+
+def test_a_pod_no_card_takes_stays_gated_and_the_user_is_told_why() -> None:
+    """kube-scheduler says nothing of a gated pod: the placer's reporter posts its sentence and
+    /filter's Event, in the extender's words (docs/dra.md)."""
+    kube = FakeKube()
+    kube.add("pods", stored_pod(memory=20000))  # more than a T4 has
+    events = RecordedEvents()
+    p = placer(kube, report=FilterReporter(events, gated=True))
+    assert asyncio.run(p.place("ns", "p", "u-1")) is False
+    assert events.seen == [
+        ("Warning", "FailedScheduling", "0/1 nodes are available: 1 2/2 CardInsufficientMemory."),
+        ("Warning", "FilteringFailed", "1 nodes CardInsufficientMemory(n)"),
+    ]
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and gated(after)
+    # `hami explain` on the pod says the same, as the placer decides it.
+    lines = explain(two_cards(), after, Defaults(), ResourceDefaults())
+    assert lines[:3] == [
+        "ns/p is pending (GPU policy 'spread', node policy 'binpack')",
+        "  it waits for the DRA placer (scheduling gate hami.io/dra-placement)",
+        "  0/1 nodes are available: 1 2/2 CardInsufficientMemory.",
+    ]
+    assert "  n: 2/2 CardInsufficientMemory" in lines
+
+
+def test_a_dra_pod_that_goes_brings_the_waiting_pods_forward() -> None:
+    kube = FakeKube()
+    p = placer(kube)
+    waiting = stored_pod(uid="u-w")
+    p.seen(waiting)
+    p._due[("ns", "p", "u-w")] = (100.0, 32.0)  # waited long already
+    p.gone({"metadata": {"name": "other", "namespace": "ns", "uid": "x"}})  # no DRA pod
+    assert p._due[("ns", "p", "u-w")] == (100.0, 32.0)
+    p.gone(stored_pod("holder", uid="u-h"))
+    assert p._due[("ns", "p", "u-w")] == (0.0, p.retry_seconds)
+
+
+def test_the_placers_decision_is_reported_with_its_card_scores() -> None:
+    kube = FakeKube()
+    kube.add("pods", stored_pod())
+    outcomes: list[FilterOutcome] = []
+    assert asyncio.run(placer(kube, report=outcomes.append).place("ns", "p", "u-1")) is True
+    (outcome,) = outcomes
+    assert outcome.decision is not None and outcome.decision.node == "n"
+    assert [dict(cs.items()) for cs in outcome.decision.scores] == [{"GPU-0": 0.0, "GPU-1": 0.0}]
+    assert outcome.pod.name == "p"
 
 
 def test_a_pod_another_install_gated_is_left_to_it() -> None:
