@@ -1,0 +1,112 @@
+"""The DRA placer over every family a DRA driver publishes (docs/dra.md, "The DRA view"): a
+Hygon pod's DCU is chosen by the pod's GPU policy among the DCUs `dra.hygon.com` publishes,
+as an NVIDIA pod's card is among HAMi-DRA's GPUs, in one cluster and on one node."""
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from hami.cache.store import ClusterCache
+from hami.engine.admission import AdmissionConfig
+from hami.engine.dra.config import DraConfig
+from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
+from hami.engine.jsonpatch import apply
+from hami.engine.policy import Defaults
+from hami.engine.requests import ResourceDefaults
+from hami.service.admission import AdmissionService
+from hami.service.draplacer import DraPlacer, gated
+from hami.service.placement import Placement
+from tests.builders import FAMILIES, T4_MIB
+from tests.draobjects import allocated_claim, dcu_device, gpu_device, resource_slice
+from tests.fakes.clock import Clock
+from tests.fakes.kubeapi import FakeKube
+
+DRA = DraConfig("all")
+DCU_MIB = 16384
+DCU_LIMITS = {"hygon.com/dcunum": 1, "hygon.com/dcumem": 2000, "hygon.com/dcucores": 30}
+GPU_LIMITS = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
+
+
+def stored_pod(name: str, limits: dict[str, int], policy: str = "") -> dict[str, Any]:
+    """The pod as DRA mode's webhook stores it."""
+    annotations = {"hami.io/gpu-scheduler-policy": policy} if policy else {}
+    written = {
+        "metadata": {"name": name, "namespace": "ns", "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    review = {
+        "uid": "r",
+        "kind": {"kind": "Pod"},
+        "namespace": "ns",
+        "operation": "CREATE",
+        "object": written,
+    }
+    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
+    pod: dict[str, Any] = apply(written, outcome.patch)
+    pod["metadata"]["uid"] = f"uid-{name}"
+    return pod
+
+
+def cluster() -> ClusterCache:
+    """Node h: two DCUs (DCU-0 holding a claim of 1000 MiB) and two T4s, each published by its
+    family's DRA driver; no device plugin registers any of them."""
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    dcus = [dcu_device(f"dcu-{i}", f"DCU-{i}", memory_mib=DCU_MIB, index=i) for i in range(2)]
+    gpus = [gpu_device(f"gpu-{i}", f"GPU-{i}", memory_mib=T4_MIB, index=i) for i in range(2)]
+    cache.dra.replace_slices(
+        [
+            resource_slice("h", dcus, driver=DCU_DRIVER, name="h-dcus", uid="s-dcu"),
+            resource_slice("h", gpus, name="h-gpus", uid="s-gpu"),
+        ]
+    )
+    held = allocated_claim(
+        "held",
+        "ns",
+        "h",
+        [("dcu-0", {"memory": f"{1000 * 2**20}", "cores": "0"})],
+        driver=DCU_DRIVER,
+    )
+    cache.dra.replace_claims([held])
+    return cache
+
+
+def place(kube: FakeKube, cache: ClusterCache, pod: dict[str, Any]) -> dict[str, Any]:
+    """Place the stored pod as the leader's placer does; the claim it made."""
+    over_dra = Placement(cache, Defaults(), ResourceDefaults(), states=cache.dra_view)
+    placer = DraPlacer(
+        kube, over_dra, DRA, lambda: True, cache.dra.nodes, scheduler_name="hami-scheduler"
+    )
+    kube.add("pods", pod)
+    meta = pod["metadata"]
+    assert asyncio.run(placer.place("ns", meta["name"], meta["uid"])) is True
+    after = kube.get("pods", meta["name"], "ns")
+    assert after is not None and not gated(after)
+    claim = kube.get("resourceclaims", f"{meta['name']}-c", "ns")
+    assert claim is not None
+    return claim
+
+
+def pinned_to(claim: dict[str, Any]) -> tuple[str, str]:
+    """(DeviceClass, the selector's expression) of the claim's one request."""
+    (request,) = claim["spec"]["devices"]["requests"]
+    (selector,) = request["exactly"]["selectors"]
+    return request["exactly"]["deviceClassName"], selector["cel"]["expression"]
+
+
+@pytest.mark.parametrize(("policy", "dcu"), [("binpack", "DCU-0"), ("spread", "DCU-1")])
+def test_a_hygon_pod_gets_the_dcu_its_policy_chooses(policy: str, dcu: str) -> None:
+    claim = place(FakeKube(), cluster(), stored_pod("p", DCU_LIMITS, policy))
+    device_class, expression = pinned_to(claim)
+    assert device_class == DCU_DRIVER
+    assert expression == f'device.attributes["{DCU_DRIVER}"].uuid == "{dcu}"'
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"]["requests"]["memory"] == "2000Mi"
+
+
+def test_an_nvidia_and_a_hygon_pod_each_get_their_familys_card_on_one_node() -> None:
+    kube, cache = FakeKube(), cluster()
+    gpu = pinned_to(place(kube, cache, stored_pod("g", GPU_LIMITS, "binpack")))
+    dcu = pinned_to(place(kube, cache, stored_pod("d", DCU_LIMITS, "binpack")))
+    assert gpu[0] == "hami-core-gpu.project-hami.io" and '"GPU-' in gpu[1]
+    assert dcu == (DCU_DRIVER, f'device.attributes["{DCU_DRIVER}"].uuid == "DCU-0"')
