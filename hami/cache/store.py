@@ -23,6 +23,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
+from hami.engine.dra.device import DRA_SPLIT
 from hami.engine.families.registry import Families
 from hami.engine.holders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import PodAllocation, is_terminal
@@ -76,6 +77,7 @@ class ClusterCache:
         gfd_split: int = 0,
         locks: LockTable | None = None,
         families: Families,
+        dra_split: int = DRA_SPLIT,
     ) -> None:
         self._clock = clock
         self._resources = resources
@@ -108,6 +110,7 @@ class ClusterCache:
             self._released,
             families.dra_drivers,
             claimed=self._claims_counted,
+            split=dra_split,
         )
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories

@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from hami.engine import nvidianames as nv
-from hami.engine.dra.device import DeviceKey, DraDevice
+from hami.engine.dra.device import DRA_SPLIT, DeviceKey, DraDevice
 from hami.engine.families.registry import Families
 from hami.engine.model import DeviceInfo, NodeInventory
 from hami.engine.quantity import QuantityError, parse_quantity
@@ -85,8 +85,11 @@ def mib(value: Fraction | None, *, up: bool) -> int | None:
     return max(0, int(-(-whole // 1)) if up else int(whole // 1))
 
 
-def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> SliceRead | None:
-    """The slice's GPUs; None when it is not a GPU driver's slice."""
+def read_slice(
+    obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS, split: int = DRA_SPLIT
+) -> SliceRead | None:
+    """The slice's GPUs, each shared by `split` tasks at most; None when it is not a GPU
+    driver's slice."""
     spec = obj.get("spec") or {}
     driver = str(spec.get("driver") or "")
     if driver not in drivers:
@@ -111,6 +114,7 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
             continue
         capacity = device.get("capacity") or {}
         index = _attribute(attributes, driver, "index")
+        numa = _attribute(attributes, driver, "numa")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
         devices.append(
@@ -126,6 +130,8 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
                 cores=FULL_CORES if cores is None else max(0, int(cores)),
                 index=index if isinstance(index, int) and not isinstance(index, bool) else place,
                 shared=device.get("allowMultipleAllocations") is True,
+                split=split,
+                numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
             )
         )
     return SliceRead(driver, str(pool.get("name") or ""), generation, tuple(devices))
@@ -140,21 +146,16 @@ def published(slices: Iterable[SliceRead]) -> dict[DeviceKey, DraDevice]:
     return {d.key: d for s in kept if s.generation == newest[s.pool_key] for d in s.devices}
 
 
-# The tasks a card only a DRA driver publishes is shared by: HAMi's device plugin's default
-# deviceSplitCount, so that such a card is scored as the same card registered would be (a DRA
-# driver bounds no task count; its consumable capacity bounds memory and cores).
-DRA_SPLIT = 10
-
-
 def card_info(device: DraDevice) -> DeviceInfo:
     """The device as a card of the engine's model, typed as its driver publishes it."""
     return DeviceInfo(
         id=device.uuid,
         index=device.index,
-        count=DRA_SPLIT,
+        count=device.split,
         devmem=device.memory,
         devcore=device.cores,
         type=device.product or device.kind,
+        numa=device.numa,
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.dra.config import DraConfig
+from hami.engine.dra.translate import restore
 from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
 from hami.engine.jsonpatch import apply
 from hami.engine.policy import Defaults
@@ -110,3 +111,18 @@ def test_an_nvidia_and_a_hygon_pod_each_get_their_familys_card_on_one_node() -> 
     dcu = pinned_to(place(kube, cache, stored_pod("d", DCU_LIMITS, "binpack")))
     assert gpu[0] == "hami-core-gpu.project-hami.io" and '"GPU-' in gpu[1]
     assert dcu == (DCU_DRIVER, f'device.attributes["{DCU_DRIVER}"].uuid == "DCU-0"')
+
+
+def test_a_dra_only_card_is_shared_by_the_settings_task_count() -> None:
+    """--dra-split-count bounds the pods on a card only a DRA driver publishes: with 1, a
+    second pod cannot join the first's card (the engine's time-slicing check)."""
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults(), dra_split=1)
+    gpus = [gpu_device("gpu-0", "GPU-0", memory_mib=T4_MIB)]
+    cache.dra.replace_slices([resource_slice("h", gpus)])
+    held = allocated_claim("held", "ns", "h", [("gpu-0", {"memory": f"{2**30}", "cores": "0"})])
+    cache.dra.replace_claims([held])
+    (card,) = cache.dra_view()["h"].cards
+    assert (card.info.count, card.usage.used) == (1, 1)
+    over_dra = Placement(cache, Defaults(), ResourceDefaults(), states=cache.dra_view)
+    outcome = over_dra.filter(restore(stored_pod("p", GPU_LIMITS)), ["h"])
+    assert outcome.decision is None or outcome.decision.devices is None
