@@ -55,6 +55,10 @@ def pod(name: str, policy: str, **containers: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def create(kube: Kube, namespace: str, obj: dict[str, Any]) -> None:
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
+
+
 def test_a_hygon_pods_dcu_follows_its_policy(
     kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
 ) -> None:
@@ -63,7 +67,7 @@ def test_a_hygon_pods_dcu_follows_its_policy(
     dra.publish(node, family=DCU)
     landed = {}
     for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
-        kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(pod(name, policy, dcu=DCU_ASK)))
+        create(kube, namespace, pod(name, policy, dcu=DCU_ASK))
         wait_bound(kube, namespace, name, node.name)
         landed[name] = allocated_device(kube, namespace, f"{name}-dcu")
     # Ties go to the highest index (dcu-1); binpack then joins it, spread takes dcu-0.
@@ -87,14 +91,7 @@ def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
         ("dcu", {"dcu": DCU_ASK}),
         ("both", {"cuda": GPU_ASK, "dcu": DCU_ASK}),
     ):
-        kube(
-            "create",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            stdin=json.dumps(pod(name, "binpack", **containers)),
-        )
+        create(kube, namespace, pod(name, "binpack", **containers))
         wait_bound(kube, namespace, name, node.name)
     gpu = {"memory": "3000Mi", "cores": "0"}
     dcu = {"memory": "4000Mi", "cores": "30"}

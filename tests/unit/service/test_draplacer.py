@@ -6,50 +6,20 @@ import asyncio
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.admission import AdmissionConfig
-from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE
-from hami.engine.jsonpatch import apply
 from hami.engine.model import ContainerDevice
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
-from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated, stranded
 from hami.service.placement import Placement
 from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
 from tests.draobjects import gpu_device, resource_slice
+from tests.drapods import DRA, stored_pod
 from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube
 
-DRA = DraConfig("all")
 # The webhook's schedulerName (AdmissionConfig's default), which the placer serves.
 SCHEDULER = "hami-scheduler"
-
-
-def stored_pod(name: str = "p", uid: str = "u-1") -> dict[str, Any]:
-    """A GPU pod as DRA mode's webhook stores it."""
-    written = {
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}},
-                }
-            ]
-        },
-    }
-    review = {
-        "uid": "r",
-        "kind": {"kind": "Pod"},
-        "namespace": "ns",
-        "operation": "CREATE",
-        "object": written,
-    }
-    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
-    pod: dict[str, Any] = apply(written, outcome.patch)
-    pod["metadata"]["uid"] = uid
-    return pod
 
 
 def node_slice(node: str, uuids: list[str]) -> dict[str, Any]:

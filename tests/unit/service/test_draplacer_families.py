@@ -8,45 +8,25 @@ from typing import Any
 import pytest
 
 from hami.cache.store import ClusterCache
-from hami.engine.admission import AdmissionConfig
-from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import restore
 from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
-from hami.engine.jsonpatch import apply
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
-from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated
 from hami.service.placement import Placement
 from tests.builders import FAMILIES, T4_MIB
 from tests.draobjects import allocated_claim, dcu_device, gpu_device, resource_slice
+from tests.drapods import DRA, GPU_LIMITS, stored_pod
 from tests.fakes.clock import Clock
 from tests.fakes.kubeapi import FakeKube
 
-DRA = DraConfig("all")
 DCU_MIB = 16384
 DCU_LIMITS = {"hygon.com/dcunum": 1, "hygon.com/dcumem": 2000, "hygon.com/dcucores": 30}
-GPU_LIMITS = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}
 
 
-def stored_pod(name: str, limits: dict[str, int], policy: str = "") -> dict[str, Any]:
-    """The pod as DRA mode's webhook stores it."""
+def dra_pod(name: str, limits: dict[str, int], policy: str = "") -> dict[str, Any]:
     annotations = {"hami.io/gpu-scheduler-policy": policy} if policy else {}
-    written = {
-        "metadata": {"name": name, "namespace": "ns", "annotations": annotations},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
-    review = {
-        "uid": "r",
-        "kind": {"kind": "Pod"},
-        "namespace": "ns",
-        "operation": "CREATE",
-        "object": written,
-    }
-    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
-    pod: dict[str, Any] = apply(written, outcome.patch)
-    pod["metadata"]["uid"] = f"uid-{name}"
-    return pod
+    return stored_pod(name, f"uid-{name}", limits, annotations)
 
 
 def cluster() -> ClusterCache:
@@ -97,7 +77,7 @@ def pinned_to(claim: dict[str, Any]) -> tuple[str, str]:
 
 @pytest.mark.parametrize(("policy", "dcu"), [("binpack", "DCU-0"), ("spread", "DCU-1")])
 def test_a_hygon_pod_gets_the_dcu_its_policy_chooses(policy: str, dcu: str) -> None:
-    claim = place(FakeKube(), cluster(), stored_pod("p", DCU_LIMITS, policy))
+    claim = place(FakeKube(), cluster(), dra_pod("p", DCU_LIMITS, policy))
     device_class, expression = pinned_to(claim)
     assert device_class == DCU_DRIVER
     assert expression == f'device.attributes["{DCU_DRIVER}"].uuid == "{dcu}"'
@@ -107,8 +87,8 @@ def test_a_hygon_pod_gets_the_dcu_its_policy_chooses(policy: str, dcu: str) -> N
 
 def test_an_nvidia_and_a_hygon_pod_each_get_their_familys_card_on_one_node() -> None:
     kube, cache = FakeKube(), cluster()
-    gpu = pinned_to(place(kube, cache, stored_pod("g", GPU_LIMITS, "binpack")))
-    dcu = pinned_to(place(kube, cache, stored_pod("d", DCU_LIMITS, "binpack")))
+    gpu = pinned_to(place(kube, cache, dra_pod("g", GPU_LIMITS, "binpack")))
+    dcu = pinned_to(place(kube, cache, dra_pod("d", DCU_LIMITS, "binpack")))
     assert gpu[0] == "hami-core-gpu.project-hami.io" and '"GPU-' in gpu[1]
     assert dcu == (DCU_DRIVER, f'device.attributes["{DCU_DRIVER}"].uuid == "DCU-0"')
 
@@ -124,5 +104,5 @@ def test_a_dra_only_card_is_shared_by_the_settings_task_count() -> None:
     (card,) = cache.dra_view()["h"].cards
     assert (card.info.count, card.usage.used) == (1, 1)
     over_dra = Placement(cache, Defaults(), ResourceDefaults(), states=cache.dra_view)
-    outcome = over_dra.filter(restore(stored_pod("p", GPU_LIMITS)), ["h"])
+    outcome = over_dra.filter(restore(dra_pod("p", GPU_LIMITS)), ["h"])
     assert outcome.decision is None or outcome.decision.devices is None
