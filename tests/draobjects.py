@@ -19,13 +19,20 @@ API = "resource.k8s.io/v1"
 
 
 def gpu_device(
-    name: str, uuid: str, *, memory_mib: int, product: str = "Tesla T4", index: int = 0
+    name: str,
+    uuid: str,
+    *,
+    memory_mib: int,
+    product: str = "Tesla T4",
+    index: int = 0,
+    kind: str = "hami-gpu",
 ) -> Obj:
-    """One shareable GPU of a HAMi-DRA slice."""
+    """One shareable GPU of a HAMi-DRA slice (`kind`: its `type` attribute, none when "")."""
+    kinds = {"type": {"string": kind}} if kind else {}
     return {
         "name": name,
         "attributes": {
-            "type": {"string": "hami-gpu"},
+            **kinds,
             "uuid": {"string": uuid},
             "productName": {"string": product},
             "index": {"int": index},
@@ -36,6 +43,14 @@ def gpu_device(
         },
         "allowMultipleAllocations": True,
     }
+
+
+def dcu_device(name: str, uuid: str, *, memory_mib: int, index: int = 0) -> Obj:
+    """One shareable DCU as the slices of driver `dra.hygon.com` are taken to carry it. The
+    HAMi-DRA sources read (Project-HAMi/HAMi-DRA at 0213e66) ship no Hygon driver, only the
+    class name: the attributes and capacities are assumed to be HAMi-DRA's NVIDIA ones (`uuid`,
+    `productName`, `index`; `memory`, `cores`), with no `type`. The model is the test's own."""
+    return gpu_device(name, uuid, memory_mib=memory_mib, product="Z100", index=index, kind="")
 
 
 def resource_slice(

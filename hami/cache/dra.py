@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hami.engine.dra.claims import ClaimUse, claim_usage, read_claim
-from hami.engine.dra.device import DeviceKey, DraDevice
+from hami.engine.dra.device import DRA_SPLIT, DeviceKey, DraDevice
 from hami.engine.dra.slices import GPU_DRIVERS, SliceRead, published, read_slice
 from hami.engine.model import Usage
 
@@ -39,12 +39,14 @@ class DraBook:
         released: Callable[[str], None],
         drivers: Iterable[str] = GPU_DRIVERS,
         claimed: Callable[[str], None] = lambda _: None,
+        split: int = DRA_SPLIT,
     ) -> None:
         self._account = account
         self._released = released
         # Told the uid of each pod owning a claim whose count started: its reservation ends.
         self._claimed = claimed
         self._drivers = tuple(drivers)
+        self._split = split  # tasks per card (hami.engine.dra.device.DraDevice.split)
         self._slices: dict[str, SliceRead] = {}  # slice uid -> what it publishes
         self._pools: dict[Pool, dict[str, SliceRead]] = {}
         self._devices: dict[DeviceKey, DraDevice] = {}
@@ -66,7 +68,7 @@ class DraBook:
 
     def upsert_slice(self, obj: Mapping[str, Any]) -> None:
         uid = _uid(obj)
-        read = read_slice(obj, self._drivers)
+        read = read_slice(obj, self._drivers, self._split)
         old = self._slices.pop(uid, None)
         if old is not None:
             self._pools.get(old.pool_key, {}).pop(uid, None)

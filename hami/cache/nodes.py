@@ -16,7 +16,7 @@ from typing import Any
 
 from hami.cache.outside import OutsideBook
 from hami.engine.dra.device import DraDevice
-from hami.engine.dra.slices import dra_cards
+from hami.engine.dra.slices import dra_inventory
 from hami.engine.families.registry import Families
 from hami.engine.holders import Pairs, card_holders
 from hami.engine.inventory import inventory_key, node_inventory, split_devices
@@ -218,7 +218,7 @@ class NodeStore:
         )
 
     def dra_states(self, devices: Iterable[DraDevice]) -> dict[str, NodeState]:
-        """The nodes as a DRA claim can take their cards (hami.engine.dra.slices.dra_cards),
+        """The nodes as a DRA claim can take their cards (hami.engine.dra.slices.dra_inventory),
         on the same usage per card as the view: the pods', the reservations' and the claims'.
         Built afresh on each call (the DRA placer places one pod per call)."""
         by_node: dict[str, list[DraDevice]] = {}
@@ -226,13 +226,15 @@ class NodeStore:
             by_node.setdefault(d.node, []).append(d)
         out = {}
         for name, published in by_node.items():
-            inv = self._inventory.get(name)
+            inv = dra_inventory(name, published, self._inventory.get(name), self._families)
             out[name] = build_node(
                 name,
-                dra_cards(published, inv.devices if inv is not None else ()),
+                inv.devices,
                 self._usage.get(name, {}),
-                inv.cordoned if inv is not None else frozenset(),
-                inv.links if inv is not None else None,
+                inv.cordoned,
+                inv.links,
+                families=inv.families,
+                annotations=dict(inv.annotations) if inv.annotations else None,
                 registry=self._families,
             )
         return out

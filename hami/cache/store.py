@@ -23,6 +23,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.records import Distrust, EditIgnored, LockTable, PodRecords
 from hami.cache.reservations import Reservation, Reservations
 from hami.engine import nvidianames as nv
+from hami.engine.dra.device import DRA_SPLIT
 from hami.engine.families.registry import Families
 from hami.engine.holders import held_cards, holder_types, planned_annotations
 from hami.engine.inventory import PodAllocation, is_terminal
@@ -76,6 +77,7 @@ class ClusterCache:
         gfd_split: int = 0,
         locks: LockTable | None = None,
         families: Families,
+        dra_split: int = DRA_SPLIT,
     ) -> None:
         self._clock = clock
         self._resources = resources
@@ -103,7 +105,13 @@ class ClusterCache:
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
         # What allocated DRA claims hold, on the same sums (fed by its own informers).
-        self.dra = DraBook(self._counts.account, self._released, claimed=self._claims_counted)
+        self.dra = DraBook(
+            self._counts.account,
+            self._released,
+            families.dra_drivers,
+            claimed=self._claims_counted,
+            split=dra_split,
+        )
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories
         self._allocations = self._counts.allocations

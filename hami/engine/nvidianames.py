@@ -36,3 +36,8 @@ VGPU_MODE: Final = "nvidia.com/vgpu-mode"
 NODE_REGISTER: Final = "hami.io/node-nvidia-register"
 NODE_HANDSHAKE: Final = "hami.io/node-handshake"
 NODE_LINK_SCORES: Final = "hami.io/node-nvidia-score"
+
+# The DRA drivers publishing NVIDIA's cards: HAMi-DRA's (hami-core over NVIDIA's kubelet
+# plugin) and NVIDIA's own.
+HAMI_DRA_DRIVER: Final = "hami-core-gpu.project-hami.io"
+DRA_DRIVERS: Final = (HAMI_DRA_DRIVER, "gpu.nvidia.com")

@@ -46,6 +46,8 @@ class Choices:
     policies: Defaults
     resources: ResourceDefaults
     gfd_split: int
+    # Tasks per card a DRA driver publishes (--dra-split-count).
+    dra_split: int
     # NVIDIA's core policy: the device config's where it names one, else --gpu-core-policy.
     gpu_core_policy: str
     # What the device config says that changes nothing: each run says it once, its own way.
@@ -86,6 +88,7 @@ class Choices:
             on_release=on_release,
             quotas=quotas,
             gfd_split=self.gfd_split,
+            dra_split=self.dra_split,
             locks=locks,
             families=self.families,
         )
@@ -135,6 +138,7 @@ def of_settings(s: Settings, *, nvidia_flags: bool = True) -> Choices:
         policies=Defaults(s.gpu_scheduler_policy, s.node_scheduler_policy),
         resources=resources,
         gfd_split=s.gfd_split_count,
+        dra_split=s.dra_split_count,
         gpu_core_policy=core_policy,
         notes=devices.notes,
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
+from hami.engine.dra.device import DRA_SPLIT
 from hami.engine.dra.slices import COUNTED_CLASSES
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
@@ -105,6 +106,7 @@ class Settings:
     dra_mode: str = "off"
     dra_device_classes: str = DEFAULT_CLASSES_TEXT
     dra_bookkeeping: bool = True
+    dra_split_count: int = DRA_SPLIT
     ascend_runtime_class_name: str = ""
     ascend_hami_vnpu_core: bool = False
     enable_ascend: bool = False
@@ -196,6 +198,11 @@ def validate(s: Settings) -> None:
         raise ConfigError("--node-lock-wait-seconds must not be negative")
     if s.memory_factor < 1:
         raise ConfigError("--memory-factor must be at least 1")
+    if s.dra_split_count < 1:
+        raise ConfigError(
+            "--dra-split-count must be at least 1: it is how many pods may share a card only a "
+            "DRA driver publishes"
+        )
     if s.gfd_split_count < 0:
         raise ConfigError("--gfd-split-count must not be negative (0 switches it off)")
     if s.gfd_split_count and s.node_integration != "standalone":

@@ -42,10 +42,9 @@ def dra_placer(
     if not dra.on:
         return None
     cache = placement.cache
-    over_dra = Placement(cache, placement.policies, placement.resources, states=cache.dra_view)
     return DraPlacer(
         kube,
-        over_dra,
+        placement.over_dra(),
         dra,
         lambda: leadership.current() is not None,
         cache.dra.nodes,

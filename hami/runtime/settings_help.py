@@ -183,6 +183,10 @@ HELP = {
         "1.34 and later) and count what allocated claims hold on the cards DRA drivers publish, "
         "beside the device-plugin pods (off: clusters that serve no resource.k8s.io/v1)"
     ),
+    "dra_split_count": (
+        "how many pods may share a card only a DRA driver publishes (no driver publishes a "
+        "bound; a card HAMi's device plugin also registers keeps its deviceSplitCount)"
+    ),
     "dra_mode": (
         "off, all or annotated: move the requests of GPU pods (all, or those annotated "
         "hami.io/device-world=dra) of a family named in --dra-device-classes into "

@@ -18,14 +18,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hami.engine.dra.claimspec import SelectorError, pinned_spec
+from hami.engine.dra.claimspec import SelectorError
 from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import (
     GATE,
     REQUESTS,
     TranslateError,
-    claim_object,
-    container_asks,
+    pinned_claims,
     restore,
 )
 from hami.engine.requests import RequestError
@@ -173,19 +172,13 @@ class DraPlacer:
         decision = outcome.decision
         if outcome.error or decision is None or decision.devices is None:
             return False  # no room now: tried again when the loop comes round
-        spec = written.get("spec") or {}
-        containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-        annotations = (written.get("metadata") or {}).get("annotations") or {}
         resources, families = self.placement.resources, self.placement.cache.families
-        for container, devices in zip(containers, decision.devices, strict=True):
-            try:
-                _, asks = container_asks(container, annotations, self.dra, resources, families)
-            except (RequestError, SelectorError) as e:
-                log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
-                return True
-            if not asks:
-                continue
-            claim = claim_object(pod, str(container["name"]), pinned_spec(asks, devices))
+        try:
+            claims = pinned_claims(pod, decision.devices, self.dra, resources, families)
+        except (TranslateError, RequestError, SelectorError) as e:
+            log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
+            return True
+        for claim in claims:
             try:
                 await self.kube.create_resource_claim(namespace, claim)
             except Conflict:

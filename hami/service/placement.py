@@ -69,6 +69,11 @@ class Placement:
         # takes them.
         self.busy: Callable[[], Mapping[str, int]] | None = None
 
+    def over_dra(self) -> "Placement":
+        """The same decisions over the cards DRA drivers publish (ClusterCache.dra_view): the
+        DRA placer's, docs/dra.md "Which card"."""
+        return Placement(self.cache, self.policies, self.resources, states=self.cache.dra_view)
+
     def ask(self, pod: Mapping[str, Any]) -> tuple[PodRequest, PodOptions] | None:
         """What the pod asks for and under which policies; None for a pod without GPUs.
 

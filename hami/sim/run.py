@@ -3,6 +3,9 @@
 The same Placement service the extender uses decides; a successful decision
 is bound the way bind would (the allocation annotations and spec.nodeName),
 and the cache learns it through the same upsert a watch event would cause.
+A pod the webhook's DRA mode gated is placed as the leader's DRA placer places it (the same
+decision over the DRA view, the same pinned claims), its claims allocated as kube-scheduler
+would (hami.sim.dra) and counted by the bookkeeper.
 """
 
 import copy
@@ -13,14 +16,22 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hami.cache.store import ClusterCache
-from hami.engine.admission import AdmissionConfig, admit
+from hami.engine.admission import AdmissionConfig
+from hami.engine.dra.claimspec import SelectorError
+from hami.engine.dra.translate import GATE, TranslateError, pinned_claims, restore
+from hami.engine.jsonpatch import apply
+from hami.engine.model import PodDevices
 from hami.engine.nvidianames import MIG_ALLOCATIONS
 from hami.engine.policy import Defaults
 from hami.engine.reasons import unschedulable_message
+from hami.engine.requests import RequestError
+from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
+from hami.service.draplacer import gated
 from hami.service.nodelock.table import NodeLocks
-from hami.service.placement import Placement
+from hami.service.placement import FilterOutcome, Placement
 from hami.service.status import lab_card
+from hami.sim.dra import UnpublishedError, allocated
 from hami.sim.scenario import Scenario, Step
 
 # Fixed so that replays are byte-identical; the value only reaches vgpu-time/bind-time.
@@ -35,6 +46,7 @@ class PodResult:
     allocated: str | None
     pending_reason: str | None
     mig: str | None = None  # hami.io/vgpu-mig-allocations
+    claims: tuple[str, ...] = ()  # a DRA pod's claims, as the placer made them
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,9 @@ class StepResult:
 class _Pod:
     obj: dict[str, Any]
     pending_reason: str | None = None
+    # A DRA pod: its claims, and its cards as a device-plugin pod's annotations would list them.
+    claims: tuple[dict[str, Any], ...] = ()
+    cards: str | None = None
 
     @property
     def name(self) -> str:
@@ -97,12 +112,14 @@ class Simulation:
         ticks = itertools.count()
         parts = self.parts.with_policies(self.scenario.defaults)
         self.admission = parts.admission()
+        self.webhook = AdmissionService(self.admission, dra=self.scenario.dra)
         # Reservations never expire in a replay: binds follow filters at once.
         self.cache = parts.cache(
             lambda: float(next(ticks)), locks=parts.locks(), reservation_ttl=float("inf")
         )
         self.cache.replace_nodes(self.scenario.nodes)
         self.placement = parts.placement(self.cache)
+        self.over_dra = self.placement.over_dra()
         self.node_names = [n["metadata"]["name"] for n in self.scenario.nodes]
         self.pods: dict[str, _Pod] = {}
         self.claims: dict[str, dict[str, Any]] = {}
@@ -116,6 +133,9 @@ class Simulation:
             pod = self.pods.pop(name, None)
             if pod is not None:
                 self.cache.delete_pod(pod.obj)
+                for owned in pod.claims:  # the garbage collector's part: they go with the pod
+                    self.claims.pop(owned["metadata"]["name"], None)
+                    self.cache.dra.delete_claim(owned)
             claim = self.claims.pop(name, None)
             if claim is not None:
                 self.cache.dra.delete_claim(claim)
@@ -126,11 +146,20 @@ class Simulation:
                 self.claims[obj["metadata"]["name"]] = obj
                 self.cache.dra.upsert_claim(obj)
         for manifest in step.apply:
-            verdict = admit(manifest, self.admission)
+            name = str(manifest["metadata"]["name"])
+            namespace = str(manifest["metadata"].get("namespace") or "default")
+            review = {
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"review/{namespace}/{name}/{index}")),
+                "kind": {"kind": "Pod"},
+                "namespace": namespace,
+                "operation": "CREATE",
+                "object": manifest,
+            }
+            verdict = self.webhook.review(review)
             if not verdict.allowed:
-                denied.append((str(manifest["metadata"]["name"]), verdict.message))
+                denied.append((name, verdict.message))
                 continue
-            obj = copy.deepcopy(verdict.pod)
+            obj = apply(copy.deepcopy(manifest), verdict.patch)
             meta = obj.setdefault("metadata", {})
             meta.setdefault("namespace", "default")
             meta["uid"] = str(
@@ -140,7 +169,9 @@ class Simulation:
                 self.pods[meta["name"]] = _Pod(obj)
         log: list[str] = []
         for pod in self.pods.values():
-            if not pod.obj.get("spec", {}).get("nodeName"):
+            if gated(pod.obj):
+                self._place_dra(pod, log)
+            elif not pod.obj.get("spec", {}).get("nodeName"):
                 self._schedule(pod, log)
         return StepResult(
             index, step.label, self._results(), tuple(denied), tuple(log), self._claims()
@@ -149,16 +180,15 @@ class Simulation:
     def _claims(self) -> tuple[ClaimResult, ...]:
         return tuple(
             ClaimResult(namespace, name, node, tuple((u, c.usedmem, c.usedcores) for u, c in cards))
-            for node in self.node_names
+            for node in sorted({*self.node_names, *self.cache.dra.nodes()})
             for namespace, name, per_card in self.cache.dra.claims_on(node)
             for cards in (sorted(per_card.items()),)
         )
 
-    def _schedule(self, pod: _Pod, log: list[str]) -> None:
-        if pod.obj["spec"].get("schedulerName") != self.admission.scheduler_name:
-            pod.pending_reason = "not a GPU pod: left to another scheduler"
-            return
-        outcome = self.placement.filter(pod.obj, self.node_names)
+    def _decided(
+        self, pod: _Pod, outcome: FilterOutcome, candidates: int, log: list[str]
+    ) -> tuple[str, PodDevices] | None:
+        """The node and cards the filter chose, logged; None with the pod's pending reason."""
         if outcome.decision is not None:
             log.append(f"scheduling {outcome.pod}")
             log.extend(
@@ -168,30 +198,75 @@ class Simulation:
             )
         if outcome.error:
             pod.pending_reason = outcome.error
+            return None
+        decision = outcome.decision
+        if decision is None or decision.node is None or decision.devices is None:
+            pod.pending_reason = unschedulable_message(candidates, outcome.failed)
+            return None
+        pod.pending_reason = None
+        return decision.node, decision.devices
+
+    def _annotations(self, node: str, devices: PodDevices, uid: str) -> dict[str, str]:
+        held = self.cache.reservation(uid)
+        return allocation_annotations(
+            node,
+            devices,
+            SIMULATED_UNIX_TIME,
+            families=self.cache.families,
+            containers=held.containers if held is not None else (),
+            cards=self.cache.family_cards(node),
+        )
+
+    def _schedule(self, pod: _Pod, log: list[str]) -> None:
+        if pod.obj["spec"].get("schedulerName") != self.admission.scheduler_name:
+            pod.pending_reason = "not a GPU pod: left to another scheduler"
             return
-        if (
-            outcome.decision is None
-            or outcome.decision.node is None
-            or outcome.decision.devices is None
-        ):
-            pod.pending_reason = unschedulable_message(len(self.node_names), outcome.failed)
+        outcome = self.placement.filter(pod.obj, self.node_names)
+        decided = self._decided(pod, outcome, len(self.node_names), log)
+        if decided is None:
             return
-        node = outcome.decision.node
+        node, devices = decided
         meta = pod.obj["metadata"]
-        held = self.cache.reservation(str(meta.get("uid", "")))
         meta.setdefault("annotations", {}).update(
-            allocation_annotations(
-                node,
-                outcome.decision.devices,
-                SIMULATED_UNIX_TIME,
-                families=self.cache.families,
-                containers=held.containers if held is not None else (),
-                cards=self.cache.family_cards(node),
-            )
+            self._annotations(node, devices, str(meta.get("uid", "")))
         )
         meta.setdefault("labels", {}).update(allocation_labels(node))
         pod.obj["spec"]["nodeName"] = node
-        pod.pending_reason = None
+        self.cache.upsert_pod(pod.obj)
+
+    def _place_dra(self, pod: _Pod, log: list[str]) -> None:
+        """As the DRA placer places a gated pod (hami.service.draplacer), then kube-scheduler
+        allocates its pinned claims and binds it: the claims counted, the pod on the node."""
+        nodes = self.cache.dra.nodes()
+        outcome = self.over_dra.filter(restore(pod.obj), nodes)
+        decided = self._decided(pod, outcome, len(nodes), log)
+        if decided is None:
+            return
+        node, devices = decided
+        meta = pod.obj["metadata"]
+        cards = written_cards(
+            self._annotations(node, devices, str(meta["uid"])), self.cache.families
+        )
+        dra, resources = self.scenario.dra, self.admission.resources
+        try:
+            made = pinned_claims(pod.obj, devices, dra, resources, self.cache.families)
+            published = self.cache.dra.devices(node)
+            claims = tuple(
+                allocated(c, published, f"{meta['uid']}/{c['metadata']['name']}") for c in made
+            )
+        except (TranslateError, RequestError, SelectorError, UnpublishedError) as e:
+            self.cache.forget(str(meta["uid"]))
+            pod.pending_reason = f"DRA mode: {e}"
+            return
+        for claim in claims:
+            self.claims[claim["metadata"]["name"]] = claim
+            self.cache.dra.upsert_claim(claim)
+        pod.claims, pod.cards = claims, cards
+        spec = pod.obj["spec"]
+        spec["schedulingGates"] = [
+            g for g in spec.get("schedulingGates") or () if g["name"] != GATE
+        ]
+        spec["nodeName"] = node
         self.cache.upsert_pod(pod.obj)
 
     def _results(self) -> tuple[PodResult, ...]:
@@ -199,14 +274,16 @@ class Simulation:
         for name in sorted(self.pods):
             obj = self.pods[name].obj
             annotations = obj["metadata"].get("annotations") or {}
+            pod = self.pods[name]
             out.append(
                 PodResult(
                     name=name,
                     namespace=obj["metadata"]["namespace"],
                     node=obj["spec"].get("nodeName"),
-                    allocated=written_cards(annotations, self.cache.families),
-                    pending_reason=self.pods[name].pending_reason,
+                    allocated=pod.cards or written_cards(annotations, self.cache.families),
+                    pending_reason=pod.pending_reason,
                     mig=annotations.get(MIG_ALLOCATIONS),
+                    claims=tuple(c["metadata"]["name"] for c in pod.claims),
                 )
             )
         return tuple(out)
@@ -266,6 +343,7 @@ def render_json(results: list[StepResult]) -> dict[str, Any]:
                         "allocated": p.allocated,
                         "mig_allocations": p.mig,
                         "pending_reason": p.pending_reason,
+                        **({"claims": list(p.claims)} if p.claims else {}),
                     }
                     for p in step.pods
                 ],

@@ -9,6 +9,7 @@ import yaml
 
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
+from hami.engine.dra.config import DRA_OFF, MODES, DraConfig
 from hami.engine.families.registry import Families, enabling_flag
 from hami.engine.inventory import family_cards, node_inventory
 from hami.engine.model import DeviceInfo, Unregistered
@@ -39,6 +40,8 @@ class Scenario:
     defaults: Defaults
     nodes: tuple[dict[str, Any], ...]  # Node objects as the API server would hold them
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    # The webhook's DRA mode (`defaults.draMode`, serve's --dra-mode), with HAMi-DRA's classes.
+    dra: DraConfig = DRA_OFF
 
 
 _DEVICE_KEYS = {
@@ -245,6 +248,9 @@ def load(path: Path, families: Families) -> Scenario:
         defaults = Defaults(gpu, parse_node_policy(str(d.get("nodeSchedulerPolicy", "binpack"))))
     except PolicyError as e:
         raise ScenarioError(f"{where}: defaults: {e}") from None
+    mode = str(d.get("draMode", "off"))
+    if mode not in MODES:
+        raise ScenarioError(f"{where}: defaults: draMode {mode!r}: valid are {', '.join(MODES)}")
     nodes = raw.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise ScenarioError(f"{where}: needs at least one node under 'nodes'")
@@ -271,7 +277,7 @@ def load(path: Path, families: Families) -> Scenario:
             f"{where}: needs at least one step under 'steps' ('apply: <file or pods>' or "
             "'delete: [names]'): without one there is nothing to replay"
         )
-    return Scenario(path, defaults, built, tuple(steps))
+    return Scenario(path, defaults, built, tuple(steps), DraConfig(mode))
 
 
 def _expected(step: Mapping[str, Any], where: str) -> tuple[str, ...]:

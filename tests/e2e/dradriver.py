@@ -9,6 +9,10 @@ What the real components would do, and what this stand-in does in their place:
   values come from the node's :class:`~tests.e2e.nodespec.NodeSpec` (the node simulator's own
   made-up cards), so a card the simulator registers for HAMi's device plugin is published under
   the same UUID where the test wants both worlds. The DeviceClass is HAMi-DRA's chart's.
+  Published as Hygon's (``family="DCU"``), the cards are DCUs of driver ``dra.hygon.com`` in a
+  slice of their own (tests/draobjects.py's ``dcu_device``: HAMi-DRA's sources name the class,
+  the attributes are assumed to be its NVIDIA driver's), under a DeviceClass selecting that
+  driver; the node's model and memory are then a DCU's stand-in values.
 * **The kubelet side**: nothing to write. The node simulator already reports a pod Running; the
   kubelet plugin's NodePrepareResources writes nothing a scheduler reads.
 * **The resource claim controller** (kube-controller-manager, absent here): :meth:`release`
@@ -23,31 +27,57 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from tests.draobjects import device_class, gpu_device, resource_slice
+from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
+from hami.engine.families.hygon import TYPE as DCU
+from hami.engine.nvidianames import HAMI_DRA_DRIVER, NVIDIA
+from tests.draobjects import dcu_device, device_class, gpu_device, resource_slice
 
+from .draworld import device_class as driver_class
 from .kube import Kube
-from .nodespec import NodeSpec
+from .nodespec import CardSpec, NodeSpec
 
 PRODUCT = "Tesla T4"  # what NVIDIA's plugin reads from NVML for a T4 (no vendor prefix)
+
+
+def _gpu(c: CardSpec) -> dict[str, object]:
+    return gpu_device(f"gpu-{c.index}", c.uuid, memory_mib=c.devmem, product=PRODUCT, index=c.index)
+
+
+def _dcu(c: CardSpec) -> dict[str, object]:
+    return dcu_device(f"dcu-{c.index}", c.uuid, memory_mib=c.devmem, index=c.index)
+
+
+# Each family the driver plays: its driver, its DeviceClass, its slices' name suffix, and a
+# card as its slice has it.
+FAMILIES = {
+    NVIDIA: (HAMI_DRA_DRIVER, device_class(), "gpus", _gpu),
+    DCU: (DCU_DRIVER, driver_class(DCU_DRIVER), "dcus", _dcu),
+}
 
 
 class SimulatedDraDriver:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
         self.published: list[str] = []
-        self.kube.apply(json.dumps(device_class()))
+        self.classes: list[str] = []
+        self._install(NVIDIA)
 
-    def publish(self, node: NodeSpec, cards: Sequence[int] | None = None) -> str:
-        """Publish the node's cards (those of `cards`, by index; all by default); the slice's
-        name."""
+    def _install(self, family: str) -> None:
+        cls = FAMILIES[family][1]
+        if cls["metadata"]["name"] not in self.classes:
+            self.kube.apply(json.dumps(cls))
+            self.classes.append(cls["metadata"]["name"])
+
+    def publish(
+        self, node: NodeSpec, cards: Sequence[int] | None = None, *, family: str = NVIDIA
+    ) -> str:
+        """Publish the node's cards (those of `cards`, by index; all by default) as `family`'s
+        driver does; the slice's name."""
+        driver, _, suffix, device = FAMILIES[family]
+        self._install(family)
         chosen = [c for c in node.cards if cards is None or c.index in cards]
-        devices = [
-            gpu_device(
-                f"gpu-{c.index}", c.uuid, memory_mib=c.devmem, product=PRODUCT, index=c.index
-            )
-            for c in chosen
-        ]
-        obj = resource_slice(node.name, devices)
+        name = f"{node.name}-{suffix}"
+        obj = resource_slice(node.name, [device(c) for c in chosen], driver=driver, name=name)
         del obj["metadata"]["uid"]  # the API server's to give
         self.kube.apply(json.dumps(obj))
         self.published.append(obj["metadata"]["name"])
@@ -66,4 +96,5 @@ class SimulatedDraDriver:
     def close(self) -> None:
         for name in self.published:
             self.kube("delete", "resourceslice", name, "--ignore-not-found")
-        self.kube("delete", "deviceclass", device_class()["metadata"]["name"], "--ignore-not-found")
+        for name in self.classes:
+            self.kube("delete", "deviceclass", name, "--ignore-not-found")

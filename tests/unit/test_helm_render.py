@@ -543,6 +543,7 @@ def test_helm_deployment_runs_both_containers_locked_down() -> None:
         "--dra-mode=off",
         "--dra-device-classes=NVIDIA=hami-core-gpu.project-hami.io@hami-core-gpu.project-hami.io,"
         "DCU=dra.hygon.com@dra.hygon.com",
+        "--dra-split-count=10",
         "--default-memory=0",
         "--default-cores=0",
         "--default-gpu-num=1",
@@ -1293,6 +1294,7 @@ def test_helm_lab12_standalone_registers_gfd_nodes_and_installs_libvgpu() -> Non
             ["gfdRegistration.splitCount=0"],
             "at '/gfdRegistration/splitCount': minimum: got 0, want 1",
         ),
+        (["dra.splitCount=0"], "at '/dra/splitCount': minimum: got 0, want 1"),
     ],
 )
 def test_helm_standalone_values_that_cannot_work_are_refused(

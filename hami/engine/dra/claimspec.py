@@ -121,6 +121,11 @@ def claim_spec(asks: tuple[DeviceAsk, ...]) -> dict[str, Any]:
     return {"devices": {"requests": requests}}
 
 
+def pin(driver: str, uuid: str) -> str:
+    """The selector that pins a request to the card `uuid` among `driver`'s devices."""
+    return f"device.attributes[{json.dumps(driver)}].uuid == {json.dumps(uuid)}"
+
+
 def pinned_spec(asks: tuple[DeviceAsk, ...], devices: ContainerDevices) -> dict[str, Any]:
     """The claim spec once the engine has chosen `devices` for the container: one request per
     card, pinned by its UUID, asking what the engine counted on it (a share already resolved
@@ -130,9 +135,8 @@ def pinned_spec(asks: tuple[DeviceAsk, ...], devices: ContainerDevices) -> dict[
         mine = [d for d in devices if d.type == ask.dra.family]
         if len(mine) != ask.nums:
             raise ValueError(f"{len(mine)} {ask.dra.family} cards chosen for an ask of {ask.nums}")
-        attrs = f"device.attributes[{json.dumps(ask.dra.driver)}]"
         for i, d in enumerate(mine):
-            pin = f"{attrs}.uuid == {json.dumps(d.uuid)}"
+            pins = (pin(ask.dra.driver, d.uuid),)
             name = f"{ask.request_name}-{i}"
-            requests.append(_request(name, ask, 1, d.usedmem, d.usedcores, (pin,), exact=True))
+            requests.append(_request(name, ask, 1, d.usedmem, d.usedcores, pins, exact=True))
     return {"devices": {"requests": requests}}

@@ -3,8 +3,9 @@
 
 from dataclasses import dataclass
 
+from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
 from hami.engine.families.hygon import TYPE as DCU
-from hami.engine.nvidianames import NVIDIA
+from hami.engine.nvidianames import HAMI_DRA_DRIVER, NVIDIA
 
 MODES = ("off", "all", "annotated")
 
@@ -25,8 +26,8 @@ class DraClass:
 
 # HAMi-DRA's classes: NVIDIA's cards and Hygon's DCUs, served together.
 DEFAULT_CLASSES = (
-    DraClass(NVIDIA, "hami-core-gpu.project-hami.io", "hami-core-gpu.project-hami.io"),
-    DraClass(DCU, "dra.hygon.com", "dra.hygon.com"),
+    DraClass(NVIDIA, HAMI_DRA_DRIVER, HAMI_DRA_DRIVER),
+    DraClass(DCU, DCU_DRIVER, DCU_DRIVER),
 )
 DEFAULT_CLASSES_TEXT = ",".join(f"{c.family}={c.device_class}" for c in DEFAULT_CLASSES)
 

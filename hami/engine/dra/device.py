@@ -8,6 +8,12 @@ a card published by a DRA driver and registered by HAMi's device plugin is one c
 
 from dataclasses import dataclass
 
+# The tasks a card only a DRA driver publishes is shared by, unless --dra-split-count says
+# otherwise: HAMi's device plugin's default deviceSplitCount, so that such a card is scored as
+# the same card registered would be (a DRA driver bounds no task count; its consumable
+# capacity bounds memory and cores).
+DRA_SPLIT = 10
+
 # (driver, pool, device name): what a claim's allocation result names.
 DeviceKey = tuple[str, str, str]
 
@@ -29,6 +35,12 @@ class DraDevice:
     # spec.devices[].allowMultipleAllocations: several claims share it, each consuming part of
     # its capacity (consumable capacity); otherwise a claim takes the whole device.
     shared: bool = False
+    # How many tasks may share it: no DRA driver publishes a bound, so the run's setting
+    # (--dra-split-count), as HAMi's device plugin's deviceSplitCount bounds a registered card.
+    split: int = DRA_SPLIT
+    # Attribute `numa` where the driver publishes it (NVIDIA's and HAMi-DRA's drivers do on
+    # their VFIO devices, not on their GPUs), else 0, HAMi's NUMA node for a card that names none.
+    numa: int = 0
 
     @property
     def key(self) -> DeviceKey:

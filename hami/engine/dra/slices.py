@@ -19,15 +19,16 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from hami.engine.dra.device import DeviceKey, DraDevice
-from hami.engine.model import DeviceInfo
+from hami.engine import nvidianames as nv
+from hami.engine.dra.device import DRA_SPLIT, DeviceKey, DraDevice
+from hami.engine.families.registry import Families
+from hami.engine.model import DeviceInfo, NodeInventory
 from hami.engine.quantity import QuantityError, parse_quantity
 
 MIB = 2**20
 FULL_CORES = 100
-# HAMi-DRA's driver (hami-core over NVIDIA's kubelet plugin) and NVIDIA's own.
-HAMI_DRA_DRIVER = "hami-core-gpu.project-hami.io"
-GPU_DRIVERS = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
+HAMI_DRA_DRIVER = nv.HAMI_DRA_DRIVER
+GPU_DRIVERS = nv.DRA_DRIVERS
 # The DeviceClasses whose claims are counted on the card they take (HAMi-DRA's and NVIDIA's
 # whole-GPU class, each named after its driver): a GPU pod's own claims of these need no
 # refusal while the bookkeeping runs. NVIDIA's MIG and VFIO classes are not among them (a MIG
@@ -84,8 +85,11 @@ def mib(value: Fraction | None, *, up: bool) -> int | None:
     return max(0, int(-(-whole // 1)) if up else int(whole // 1))
 
 
-def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> SliceRead | None:
-    """The slice's GPUs; None when it is not a GPU driver's slice."""
+def read_slice(
+    obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS, split: int = DRA_SPLIT
+) -> SliceRead | None:
+    """The slice's GPUs, each shared by `split` tasks at most; None when it is not a GPU
+    driver's slice."""
     spec = obj.get("spec") or {}
     driver = str(spec.get("driver") or "")
     if driver not in drivers:
@@ -110,6 +114,7 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
             continue
         capacity = device.get("capacity") or {}
         index = _attribute(attributes, driver, "index")
+        numa = _attribute(attributes, driver, "numa")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
         devices.append(
@@ -125,6 +130,8 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
                 cores=FULL_CORES if cores is None else max(0, int(cores)),
                 index=index if isinstance(index, int) and not isinstance(index, bool) else place,
                 shared=device.get("allowMultipleAllocations") is True,
+                split=split,
+                numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
             )
         )
     return SliceRead(driver, str(pool.get("name") or ""), generation, tuple(devices))
@@ -139,37 +146,64 @@ def published(slices: Iterable[SliceRead]) -> dict[DeviceKey, DraDevice]:
     return {d.key: d for s in kept if s.generation == newest[s.pool_key] for d in s.devices}
 
 
-# The tasks a card only a DRA driver publishes is shared by: HAMi's device plugin's default
-# deviceSplitCount, so that such a card is scored as the same card registered would be (a DRA
-# driver bounds no task count; its consumable capacity bounds memory and cores).
-DRA_SPLIT = 10
-
-
 def card_info(device: DraDevice) -> DeviceInfo:
     """The device as a card of the engine's model, typed as its driver publishes it."""
     return DeviceInfo(
         id=device.uuid,
         index=device.index,
-        count=DRA_SPLIT,
+        count=device.split,
         devmem=device.memory,
         devcore=device.cores,
         type=device.product or device.kind,
+        numa=device.numa,
     )
 
 
-def _as_registered(card: DeviceInfo) -> DeviceInfo:
-    """The card typed as HAMi's device plugin types it (`NVIDIA-<productName>`): the engine's
-    vendor match reads the word, NVIDIA's driver publishes the bare model."""
-    return card if "nvidia" in card.type.lower() else replace(card, type=f"NVIDIA-{card.type}")
+def _as_registered(card: DeviceInfo, family: str) -> DeviceInfo:
+    """The card typed as HAMi's device plugins type it (`NVIDIA-<productName>`,
+    `DCU-<productName>`): the engine's vendor match reads the family's word, the drivers
+    publish the bare model."""
+    if family.lower() in card.type.lower():
+        return card
+    return replace(card, type=f"{family}-{card.type}")
 
 
-def dra_cards(
-    devices: Iterable[DraDevice], registered: Iterable[DeviceInfo]
-) -> tuple[DeviceInfo, ...]:
-    """The node's cards a DRA claim can be pinned to, by index: each card a DRA driver
-    publishes, as HAMi's device plugin registers it where it does (one card in both worlds,
-    scored alike in both) and as the driver publishes it elsewhere. A registered card no DRA
-    driver publishes is not among them: no claim could be allocated on it."""
-    known = {d.id: d for d in registered}
-    cards = {d.uuid: known.get(d.uuid) or _as_registered(card_info(d)) for d in devices}
-    return tuple(sorted(cards.values(), key=lambda c: (c.index, c.id)))
+def dra_inventory(
+    name: str,
+    devices: Iterable[DraDevice],
+    registered: NodeInventory | None,
+    families: Families,
+) -> NodeInventory:
+    """The node's cards a DRA claim can be pinned to, as the engine reads a node: each card a
+    DRA driver publishes, of the family its driver serves (Families.dra_drivers), as HAMi's
+    device plugin registers it where it does (one card in both worlds, scored alike in both)
+    and as the driver publishes it elsewhere. A registered card no DRA driver publishes is not
+    among them: no claim could be allocated on it."""
+    known = {d.id: d for d in registered.all_devices()} if registered is not None else {}
+    by_family: dict[str, dict[str, DeviceInfo]] = {}
+    for d in devices:
+        family = families.dra_drivers.get(d.driver)
+        if family is not None:
+            card = known.get(d.uuid) or _as_registered(card_info(d), family)
+            by_family.setdefault(family, {})[d.uuid] = card
+
+    def ordered(found: Iterable[DeviceInfo]) -> tuple[DeviceInfo, ...]:
+        return tuple(sorted(found, key=lambda c: (c.index, c.id)))
+
+    # The cards of the family owning the node's inventory (NVIDIA's) are its own; the others'
+    # are listed by family, as their registrations are (NodeInventory.families).
+    carded = tuple(f.wire.type for f in families.carded)
+    own = ordered(
+        c for kind, found in by_family.items() if kind not in carded for c in found.values()
+    )
+    others = tuple(
+        (kind, ordered(by_family[kind].values())) for kind in carded if kind in by_family
+    )
+    return NodeInventory(
+        name,
+        own,
+        registered.cordoned if registered is not None else frozenset(),
+        registered.links if registered is not None else {},
+        families=others,
+        annotations=registered.annotations if registered is not None else (),
+    )

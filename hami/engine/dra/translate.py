@@ -12,10 +12,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from hami.engine.dra.claimspec import DeviceAsk, selectors
+from hami.engine.dra.claimspec import DeviceAsk, pinned_spec, selectors
 from hami.engine.dra.config import DraConfig
 from hami.engine.families.registry import Families
 from hami.engine.jsonpatch import copy_json
+from hami.engine.model import PodDevices
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.requests import ResourceDefaults, container_request
 
@@ -262,3 +263,27 @@ def claim_object(pod: Mapping[str, Any], container: str, spec: Mapping[str, Any]
         },
         "spec": dict(spec),
     }
+
+
+def pinned_claims(
+    pod: Mapping[str, Any],
+    devices: PodDevices,
+    cfg: DraConfig,
+    defaults: ResourceDefaults,
+    families: Families,
+) -> list[dict[str, Any]]:
+    """The claims the placer makes for the stored DRA pod `pod` once the engine has chosen
+    `devices` (per container of its restored form, init containers first): one per container
+    that asks cards, pinned to them and owned by the pod.
+
+    Raises TranslateError, RequestError or SelectorError for a pod that cannot be placed."""
+    written = restore(pod)
+    spec = written.get("spec") or {}
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    annotations = (written.get("metadata") or {}).get("annotations") or {}
+    claims = []
+    for container, chosen in zip(containers, devices, strict=True):
+        _, asks = container_asks(container, annotations, cfg, defaults, families)
+        if asks:
+            claims.append(claim_object(pod, str(container["name"]), pinned_spec(asks, chosen)))
+    return claims

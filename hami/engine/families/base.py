@@ -88,6 +88,10 @@ class FamilyWire:
     # plugin sets to hold its container to its share, which the container's own value replaces.
     device_env: tuple[str, ...] = ()
     share_env: tuple[str, ...] = ()
+    # The DRA drivers that publish the family's cards with HAMi's consumable capacities
+    # (`memory`, `cores`) and the attributes `uuid` and `productName`: the DRA view types
+    # their devices as the family's cards (hami.engine.dra.slices.dra_inventory).
+    dra_drivers: tuple[str, ...] = ()
 
     def pod_annotations(self) -> tuple[str, ...]:
         """Every pod annotation the family's fit may read."""

@@ -15,6 +15,8 @@ from hami.engine.families.basic import CommonFamily, resources_from
 from hami.engine.families.common import RequestRules
 
 TYPE = "DCU"
+# The DRA driver publishing DCUs, the name of HAMi-DRA's Hygon DeviceClass (docs/dra.md).
+DRA_DRIVER = "dra.hygon.com"
 RESOURCES = FamilyResources(
     count="hygon.com/dcunum", memory="hygon.com/dcumem", cores="hygon.com/dcucores"
 )
@@ -33,6 +35,7 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         nouse_type="hygon.com/nouse-dcutype",
         use_uuid="hygon.com/use-gpuuuid",
         nouse_uuid="hygon.com/nouse-gpuuuid",
+        dra_drivers=(DRA_DRIVER,),
     )
 
 

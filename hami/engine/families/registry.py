@@ -75,6 +75,11 @@ class Families:
         """The members other than NVIDIA's, in HAMi's order."""
         return tuple(f for f in self.members if f.wire.type != NVIDIA)
 
+    @cached_property
+    def dra_drivers(self) -> Mapping[str, str]:
+        """The family type of the cards each DRA driver publishes (FamilyWire.dra_drivers)."""
+        return {d: f.wire.type for f in self.members for d in f.wire.dra_drivers}
+
     def by_type(self) -> Mapping[str, Family]:
         return {f.wire.type: f for f in self.members}
 

@@ -28,6 +28,19 @@ def test_a_hami_dra_slice_is_read_as_the_cards_it_publishes() -> None:
     )
     assert (first.memory, first.cores, first.shared, second.index) == (15360, 100, True, 1)
     assert card_info(second).type == "Tesla V100" and card_info(second).devmem == 15360
+    # No NUMA node published: HAMi's 0; no task bound published: the setting's default.
+    assert (card_info(first).numa, card_info(first).count) == (0, 10)
+
+
+def test_the_numa_node_is_read_where_published_and_the_task_bound_is_the_settings() -> None:
+    """NVIDIA's and HAMi-DRA's drivers publish `numa` (an int) on their VFIO devices; no
+    driver publishes a task bound: --dra-split-count gives it."""
+    device = gpu_device("gpu-0", "GPU-a", memory_mib=15360)
+    device["attributes"]["numa"] = {"int": 1}
+    read = read_slice(resource_slice("n1", [device]), split=4)
+    assert read is not None
+    (card,) = read.devices
+    assert (card_info(card).numa, card_info(card).count) == (1, 4)
 
 
 def test_attributes_written_with_their_domain_are_read_and_other_drivers_are_not_cards() -> None:

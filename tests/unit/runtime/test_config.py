@@ -39,6 +39,7 @@ def test_flags_beat_environment_beat_file(tmp_path: Path, tls: list[str]) -> Non
         (["--node-integration", "kai"], {}, "unknown node integration mode 'kai'"),
         (["--logging-format", "xml"], {}, "--logging-format must be text or json, got 'xml'"),
         (["--gfd-split-count", "-1"], {}, "--gfd-split-count must not be negative"),
+        (["--dra-split-count", "0"], {}, "--dra-split-count must be at least 1"),
         (
             ["--gfd-split-count", "10"],
             {},

@@ -7,53 +7,23 @@ from collections.abc import Callable
 from typing import Any
 
 from hami.cache.store import ClusterCache
-from hami.engine.admission import AdmissionConfig
-from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE
-from hami.engine.jsonpatch import apply
 from hami.engine.model import ContainerDevice
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.reporting import FilterReporter
-from hami.service.admission import AdmissionService
 from hami.service.draplacer import DraPlacer, gated, stranded
 from hami.service.explain import explain
 from hami.service.placement import FilterOutcome, Placement
 from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
 from tests.draobjects import gpu_device, resource_slice
+from tests.drapods import DRA, stored_pod
 from tests.fakes.clock import Clock
 from tests.fakes.events import RecordedEvents
 from tests.fakes.kubeapi import FakeKube
 
-DRA = DraConfig("all")
 # The webhook's schedulerName (AdmissionConfig's default), which the placer serves.
 SCHEDULER = "hami-scheduler"
-
-
-def stored_pod(name: str = "p", uid: str = "u-1", memory: int = 1000) -> dict[str, Any]:
-    """A GPU pod asking `memory` MiB, as DRA mode's webhook stores it."""
-    written = {
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": memory}},
-                }
-            ]
-        },
-    }
-    review = {
-        "uid": "r",
-        "kind": {"kind": "Pod"},
-        "namespace": "ns",
-        "operation": "CREATE",
-        "object": written,
-    }
-    outcome = AdmissionService(AdmissionConfig(families=FAMILIES), dra=DRA).review(review)
-    pod: dict[str, Any] = apply(written, outcome.patch)
-    pod["metadata"]["uid"] = uid
-    return pod
 
 
 def node_slice(node: str, uuids: list[str]) -> dict[str, Any]:
@@ -124,7 +94,9 @@ def test_a_pod_no_card_takes_stays_gated_and_the_user_is_told_why() -> None:
     """kube-scheduler says nothing of a gated pod: the placer's reporter posts its sentence and
     /filter's Event, in the extender's words (docs/dra.md)."""
     kube = FakeKube()
-    kube.add("pods", stored_pod(memory=20000))  # more than a T4 has
+    kube.add(
+        "pods", stored_pod(limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000})
+    )  # more than a T4 has
     events = RecordedEvents()
     p = placer(kube, report=FilterReporter(events, gated=True))
     assert asyncio.run(p.place("ns", "p", "u-1")) is False

@@ -64,3 +64,57 @@ def test_a_claim_not_allocated_is_refused_naming_it(
     assert main(["simulate", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert "ResourceClaim 'trainer-gpu' has no status.allocation" in err
+
+
+DRA_MODE = Path("examples/dra/dramode.yaml")
+
+
+def test_dra_mode_pods_are_placed_as_the_placer_places_them_and_their_claims_counted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """examples/dra/dramode.yaml: the DRA pods' cards follow their policies beside a
+    device-plugin pod on the same card, a Hygon pod's DCU among those dra.hygon.com
+    publishes, and a deleted pod's claim goes with it."""
+    first, second = run(capsys, str(DRA_MODE)).split("== step ")[1:]
+    assert first.splitlines()[1:] == [
+        "dcu-c   DCU DCU-z100-1,DCU,4000,30:;",
+        "dcu-d   DCU DCU-z100-0,DCU,4000,30:;",
+        "dp-a    GPU-t4-1,NVIDIA,8000,0:;",
+        "dra-b   GPU-t4-1,NVIDIA,4000,0:;",
+        "claim default/dcu-c-dcu on dcu-node: DCU-z100-1 4000 MiB, 30 cores",
+        "claim default/dcu-d-dcu on dcu-node: DCU-z100-0 4000 MiB, 30 cores",
+        "claim default/dra-b-cuda on t4-node: GPU-t4-1 4000 MiB, 0 cores",
+        "",
+    ]
+    assert "dra-e   GPU-t4-0,NVIDIA,12000,0:;" in second
+    assert "dra-b " not in second and "dra-b-cuda" not in second
+    pods = orjson.loads(run(capsys, str(DRA_MODE), "--json"))["steps"][0]["pods"]
+    assert {p["name"]: p.get("claims") for p in pods} == {
+        "dcu-c": ["dcu-c-dcu"],
+        "dcu-d": ["dcu-d-dcu"],
+        "dp-a": None,
+        "dra-b": ["dra-b-cuda"],
+    }
+
+
+def test_a_dra_pod_no_published_card_takes_stays_gated_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = yaml.safe_load(DRA_MODE.read_text())
+    (big,) = scenario["steps"][1]["apply"]
+    big["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = 16000
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    last = run(capsys, str(tmp_path / "s.yaml")).split("== step ")[-1]
+    assert "dra-e   <none>" in last
+    assert "dra-e is Pending: 0/2 nodes are available:" in last
+    assert "claim default/dra-e-cuda" not in last
+
+
+def test_an_unknown_dra_mode_stops_the_replay_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = yaml.safe_load(DRA_MODE.read_text())
+    scenario["defaults"]["draMode"] = "everything"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    assert main(["simulate", str(tmp_path / "s.yaml")]) == 2
+    assert "draMode 'everything': valid are off, all, annotated" in capsys.readouterr().err

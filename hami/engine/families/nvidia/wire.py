@@ -29,6 +29,7 @@ def wire(defaults: ResourceDefaults = ResourceDefaults()) -> FamilyWire:
         use_uuid=nv.USE_GPUUUID,
         nouse_uuid=nv.NOUSE_GPUUUID,
         reads=(nv.NUMA_BIND, nv.VGPU_MODE),
+        dra_drivers=nv.DRA_DRIVERS,
     )
 
 

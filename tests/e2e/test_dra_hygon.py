@@ -1,0 +1,101 @@
+"""Hygon DCUs under DRA on the real control plane (docs/dra.md, "The DRA view"): the placer
+chooses a Hygon pod's DCU by hami.io/gpu-scheduler-policy among the DCUs driver
+`dra.hygon.com` publishes, pins its claim, and kube-scheduler allocates that DCU; an NVIDIA
+pod, a Hygon pod and a pod asking both land on one node each on its family's devices. The
+DCUs and GPUs are the simulated driver's (tests/e2e/dradriver.py: made-up UUIDs, memory and
+models); no device plugin serves the nodes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from hami.engine.families.hygon import TYPE as DCU
+
+from .cluster import NodeSim
+from .dradriver import SimulatedDraDriver
+from .draworld import allocated_device, wait_bound
+from .kube import Kube
+from .nodespec import NodeSpec, t4_node
+
+pytestmark = pytest.mark.e2e
+
+DCU_ASK = {"hygon.com/dcunum": "1", "hygon.com/dcumem": "4000", "hygon.com/dcucores": "30"}
+GPU_ASK = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
+
+
+@pytest.fixture
+def dra(kube: Kube, app_args: Callable[..., None]) -> Iterator[SimulatedDraDriver]:
+    driver = SimulatedDraDriver(kube)
+    app_args("--dra-mode=all")
+    yield driver
+    driver.close()
+
+
+def dra_only(name: str, cards: int) -> NodeSpec:
+    """A node whose cards only a DRA driver publishes (no device plugin, no extended resource)."""
+    return replace(t4_node(name, [f"{name}-{i}" for i in range(cards)]), plugin="dra")
+
+
+def pod(name: str, policy: str, **containers: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"hami.io/gpu-scheduler-policy": policy}},
+        "spec": {
+            "containers": [
+                {"name": c, "image": "busybox", "resources": {"limits": limits}}
+                for c, limits in containers.items()
+            ]
+        },
+    }
+
+
+def create(kube: Kube, namespace: str, obj: dict[str, Any]) -> None:
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(obj))
+
+
+def test_a_hygon_pods_dcu_follows_its_policy(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
+) -> None:
+    node = dra_only(f"dcu-{namespace[-6:]}", 2)
+    nodesim(node)
+    dra.publish(node, family=DCU)
+    landed = {}
+    for name, policy in (("first", "binpack"), ("packed", "binpack"), ("spread", "spread")):
+        create(kube, namespace, pod(name, policy, dcu=DCU_ASK))
+        wait_bound(kube, namespace, name, node.name)
+        landed[name] = allocated_device(kube, namespace, f"{name}-dcu")
+    # Ties go to the highest index (dcu-1); binpack then joins it, spread takes dcu-0.
+    consumed = {"memory": "4000Mi", "cores": "30"}
+    assert landed == {
+        "first": [("dcu-1", consumed)],
+        "packed": [("dcu-1", consumed)],
+        "spread": [("dcu-0", consumed)],
+    }
+
+
+def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
+) -> None:
+    node = dra_only(f"mix-{namespace[-6:]}", 2)
+    nodesim(node)
+    dra.publish(node)
+    dra.publish(node, family=DCU)
+    for name, containers in (
+        ("gpu", {"cuda": GPU_ASK}),
+        ("dcu", {"dcu": DCU_ASK}),
+        ("both", {"cuda": GPU_ASK, "dcu": DCU_ASK}),
+    ):
+        create(kube, namespace, pod(name, "binpack", **containers))
+        wait_bound(kube, namespace, name, node.name)
+    gpu = {"memory": "3000Mi", "cores": "0"}
+    dcu = {"memory": "4000Mi", "cores": "30"}
+    assert allocated_device(kube, namespace, "gpu-cuda") == [("gpu-1", gpu)]
+    assert allocated_device(kube, namespace, "dcu-dcu") == [("dcu-1", dcu)]
+    assert allocated_device(kube, namespace, "both-cuda") == [("gpu-1", gpu)]
+    assert allocated_device(kube, namespace, "both-dcu") == [("dcu-1", dcu)]
