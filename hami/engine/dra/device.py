@@ -29,6 +29,15 @@ class DraDevice:
     # spec.devices[].allowMultipleAllocations: several claims share it, each consuming part of
     # its capacity (consumable capacity); otherwise a claim takes the whole device.
     shared: bool = False
+    # A partition of a card (NVIDIA's MIG devices, a partitionable device's parts), not a card:
+    # what a claim takes of it is counted on its parent, the card whose UUID `parent` is ("":
+    # not known).
+    partition: bool = False
+    parent: str = ""
+    # The counter sets it consumes (spec.devices[].consumesCounters): a partition without a
+    # `parentUUID` attribute is part of the card consuming the same set (hami.engine.dra.slices).
+    counters: tuple[str, ...] = ()
+    multiprocessors: int = 0  # capacity `multiprocessors` (NVIDIA's), 0 when not published
 
     @property
     def key(self) -> DeviceKey:

@@ -228,3 +228,50 @@ def test_a_pod_served_through_the_mapping_is_counted_once_by_its_claim(bound_by:
     cache.upsert_pod(pod)
     held = [c.usage for c in cache.view["n1"].cards if c.usage != Usage()]
     assert held == [Usage(1, T4_MIB, 100)], held
+
+
+def nvidia_slice(node: str, parent: str) -> dict[str, Any]:
+    """What NVIDIA's DRA driver publishes for an A100 with MIG devices (attributes as its
+    CommonAttributesMig writes them): the full GPU, a static MIG device with a UUID of its own
+    and its parent's as parentUUID, and a dynamic one (partitionable devices) with no UUID,
+    consuming the full GPU's counter set."""
+    full = {
+        "name": "gpu-0",
+        "attributes": {
+            "type": {"string": "gpu"},
+            "uuid": {"string": parent},
+            "productName": {"string": "NVIDIA A100-SXM4-40GB"},
+        },
+        "capacity": {"memory": {"value": mib(40960)}, "multiprocessors": {"value": "98"}},
+        "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {}}],
+    }
+
+    def mig(name: str, **attributes: dict[str, str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.5gb"}} | attributes,
+            "capacity": {"memory": {"value": mib(4864)}, "multiprocessors": {"value": "14"}},
+        }
+
+    static = mig("gpu-0-mig-1g5gb-19-0", uuid={"string": "MIG-1"}, parentUUID={"string": parent})
+    dynamic = mig("gpu-0-mig-1g5gb-19-1") | {
+        "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {}}]
+    }
+    return resource_slice(node, [full, static, dynamic], driver="gpu.nvidia.com")
+
+
+def test_a_claim_on_a_mig_device_is_counted_on_its_parent_card() -> None:
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
+    a100 = t4s(1, prefix="GPU-a100")  # registered by HAMi's device plugin under the same UUID
+    parent = a100[0].id
+    cache.replace_nodes([registered_node("n1", a100)])
+    cache.dra.upsert_slice(nvidia_slice("n1", parent))
+    assert [d.uuid for d in cache.dra.devices()] == [parent]  # a MIG device is not a card
+    for i, device in enumerate(["gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-1"]):
+        claim = allocated_claim(f"mig-{i}", "ns", "n1", [(device, {})], driver="gpu.nvidia.com")
+        cache.dra.upsert_claim(claim)
+    # Each holds its instance's memory and its share of the SMs (14 of 98: 15%) of the card.
+    assert card(cache, "n1", parent) == Usage(2, 2 * 4864, 2 * 15)
+    assert cache.quotas.used("ns") == QuotaUsage(2 * 4864, 2 * 15)
