@@ -23,6 +23,7 @@ import pytest
 from hami.engine.dra.config import DEFAULT_CLASSES
 
 from .cluster import ControlPlane, FaultyApi, NodeSim, ensure_binaries
+from .dradriver import SimulatedDraDriver
 from .draworld import device_class, hami_dra_slice
 from .kube import Kube
 from .nodespec import NodeSpec, t4_node
@@ -210,3 +211,12 @@ def dra_node(
     yield start
     for name in made:
         kube("delete", "resourceslice", name, "--ignore-not-found", check=False)
+
+
+@pytest.fixture
+def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
+    """The simulated HAMi-DRA driver (tests/e2e/dradriver.py): its DeviceClass, the slices a
+    test publishes, and the claim controller's release; all removed afterwards."""
+    driver = SimulatedDraDriver(kube)
+    yield driver
+    driver.close()

@@ -16,7 +16,7 @@ the simulated driver's (tests/e2e/dradriver.py); every allocation is kube-schedu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -40,13 +40,6 @@ MIB = 2**20
 CLAIMED = 10000  # MiB the claim consumes on the published card
 PROBE = 8000  # MiB the later HAMi pod asks: fits beside the claim on no card but the other
 SCHEDULER = "hami-scheduler"
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
 
 
 def claim(name: str) -> dict[str, Any]:

@@ -17,12 +17,11 @@ the simulated HAMi-DRA driver's (tests/e2e/dradriver.py) with the mapping added 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.draobjects import device_class
 
@@ -30,6 +29,7 @@ from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
 from .draworld import (
     allocated_device,
+    card_series,
     dra_pod,
     wait_bound,
     whole,
@@ -38,19 +38,11 @@ from .draworld import device_class as hami_dra_class
 from .kube import Kube, KubectlError, wait_for
 from .nodespec import T4_MEMORY_MIB as T4_MIB
 from .nodespec import t4_node
-from .prometheus import get
 
 pytestmark = pytest.mark.e2e
 
 GPU = "nvidia.com/gpu"
 MIB = 2**20
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
 
 
 def gpu_pod(name: str, node: str) -> dict[str, Any]:
@@ -142,20 +134,9 @@ def test_dra_mode_places_the_pod_through_its_own_claim_while_the_class_maps_it(
         kube.apply(json.dumps(plain))
 
 
-def samples(control_plane: ControlPlane, name: str) -> dict[str, str | float]:
-    """device_uuid -> the series' value (its `source` label where it has one) on /metrics."""
-    body = get(control_plane.metrics_url).decode()
-    return {
-        s.labels.get("device_uuid", ""): s.labels.get("source") or s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-        if s.name == name
-    }
-
-
 def memory_allocated(control_plane: ControlPlane, uuids: list[str]) -> int:
     """MiB counted on the cards now (hami_gpu_memory_allocated_bytes)."""
-    found = samples(control_plane, "hami_gpu_memory_allocated_bytes")
+    found = card_series(control_plane, "hami_gpu_memory_allocated_bytes")
     return sum(int(found.get(u, 0)) // MIB for u in uuids)
 
 
@@ -205,7 +186,7 @@ def test_a_pod_kube_scheduler_served_through_the_mapping_is_counted_once_by_its_
             what="/metrics to count the pod's card",
         )
         wait_for(
-            lambda: samples(control_plane, "hami_gpu_source_info").get(uuids[0]) == "both",
+            lambda: uuids[0] in card_series(control_plane, "hami_gpu_overcommitted"),
             timeout=60,
             what="the cards to be counted in both worlds",
         )

@@ -12,32 +12,25 @@ by the test with the attributes NVIDIA's driver publishes (k8s-dra-driver-gpu,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.draobjects import MIB, resource_slice
 
 from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
+from .draworld import card_series, pod_on, resource_claim, wait_allocated, wait_placed
 from .kube import Kube, wait_for
 from .nodespec import t4_node
-from .prometheus import get
 
 pytestmark = pytest.mark.e2e
 
 NVIDIA = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 MIG_MIB = 4864  # an A100's 1g.5gb instance
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)  # only its release(): the claim controller's part
-    yield driver
-    driver.close()
+MEMORY = "hami_gpu_memory_allocated_bytes"
 
 
 def nvidia_slice(node: str, parent: str) -> dict[str, Any]:
@@ -74,16 +67,6 @@ def mig_class() -> dict[str, Any]:
     }
 
 
-def memory_allocated(control_plane: ControlPlane, uuid: str) -> float:
-    body = get(control_plane.metrics_url).decode()
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-        if s.name == "hami_gpu_memory_allocated_bytes" and s.labels.get("device_uuid") == uuid
-    )
-
-
 def test_a_mig_claim_holds_its_parent_card(
     namespace: str,
     kube: Kube,
@@ -96,60 +79,27 @@ def test_a_mig_claim_holds_its_parent_card(
     nodesim(node)
     kube.apply(json.dumps(nvidia_slice(node.name, parent)))
     kube.apply(json.dumps(mig_class()))
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "mig"},
-        "spec": {
-            "devices": {"requests": [{"name": "mig", "exactly": {"deviceClassName": MIG_CLASS}}]}
-        },
-    }
+    request = {"name": "mig", "exactly": {"deviceClassName": MIG_CLASS}}
+    claim = resource_claim("mig", {"devices": {"requests": [request]}})
     kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
-
-    def pod(name: str, resources: dict[str, Any], **spec: Any) -> dict[str, Any]:
-        container = {"name": "app", "image": "busybox", "resources": resources}
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "annotations": {"hami.io/gpu-scheduler-policy": "spread"}},
-            "spec": {
-                "schedulerName": "hami-scheduler",
-                "nodeSelector": {"kubernetes.io/hostname": node.name},
-                "containers": [container],
-                **spec,
-            },
-        }
-
-    user = pod(
-        "mig-user",
-        {"claims": [{"name": "mig"}]},
-        resourceClaims=[{"name": "mig", "resourceClaimName": "mig"}],
+    user = pod_on(node.name, "mig-user", {}, claim="mig")
+    probe = pod_on(
+        node.name, "probe", {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}
     )
-    probe = pod("probe", {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}})
+    probe["metadata"]["annotations"] = {"hami.io/gpu-scheduler-policy": "spread"}
     try:
         kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(user))
 
-        def allocated() -> list[str]:
-            status = kube.get("resourceclaim", "mig", namespace).get("status") or {}
-            results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-            return [r["device"] for r in results]
-
-        assert wait_for(allocated, timeout=60, what="kube-scheduler to allocate the MIG claim") == [
-            "gpu-1-mig-1g5gb-19-0"
-        ]
+        assert wait_allocated(kube, namespace, "mig") == ["gpu-1-mig-1g5gb-19-0"]
         wait_for(
-            lambda: memory_allocated(control_plane, parent) == MIG_MIB * MIB,
+            lambda: card_series(control_plane, MEMORY).get(parent) == MIG_MIB * MIB,
             timeout=60,
             what="/metrics to count the MIG instance's memory on its parent card",
         )
         # spread takes the least used card; with the parent idle, the tie goes to its index 1.
         kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(probe))
-        written = wait_for(
-            lambda: kube.pod_annotation(namespace, "probe", "hami.io/vgpu-devices-allocated"),
-            timeout=60,
-            what="the probe pod to be placed",
-        )
-        assert written is not None and written.startswith(f"{free},"), written
+        written = wait_placed(kube, namespace, "probe")
+        assert written.startswith(f"{free},"), written
     finally:
         for name in ("mig-user", "probe"):
             kube(

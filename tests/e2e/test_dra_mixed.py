@@ -9,7 +9,7 @@ cards' UUIDs, memory and model are the stand-ins' made-up values."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,13 +25,6 @@ from .nodespec import t4_node
 pytestmark = pytest.mark.e2e
 
 WORLD = "hami.io/device-world"
-
-
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
 
 
 def pod_for(world: str, name: str, policy: str) -> dict[str, Any]:

@@ -14,53 +14,24 @@ simulated HAMi-DRA driver's (tests/e2e/dradriver.py); every allocation is kube-s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.draobjects import claim_request
 
 from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
+from .draworld import card_series, pod_on, resource_claim, wait_allocated, wait_placed
 from .kube import Kube, wait_for
 from .nodespec import t4_node
-from .prometheus import get
 from .status import hami_status
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
-
-
 def overcommitted(control_plane: ControlPlane) -> dict[str, float]:
-    body = get(control_plane.metrics_url).decode()
-    return {
-        s.labels["device_uuid"]: s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-        if s.name == "hami_gpu_overcommitted"
-    }
-
-
-def pod(name: str, node: str, resources: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": "hami-scheduler",
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{"name": "app", "image": "busybox", "resources": resources}],
-            **spec,
-        },
-    }
+    return card_series(control_plane, "hami_gpu_overcommitted")
 
 
 def test_a_claim_the_allocator_puts_beside_device_plugin_pods_is_named_with_the_remedy(
@@ -79,41 +50,19 @@ def test_a_claim_the_allocator_puts_beside_device_plugin_pods_is_named_with_the_
         timeout=60,
         what="/metrics to judge the card both worlds serve",
     )
-    hami_pod = pod(
-        "dp", node.name, {"limits": {"nvidia.com/gpumem": "10000", "nvidia.com/gpu": "1"}}
-    )
+    limits = {"limits": {"nvidia.com/gpumem": "10000", "nvidia.com/gpu": "1"}}
+    hami_pod = pod_on(node.name, "dp", limits)
     hami_pod["metadata"]["annotations"] = {"nvidia.com/use-gpuuuid": shared}
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "own"},
-        "spec": claim_request(10000, 10),
-    }
-    consumer = pod(
-        "claimer",
-        node.name,
-        {"claims": [{"name": "gpu"}]},
-        resourceClaims=[{"name": "gpu", "resourceClaimName": "own"}],
-    )
+    claim = resource_claim("own", claim_request(10000, 10))
+    consumer = pod_on(node.name, "claimer", {}, claim="own")
     try:
         kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(hami_pod))
-        wait_for(
-            lambda: kube.pod_annotation(namespace, "dp", "hami.io/vgpu-devices-allocated"),
-            timeout=60,
-            what="the device-plugin pod to be placed",
-        )
+        wait_placed(kube, namespace, "dp")
         kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
         kube("apply", "-n", namespace, "-f", "-", stdin=json.dumps(consumer))
 
-        def allocated() -> list[str]:
-            status = kube.get("resourceclaim", "own", namespace).get("status") or {}
-            results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-            return [r["device"] for r in results]
-
         # The allocator gives the claim the card's memory the device-plugin pod holds.
-        assert wait_for(allocated, timeout=60, what="kube-scheduler to allocate the claim") == [
-            "gpu-1"
-        ]
+        assert wait_allocated(kube, namespace, "own") == ["gpu-1"]
         wait_for(
             lambda: overcommitted(control_plane).get(shared) == 1,
             timeout=60,
