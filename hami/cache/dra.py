@@ -191,16 +191,21 @@ class DraBook:
     # --- reading -----------------------------------------------------------------------------
 
     def devices(self, node: str | None = None) -> list[DraDevice]:
-        """The GPUs DRA drivers publish (on `node`), by node and index."""
-        found = [d for d in self._devices.values() if node is None or d.node == node]
+        """The GPUs DRA drivers publish (on `node`), by node and index; their partitions are
+        not cards."""
+        found = [
+            d
+            for d in self._devices.values()
+            if not d.partition and (node is None or d.node == node)
+        ]
         return sorted(found, key=lambda d: (d.node, d.index, d.uuid))
 
     def nodes(self) -> list[str]:
         """The nodes DRA drivers publish GPUs of."""
-        return sorted({d.node for d in self._devices.values()})
+        return sorted({d.node for d in self._devices.values() if not d.partition})
 
     def uuids(self) -> frozenset[str]:
-        return frozenset(d.uuid for d in self._devices.values())
+        return frozenset(d.uuid for d in self._devices.values() if not d.partition)
 
     def usage(self) -> NodeUsage:
         """What the allocated claims hold, summed by node and card."""

@@ -12,7 +12,12 @@ admission policy stops them. The cache therefore counts:
 * an unbound pod's allocation only while the node's lock names the pod (a bind of HAMi or of
   an older release of ours, which wrote the allocation before the Binding, is under way); a
   bind of this release holds its cards by its reservation, and its Binding carries the
-  allocation, so an unbound pod with one and no lock is a bind given up, or a forgery.
+  allocation, so an unbound pod with one and no lock is a bind given up, or a forgery;
+* a pod whose `nvidia.com/gpu` kube-scheduler served through a DeviceClass's
+  `extendedResourceName` (KEP-5004: `status.extendedResourceClaimStatus` names the claim it
+  made) by that claim alone, on the books of hami.cache.dra: the kubelet hands the pod the
+  claim's devices, not the device plugin's, so neither an allocation written by our bind nor
+  the whole cards of an outside pod hold a card of its.
 
 `observe` turns a pod event into the record kept; `count` decides from the record and the
 node how the pod is counted. Both are pure: the cache calls them on every pod event and
@@ -58,6 +63,8 @@ class Seen:
     fixed: bool  # bound: `written` no longer follows the annotations
     # The other families' devices the kubelet gives it: (FamilyWire.type, how many).
     family_gpus: tuple[tuple[str, int], ...] = ()
+    # The claim kube-scheduler made for its `nvidia.com/gpu` (KEP-5004); "" when none did.
+    served_by: str = ""
 
     def nodes(self) -> set[str]:
         """The nodes whose cards or lock decide how the pod is counted."""
@@ -85,6 +92,9 @@ def observe(
     spec = pod.get("spec") or {}
     raw = pod_allocation(pod, families)
     bound_to = str(spec.get("nodeName") or "")
+    served_by = extended_claim(pod, resources.names.gpu)
+    if before is not None and before.served_by != served_by:
+        before = replace(before, served_by=served_by)
     if before is not None and before.fixed:
         fixed = before.written
         if raw is not None and fixed is not None and placement_of(raw) == placement_of(fixed):
@@ -115,8 +125,21 @@ def observe(
         gpus=gpus,
         family_gpus=family_gpus,
         fixed=bool(bound_to),
+        served_by=served_by,
     )
     return seen, ""
+
+
+def extended_claim(pod: Mapping[str, Any], gpu_resource: str) -> str:
+    """The claim kube-scheduler made to serve the pod's `gpu_resource` through DRA (KEP-5004);
+    "" when the device plugin serves it."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    if not isinstance(status, Mapping):
+        return ""
+    mappings = status.get("requestMappings") or ()
+    if not any(isinstance(m, Mapping) and m.get("resourceName") == gpu_resource for m in mappings):
+        return ""
+    return str(status.get("resourceClaimName") or "")
 
 
 def _family_gpus(spec: Mapping[str, Any], families: Families) -> tuple[tuple[str, int], ...]:
@@ -168,6 +191,11 @@ def count(
     """How to count the pod: `devmem` are the cards of the node its allocation names (None
     while unknown), `lock_holder` the pod that node's lock names."""
     alloc, problem = seen.written, ""
+    gpus = seen.gpus
+    if seen.served_by:
+        # The claim holds its cards (hami.cache.dra counts it): counting the pod too would
+        # take each card twice.
+        alloc, gpus = None, 0
     if alloc is not None:
         verdict = (
             Vetted(None, seen.unreadable)
@@ -178,15 +206,15 @@ def count(
     if seen.bound_to:
         if alloc is not None:
             return Counted(own=alloc, problem=problem)
-        if seen.gpus <= 0 and not seen.family_gpus:
+        if gpus <= 0 and not seen.family_gpus:
             return Counted(problem=problem)
         why = (
             f"bound by {seen.scheduler} without an allocation of this scheduler"
-            if seen.written is None
+            if seen.written is None or seen.served_by
             else f"its allocation is not counted: {problem}"
         )
         claim = OutsideClaim(
-            seen.uid, seen.namespace, seen.name, seen.bound_to, seen.gpus, why, seen.family_gpus
+            seen.uid, seen.namespace, seen.name, seen.bound_to, gpus, why, seen.family_gpus
         )
         return Counted(outside=claim, problem=problem)
     if alloc is not None and lock_holder == (seen.namespace, seen.name):

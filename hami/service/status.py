@@ -12,6 +12,7 @@ from hami.cache.store import ClusterCache
 from hami.engine import nvidianames
 from hami.engine.asks import pod_request
 from hami.engine.dra.device import DraDevice
+from hami.engine.dra.overcommit import past_capacity, warning
 from hami.engine.dra.slices import card_info
 from hami.engine.families.registry import Families
 from hami.engine.inventory import is_terminal
@@ -48,6 +49,8 @@ class CardStatus:
     holders: tuple[Holder, ...]
     # Which world the card is in: "device-plugin", "dra" (a DRA driver's slice only) or "both".
     source: str = "device-plugin"
+    # On a card of both worlds, what is counted past its capacity ("" when nothing is).
+    overcommitted: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def status(
                     (c.usage.used, c.info.count),
                     tuple(sorted(holders.get((node.name, c.info.id), ()), key=_holder_key)),
                     "both" if (node.name, c.info.id) in dra else "device-plugin",
+                    past_capacity(c.usage, c.info) if (node.name, c.info.id) in dra else "",
                 )
                 # NVIDIA's cards by index, then each other family's (the TYPE column tells them)
                 for c in (
@@ -246,6 +250,10 @@ def render_text(s: Status) -> list[str]:
         lines.append("")
     lines.append(f"PENDING GPU PODS: {len(s.pending) or 'none'}")
     lines.extend(f"  {p.namespace}/{p.name}: {p.pending}" for p in s.pending)
+    over = [(n.name, c) for n in s.nodes for c in n.cards if c.overcommitted]
+    if over:
+        lines += ["", f"OVER-COMMITTED CARDS: {len(over)}"]
+        lines.extend(f"  {warning(node, c.uuid, c.overcommitted)}" for node, c in over)
     return lines
 
 
@@ -304,6 +312,7 @@ def _card_json(c: CardStatus) -> dict[str, Any]:
         "type": c.type,
         "healthy": c.healthy,
         "source": c.source,
+        "overcommitted": c.overcommitted,
         "memory_mib": {"allocated": c.memory[0], "total": c.memory[1]},
         "cores_percent": {"allocated": c.cores[0], "total": c.cores[1]},
         "slots": {"used": c.slots[0], "total": c.slots[1]},

@@ -221,13 +221,18 @@ class NodeSim:
 
     nodes: tuple[NodeSpec, ...]
     process: Process
+    stopped: bool = False
 
     @property
     def names(self) -> list[str]:
         return [n.name for n in self.nodes]
 
     def stop(self) -> None:
-        """Stop the simulator; raise if it had crashed while the test ran."""
+        """Stop the simulator (once: a test that stopped it leaves nothing for its fixture);
+        raise if it had crashed while the test ran."""
+        if self.stopped:
+            return
+        self.stopped = True
         crashed = not self.process.alive()
         self.process.stop()
         if crashed:
@@ -997,6 +1002,28 @@ class ControlPlane:
             component_tls(),
             timeout=60,
         )
+
+    @contextlib.contextmanager
+    def default_scheduler(self) -> Iterator[None]:
+        """The cluster's own kube-scheduler beside ours for the block: profile
+        `default-scheduler`, no extender (the chart's kube-scheduler is a second one, serving
+        `hami-scheduler`)."""
+        configuration = self.scheduler_configuration(self.extender_url, "default-scheduler")
+        del configuration["extenders"]
+        config_file = self.run_dir / "default-scheduler.yaml"
+        config_file.write_text(yaml.safe_dump(configuration, sort_keys=False))
+        (port,) = free_ports(1)
+        process = self.spawn(
+            "default-scheduler",
+            [*self.component_argv("kube-scheduler", port), f"--config={config_file}", "--v=2"],
+        )
+        try:
+            self.wait_http(
+                process, f"https://127.0.0.1:{port}/healthz", component_tls(), timeout=60
+            )
+            yield
+        finally:
+            process.stop()
 
     def component_argv(self, binary: str, port: int) -> list[str]:
         """A control-plane component (kube-scheduler, kube-controller-manager) as admin,

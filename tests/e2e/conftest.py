@@ -178,14 +178,6 @@ def node_tier(pytestconfig: pytest.Config) -> Iterator[NodeCluster]:
                 pytestconfig.stash[_CONTROL_PLANE] = loopback
 
 
-@pytest.fixture
-def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
-    """The simulated DRA driver (tests/e2e/dradriver.py); its slices and class go afterwards."""
-    driver = SimulatedDraDriver(kube)
-    yield driver
-    driver.close()
-
-
 # DRA mode's world (tests/e2e/draworld.py), for every module that places DRA-mode pods.
 @pytest.fixture(scope="module")
 def dra_mode(control_plane: ControlPlane) -> Iterator[None]:
@@ -219,3 +211,12 @@ def dra_node(
     yield start
     for name in made:
         kube("delete", "resourceslice", name, "--ignore-not-found", check=False)
+
+
+@pytest.fixture
+def dra(kube: Kube) -> Iterator[SimulatedDraDriver]:
+    """The simulated HAMi-DRA driver (tests/e2e/dradriver.py): its DeviceClass, the slices a
+    test publishes, and the claim controller's release; all removed afterwards."""
+    driver = SimulatedDraDriver(kube)
+    yield driver
+    driver.close()

@@ -592,8 +592,9 @@ def _node_status(node: NodeSpec) -> Obj:
         capacity, allocatable = dict(base), dict(base)
     else:
         capacity = {**base, GPU_RESOURCE: str(node.gpu_capacity)}
-        # Kubelet counts only healthy devices as allocatable.
-        allocatable = {**base, GPU_RESOURCE: str(healthy * node.per_card)}
+        # Kubelet counts only healthy devices of a registered plugin as allocatable.
+        advertised = 0 if node.withdrawn else healthy * node.per_card
+        allocatable = {**base, GPU_RESOURCE: str(advertised)}
     return {
         "capacity": capacity,
         "allocatable": allocatable,
@@ -616,10 +617,15 @@ def _node_status(node: NodeSpec) -> Obj:
 
 def _gpu_requests(pod: Obj, resource: str = GPU_RESOURCE) -> list[tuple[str, int]]:
     """(container, count of the node plugin's resource) in the order kubelet calls Allocate:
-    init first."""
+    init first. A resource kube-scheduler served through a DRA claim (KEP-5004: named in the
+    pod's status.extendedResourceClaimStatus) is the DRA driver's to prepare, not the plugin's."""
     spec = pod["spec"]
+    mapped = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    by_dra = {(m["containerName"], m["resourceName"]) for m in mapped.get("requestMappings", [])}
     result = []
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        if (container["name"], resource) in by_dra:
+            continue
         resources = container.get("resources", {})
         value = resources.get("limits", {}).get(resource) or resources.get("requests", {}).get(
             resource

@@ -72,6 +72,9 @@ class NodeSpec:
     resource: str = ""
     # Node annotations the plugin writes beside its registration (Ascend's hami-vnpu-core).
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # With plugin "hami": the plugin is gone from the kubelet (its socket removed), which
+    # leaves its resource in capacity at 0 allocatable, and its registration annotation behind.
+    withdrawn: bool = False
 
     def __post_init__(self) -> None:
         if self.plugin not in PLUGINS:
@@ -302,6 +305,7 @@ def load_specs(text: str) -> list[NodeSpec]:
                 allocate_delay=raw.get("allocate_delay", 0.0),
                 family=raw.get("family", ""),
                 annotations=raw.get("annotations", {}),
+                withdrawn=raw.get("withdrawn", False),
             )
         )
     return nodes

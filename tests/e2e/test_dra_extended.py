@@ -18,27 +18,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from tests.draobjects import device_class
 
-from .cluster import NodeSim
+from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
 from .draworld import (
     allocated_device,
+    card_series,
     gpu_pod,
     wait_bound,
     whole,
 )
 from .draworld import device_class as hami_dra_class
 from .kube import Kube, KubectlError, wait_for
+from .nodespec import T4_MEMORY_MIB as T4_MIB
 from .nodespec import t4_node
 
 pytestmark = pytest.mark.e2e
 
 GPU = "nvidia.com/gpu"
+MIB = 2**20
 
 
 def refusal(kube: Kube, namespace: str, pod: dict[str, Any], dry_run: bool) -> str:
@@ -115,3 +119,65 @@ def test_dra_mode_places_the_pod_through_its_own_claim_while_the_class_maps_it(
         assert claims == ["resourceclaim.resource.k8s.io/mapped-cuda"], claims
     finally:
         kube.apply(json.dumps(plain))
+
+
+def memory_allocated(control_plane: ControlPlane, uuids: list[str]) -> int:
+    """MiB counted on the cards now (hami_gpu_memory_allocated_bytes)."""
+    found = card_series(control_plane, "hami_gpu_memory_allocated_bytes")
+    return sum(int(found.get(u, 0)) // MIB for u in uuids)
+
+
+def test_a_pod_kube_scheduler_served_through_the_mapping_is_counted_once_by_its_claim(
+    ignored: str,
+    kube: Kube,
+    control_plane: ControlPlane,
+    nodesim: Callable[..., NodeSim],
+    dra: SimulatedDraDriver,
+) -> None:
+    """A node pool moving back from DRA: HAMi's device plugin is away (nvidia.com/gpu at 0
+    allocatable, its registration annotation left), its cards published by a DRA driver whose
+    class maps nvidia.com/gpu, and the cluster's default scheduler serves a pod's
+    nvidia.com/gpu through a claim of its own (KEP-5004). Then the device plugin comes back:
+    the pod is bound without an allocation of ours, and would count as an outside pod's whole
+    card beside its claim's; the kubelet gave it the claim's card, which is counted, once."""
+    away = replace(t4_node("ext-once", ["GPU-ext-once-0", "GPU-ext-once-1"]), withdrawn=True)
+    uuids = [c.uuid for c in away.cards]
+    sim = nodesim(away)
+    dra.publish(away)
+    kube.apply(json.dumps(device_class(extended_resource=GPU)))
+    limits = {"limits": {GPU: "1"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "mapped"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": away.name},
+            "containers": [{"name": "cuda", "image": "busybox", "resources": limits}],
+        },
+    }
+    try:
+        with control_plane.default_scheduler():
+            kube("create", "-n", ignored, "-f", "-", stdin=json.dumps(pod))
+            wait_bound(kube, ignored, "mapped", away.name)
+        status = kube.pod(ignored, "mapped")["status"].get("extendedResourceClaimStatus") or {}
+        claim = status.get("resourceClaimName")
+        assert claim, kube.pod(ignored, "mapped")["status"]
+        devices = allocated_device(kube, ignored, claim)
+        assert isinstance(devices, list) and len(devices) == 1, devices
+        # The device plugin back: the node re-registered, nvidia.com/gpu allocatable again.
+        sim.stop()
+        nodesim(replace(away, withdrawn=False))
+        wait_for(
+            lambda: memory_allocated(control_plane, uuids) > 0,
+            timeout=60,
+            what="/metrics to count the pod's card",
+        )
+        wait_for(
+            lambda: uuids[0] in card_series(control_plane, "hami_gpu_overcommitted"),
+            timeout=60,
+            what="the cards to be counted in both worlds",
+        )
+        assert memory_allocated(control_plane, uuids) == T4_MIB
+    finally:
+        kube("delete", "pod", "mapped", "-n", ignored, "--wait=false")
+        kube.apply(json.dumps(device_class()))

@@ -19,12 +19,15 @@ ROW = re.compile(r"^\| `(\w+)` \| (counter|gauge|histogram) \| (.*?) \| .+ \|$",
 
 
 def scrape(legacy: bool) -> str:
-    """A scrape in which every series has a value: an A100 in MIG mode with instances, a pod
-    placed outside the scheduler, a quota, a card a DRA driver publishes with a claim on it,
-    one of every observation."""
+    """A scrape in which every series has a value: an A100 in MIG mode with instances, which a
+    DRA driver publishes too, a pod placed outside the scheduler, a quota, a card only a DRA
+    driver publishes with a claim on it, one of every observation."""
     cache = mig_cluster()
     cache.dra.upsert_slice(resource_slice("dra", [gpu_device("gpu-0", "GPU-d", memory_mib=1024)]))
     cache.dra.upsert_claim(allocated_claim("c", "ns", "dra", [("gpu-0", {"memory": mib(512)})]))
+    # The A100 published by a DRA driver too: a card in both worlds.
+    (a100,) = [c.info.id for c in cache.view["a100"].all_cards()]
+    cache.dra.upsert_slice(resource_slice("a100", [gpu_device("gpu-0", a100, memory_mib=40960)]))
     cache.upsert_pod(outside_pod("other", "a100", 1))
     cache.quotas.replace([{"metadata": {"uid": "q", "namespace": "ns", "name": "gpu"},
                            "spec": {"hard": {"limits.nvidia.com/gpumem": "8000"}}}])  # fmt: skip

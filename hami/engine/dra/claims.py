@@ -80,14 +80,17 @@ def claim_usage(
 ) -> dict[str, dict[str, Usage]]:
     """node -> card UUID -> what the claim holds there; results on devices not published (yet,
     or not a GPU driver's) hold no card. A claim sharing a device consumes what it recorded; an
-    exclusive one (or a capacity not recorded) the device's whole memory and cores."""
+    exclusive one (or a capacity not recorded) the device's whole memory and cores. A partition
+    (a MIG device) is held on its parent card, its memory and its share of the cores; one whose
+    parent is not known holds no card."""
     out: dict[str, dict[str, Usage]] = {}
     for use in claim.uses:
         device = devices.get(use.device)
-        if device is None:
+        if device is None or (device.partition and not device.parent):
             continue
         memory = device.memory if use.memory is None or not device.shared else use.memory
         cores = device.cores if use.cores is None or not device.shared else use.cores
+        card = device.parent or device.uuid
         per_card = out.setdefault(device.node, {})
-        per_card[device.uuid] = per_card.get(device.uuid, Usage()) + Usage(1, memory, cores)
+        per_card[card] = per_card.get(card, Usage()) + Usage(1, memory, cores)
     return out

@@ -41,6 +41,15 @@ class DraDevice:
     # Attribute `numa` where the driver publishes it (NVIDIA's and HAMi-DRA's drivers do on
     # their VFIO devices, not on their GPUs), else 0, HAMi's NUMA node for a card that names none.
     numa: int = 0
+    # A partition of a card (NVIDIA's MIG devices, a partitionable device's parts), not a card:
+    # what a claim takes of it is counted on its parent, the card whose UUID `parent` is ("":
+    # not known).
+    partition: bool = False
+    parent: str = ""
+    # The counter sets it consumes (spec.devices[].consumesCounters): a partition without a
+    # `parentUUID` attribute is part of the card consuming the same set (hami.engine.dra.slices).
+    counters: tuple[str, ...] = ()
+    multiprocessors: int = 0  # capacity `multiprocessors` (NVIDIA's), 0 when not published
 
     @property
     def key(self) -> DeviceKey:

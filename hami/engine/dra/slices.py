@@ -12,6 +12,14 @@ Attribute names may be written with their domain (`gpu.nvidia.com/uuid`) or with
 the domain is the driver's; both are read. Attribute values are typed (`string`, `int`,
 `bool`, `version`); capacities are quantities under `value` (NVIDIA's driver publishes
 `memory` in bytes; HAMi-DRA adds `cores`, in percent of the card's SMs).
+
+A partition of a card is read as such, not as a card: NVIDIA's driver (k8s-dra-driver-gpu,
+`CommonAttributesMig`) publishes each MIG device beside its full GPU with `type: mig` and the
+full GPU's UUID as `parentUUID`, its instance's `memory` (bytes) and `multiprocessors` as
+capacity; under partitionable devices (KEP-4815) a MIG device carries no `uuid` of its own and
+consumes counters from a counter set the full GPU consumes too. A partition's parent is the
+card its `parentUUID` names or, without one, the card of its pool consuming the same counter
+set; a claim on it is counted on that card (hami.engine.dra.claims).
 """
 
 from collections.abc import Iterable, Mapping
@@ -31,12 +39,12 @@ HAMI_DRA_DRIVER = nv.HAMI_DRA_DRIVER
 GPU_DRIVERS = nv.DRA_DRIVERS
 # The DeviceClasses whose claims are counted on the card they take (HAMi-DRA's and NVIDIA's
 # whole-GPU class, each named after its driver): a GPU pod's own claims of these need no
-# refusal while the bookkeeping runs. NVIDIA's MIG and VFIO classes are not among them (a MIG
-# device is not counted on its parent card; a VFIO device is no card of the device plugin's).
+# refusal while the bookkeeping runs. NVIDIA's MIG class is not among them: a MIG claim is
+# counted on its parent card, but admitting a GPU pod's own MIG claim is a change to the trust
+# boundary of its own. Nor is the VFIO class (a VFIO device is no card of the device plugin's).
 COUNTED_CLASSES = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
-# Device types that are part of a card rather than one: NVIDIA's MIG devices carry their own
-# UUID, so they would show as cards of their own; what they take of their parent is not
-# counted (their class, mig.nvidia.com, stays refused on GPU pods).
+# Device types that are part of a card rather than one: NVIDIA's static MIG devices carry
+# their own UUID, which must not make them cards of their own.
 NOT_CARDS = frozenset({"mig"})
 
 
@@ -110,13 +118,13 @@ def read_slice(
             continue
         attributes = device.get("attributes") or {}
         kind = str(_attribute(attributes, driver, "type") or "")
-        if kind in NOT_CARDS:
-            continue
+        parent = str(_attribute(attributes, driver, "parentUUID") or "")
         capacity = device.get("capacity") or {}
         index = _attribute(attributes, driver, "index")
         numa = _attribute(attributes, driver, "numa")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
+        sms = _capacity(capacity, driver, "multiprocessors")
         devices.append(
             DraDevice(
                 driver=driver,
@@ -132,18 +140,55 @@ def read_slice(
                 shared=device.get("allowMultipleAllocations") is True,
                 split=split,
                 numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
+                partition=kind in NOT_CARDS or bool(parent),
+                parent=parent,
+                counters=_counter_sets(device),
+                multiprocessors=0 if sms is None else max(0, int(sms)),
             )
         )
     return SliceRead(driver, str(pool.get("name") or ""), generation, tuple(devices))
 
 
+def _counter_sets(device: Mapping[str, Any]) -> tuple[str, ...]:
+    consumes = device.get("consumesCounters") or ()
+    return tuple(
+        str(c["counterSet"]) for c in consumes if isinstance(c, Mapping) and c.get("counterSet")
+    )
+
+
 def published(slices: Iterable[SliceRead]) -> dict[DeviceKey, DraDevice]:
-    """Every device of the newest generation of each pool, by the key a claim names it by."""
+    """Every device of the newest generation of each pool, by the key a claim names it by,
+    each partition with its parent card and the share of its cores it takes."""
     newest: dict[tuple[str, str], int] = {}
     kept = list(slices)
     for s in kept:
         newest[s.pool_key] = max(newest.get(s.pool_key, s.generation), s.generation)
-    return {d.key: d for s in kept if s.generation == newest[s.pool_key] for d in s.devices}
+    devices = {d.key: d for s in kept if s.generation == newest[s.pool_key] for d in s.devices}
+    cards = {d.uuid: d for d in devices.values() if not d.partition}
+    by_set = {(d.driver, d.pool, c): d for d in cards.values() for c in d.counters}
+    for key, d in devices.items():
+        if d.partition:
+            parent = cards.get(d.parent) or next(
+                (
+                    by_set[(d.driver, d.pool, c)]
+                    for c in d.counters
+                    if (d.driver, d.pool, c) in by_set
+                ),
+                None,
+            )
+            devices[key] = _part_of(d, parent)
+    return devices
+
+
+def _part_of(part: DraDevice, card: DraDevice | None) -> DraDevice:
+    """The partition with its parent's UUID and, where both publish their multiprocessors,
+    the share of the card's cores they are (else the whole card's: never less than it takes)."""
+    if card is None:
+        return part
+    cores = part.cores
+    if part.multiprocessors and card.multiprocessors:
+        cores = min(FULL_CORES, -(-FULL_CORES * part.multiprocessors // card.multiprocessors))
+    return replace(part, parent=card.uuid, cores=cores)
 
 
 def card_info(device: DraDevice) -> DeviceInfo:

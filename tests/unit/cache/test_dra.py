@@ -5,6 +5,7 @@ order the events come; quotas count the claims too."""
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from hami.engine.model import ContainerDevice, Usage
 from hami.engine.quota import QuotaUsage
 from hami.engine.requests import ResourceDefaults
 from hami.service.annotations import allocation_annotations
-from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, T4_MIB, allocated_pod, gpu_pod, registered_node, t4s
 from tests.draobjects import allocated_claim, gpu_device, mib, resource_slice
 from tests.unit.engine.manifests import manifest
 from tests.unit.engine.propcluster import check_capacity, cluster, ops
@@ -195,3 +196,82 @@ def test_a_placed_claim_takes_over_its_reservation_in_one_step() -> None:
     assert cache.quotas.used("ns") == QuotaUsage(3000, 20)
     cache.dra.delete_claim(claim)
     assert card(cache, "n1", a) == Usage()
+
+
+def served_through_the_mapping(pod: dict[str, Any], claim: str) -> dict[str, Any]:
+    """The pod as kube-scheduler leaves it once it has served its nvidia.com/gpu through a
+    DeviceClass's extendedResourceName (KEP-5004): the claim it made named in the status."""
+    mapping = {"containerName": "c", "resourceName": "nvidia.com/gpu", "requestName": "c-0"}
+    status = {"resourceClaimName": claim, "requestMappings": [mapping]}
+    return {**pod, "status": {**pod["status"], "extendedResourceClaimStatus": status}}
+
+
+@pytest.mark.parametrize("bound_by", ["our extender", "another scheduler"])
+def test_a_pod_served_through_the_mapping_is_counted_once_by_its_claim(bound_by: str) -> None:
+    cache, (a, b) = both_worlds()
+    cache.dra.upsert_slice(node_slice("n1", [a, b]))
+    # kube-scheduler's claim for the pod's nvidia.com/gpu asks no capacity: the whole card.
+    cache.dra.upsert_claim(allocated_claim("p-extended-resources-x", "ns", "n1", [("gpu-1", {})]))
+    if bound_by == "our extender":
+        pod = allocated_pod("p", b, mem=None, node="n1", written_node="n1")
+    else:  # no allocation written
+        pod = allocated_pod("p", None, mem=None, node="n1", scheduler="default-scheduler")
+    served = served_through_the_mapping(pod, "p-extended-resources-x")
+    cache.upsert_pod(served)
+    assert card(cache, "n1", b) == Usage(1, T4_MIB, 100)
+    assert card(cache, "n1", a) == Usage()
+    assert cache.allocation("p") is None and list(cache.outside()) == []
+    assert cache.quotas.used("ns") == QuotaUsage(T4_MIB, 100)
+    # The same pod without the claim in its status is the device plugin's: counted by itself.
+    cache.delete_pod(served)
+    cache.dra.delete_claim(allocated_claim("p-extended-resources-x", "ns", "n1", []))
+    cache.upsert_pod(pod)
+    held = [c.usage for c in cache.view["n1"].cards if c.usage != Usage()]
+    assert held == [Usage(1, T4_MIB, 100)], held
+
+
+def nvidia_slice(node: str, parent: str) -> dict[str, Any]:
+    """What NVIDIA's DRA driver publishes for an A100 with MIG devices (attributes as its
+    CommonAttributesMig writes them): the full GPU, a static MIG device with a UUID of its own
+    and its parent's as parentUUID, and a dynamic one (partitionable devices) with no UUID,
+    consuming the full GPU's counter set."""
+    full = {
+        "name": "gpu-0",
+        "attributes": {
+            "type": {"string": "gpu"},
+            "uuid": {"string": parent},
+            "productName": {"string": "NVIDIA A100-SXM4-40GB"},
+        },
+        "capacity": {"memory": {"value": mib(40960)}, "multiprocessors": {"value": "98"}},
+        "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {}}],
+    }
+
+    def mig(name: str, **attributes: dict[str, str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.5gb"}} | attributes,
+            "capacity": {"memory": {"value": mib(4864)}, "multiprocessors": {"value": "14"}},
+        }
+
+    static = mig("gpu-0-mig-1g5gb-19-0", uuid={"string": "MIG-1"}, parentUUID={"string": parent})
+    dynamic = mig("gpu-0-mig-1g5gb-19-1") | {
+        "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {}}]
+    }
+    return resource_slice(node, [full, static, dynamic], driver="gpu.nvidia.com")
+
+
+def test_a_claim_on_a_mig_device_is_counted_on_its_parent_card() -> None:
+    cache = ClusterCache(
+        clock=lambda: 0.0, reservation_ttl=1e9, families=FAMILIES, resources=ResourceDefaults()
+    )
+    a100 = t4s(1, prefix="GPU-a100")  # registered by HAMi's device plugin under the same UUID
+    parent = a100[0].id
+    cache.replace_nodes([registered_node("n1", a100)])
+    cache.dra.upsert_slice(nvidia_slice("n1", parent))
+    assert [d.uuid for d in cache.dra.devices()] == [parent]  # a MIG device is not a card
+    for i, device in enumerate(["gpu-0-mig-1g5gb-19-0", "gpu-0-mig-1g5gb-19-1"]):
+        claim = allocated_claim(f"mig-{i}", "ns", "n1", [(device, {})], driver="gpu.nvidia.com")
+        cache.dra.upsert_claim(claim)
+    # Each holds its instance's memory and its share of the SMs (14 of 98: 15%) of the card.
+    assert card(cache, "n1", parent) == Usage(2, 2 * 4864, 2 * 15)
+    assert cache.quotas.used("ns") == QuotaUsage(2 * 4864, 2 * 15)

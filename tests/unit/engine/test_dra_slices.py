@@ -59,7 +59,11 @@ def test_attributes_written_with_their_domain_are_read_and_other_drivers_are_not
     # NVIDIA's MIG devices are parts of a card, not cards.
     mig = {**device, "name": "gpu-0-mig-1g", "attributes": {"type": {"string": "mig"}}}
     read = read_slice(resource_slice("n1", [device, mig], driver="gpu.nvidia.com"))
-    assert read is not None and [d.name for d in read.devices] == ["gpu-0"]
+    assert read is not None
+    assert [(d.name, d.partition) for d in read.devices] == [
+        ("gpu-0", False),
+        ("gpu-0-mig-1g", True),
+    ]
 
 
 def test_only_the_newest_generation_of_a_pool_is_published() -> None:

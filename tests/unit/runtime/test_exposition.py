@@ -21,8 +21,8 @@ from hami.engine.requests import ResourceDefaults
 from hami.runtime import cardblocks
 from hami.runtime.app import Runtime
 from hami.runtime.apps import metrics_app
+from hami.runtime.drametrics import OVER_HELP, SOURCE_HELP
 from hami.runtime.drametrics import SERIES as DRA_SERIES
-from hami.runtime.drametrics import SOURCE_HELP
 from hami.runtime.exposition import (
     CARD_SERIES,
     CONTAINER,
@@ -94,16 +94,22 @@ class Reference(Collector):
             SOURCE_HELP,
             labels=["device_type", "device_uuid", "node", "source", "zone"],
         )
+        over = GaugeMetricFamily(
+            "hami_gpu_overcommitted", OVER_HELP, labels=["device_uuid", "node", "zone"]
+        )
         published = {(d.node, d.uuid): d for d in self.cache.dra.devices()}
         for node in self.cache.view.values():
             for c in node.all_cards():
                 both = (node.name, c.info.id) in published
                 source = "both" if both else "device-plugin"
                 info.add_metric([c.info.type, c.info.id, node.name, source, ZONE], 1)
+                if both:
+                    past = c.usage.usedmem > c.info.devmem or c.usage.usedcores > c.info.devcore
+                    over.add_metric([c.info.id, node.name, ZONE], int(past))
                 published.pop((node.name, c.info.id), None)
         for d in published.values():
             info.add_metric([d.product, d.uuid, d.node, "dra", ZONE], 1)
-        out: list[Metric] = [info]
+        out: list[Metric] = [info, over]
         usage = self.cache.dra.usage()
         for index, (name, help_text) in enumerate(DRA_SERIES):
             family = GaugeMetricFamily(name, help_text, labels=["device_uuid", "node", "zone"])
@@ -311,7 +317,7 @@ def test_cluster_series_are_written_as_prometheus_client_writes_them(legacy: boo
     # headers differ from the reference.
     kept = [line for line in written.splitlines() if "quota" not in line.lower()]
     assert kept == expected.splitlines()
-    assert sum(1 for _ in text_string_to_metric_families(written)) == 20 - legacy
+    assert sum(1 for _ in text_string_to_metric_families(written)) == 21 - legacy
     assert f'hami_node_gpu_outside_scheduler_cards{{node="{first}",zone="vGPU"}} 7.0' in written
     assert (
         f'hami_gpu_pod_outside_scheduler_cards{{namespace="ns",node="{first}",pod="other-b",'

@@ -9,7 +9,7 @@ from hami.engine.requests import ResourceDefaults
 from hami.runtime.exposition import ClusterExposition
 from hami.service.explain import explain
 from hami.service.status import render_json, render_text, status
-from tests.builders import FAMILIES, T4_MIB, gpu_pod, registered_node, t4s
+from tests.builders import FAMILIES, T4_MIB, allocated_pod, gpu_pod, registered_node, t4s
 from tests.draobjects import allocated_claim, gpu_device, mib, resource_slice
 
 
@@ -73,3 +73,29 @@ def test_metrics_say_the_world_of_every_card_and_what_the_claims_consume() -> No
     assert samples[("hami_dra_gpu_memory_limit_bytes", "GPU-n2-0", None)] == 8000 * 2**20
     # HAMi's own series carry the claim's share on the card both worlds have.
     assert samples[("hami_gpu_memory_allocated_bytes", "GPU-n1-1", None)] == 12000 * 2**20
+
+
+def test_a_card_both_worlds_hold_past_its_capacity_is_named_with_the_remedy() -> None:
+    cache = mixed()
+    # A device-plugin pod on the card kube-scheduler's allocator gave 12000 MiB to a claim.
+    pod = allocated_pod("dp", "GPU-n1-1", mem=6000, node="n1", written_node="n1")
+    cache.upsert_pod(pod)
+    s = status(cache, [], ResourceDefaults())
+    over = {c["uuid"]: c["overcommitted"] for n in render_json(s)["nodes"] for c in n["cards"]}
+    assert over == {"GPU-n1-0": "", "GPU-n1-1": "18000 MiB counted of 15360", "GPU-n2-0": ""}
+    text = "\n".join(render_text(s))
+    assert "OVER-COMMITTED CARDS: 1\n  card GPU-n1-1 on node n1, served by HAMi's device " in text
+    assert "(18000 MiB counted of 15360): kube-scheduler's DRA allocator does not count" in text
+    exposition = ClusterExposition(cache)
+    body = b"".join(exposition.render(exposition.snapshot())).decode()
+    flagged = {
+        s.labels["device_uuid"]: s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == "hami_gpu_overcommitted"
+    }
+    assert flagged == {"GPU-n1-1": 1}  # only the cards of both worlds are judged
+    cache.delete_pod(pod)
+    assert not any(
+        c.overcommitted for n in status(cache, [], ResourceDefaults()).nodes for c in n.cards
+    )

@@ -95,6 +95,7 @@ def test_json() -> None:
         "type": "NVIDIA-Tesla T4",
         "healthy": True,
         "source": "device-plugin",
+        "overcommitted": "",
         "memory_mib": {"allocated": 4000, "total": 15360},
         "cores_percent": {"allocated": 30, "total": 100},
         "slots": {"used": 2, "total": 10},
