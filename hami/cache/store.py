@@ -103,7 +103,12 @@ class ClusterCache:
         self._nodes = NodeStore(gpu_resource, gfd_split, families, self._outside)
         self._counts = Counts(self._nodes, self._outside, self.quotas, families)
         # What allocated DRA claims hold, on the same sums (fed by its own informers).
-        self.dra = DraBook(self._counts.account, self._released, claimed=self._claims_counted)
+        self.dra = DraBook(
+            self._counts.account,
+            self._released,
+            claimed=self._claims_counted,
+            moved=self._nodes.dra_touch,
+        )
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories
         self._allocations = self._counts.allocations
@@ -348,7 +353,7 @@ class ClusterCache:
 
     def dra_view(self) -> Mapping[str, NodeState]:
         """The nodes as the DRA placer places on them (hami.cache.nodes.NodeStore.dra_states)."""
-        return self._nodes.dra_states(self.dra.devices())
+        return self._nodes.dra_states(self.dra.devices)
 
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)
