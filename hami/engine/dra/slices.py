@@ -109,7 +109,10 @@ def read_slice(obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS) -> 
         if kind in NOT_CARDS:
             continue
         capacity = device.get("capacity") or {}
+        # NVIDIA's driver publishes `index`; HAMi-DRA's publishes only the `minor` number.
         index = _attribute(attributes, driver, "index")
+        if index is None:
+            index = _attribute(attributes, driver, "minor")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
         devices.append(
