@@ -121,6 +121,8 @@ def throughput_rows(
     """Bursts at both sizes; our CPU per pod aims at 3 ms at the small size and at no more
     than 25 % above that at the large one. `world` names a variant's rows ("DRA, ")."""
     rows: list[Row] = []
+    if nodes == small_nodes:  # one throughput step served both sizes
+        large = []
     for size, runs, cpu_target in ((small_nodes, small, 3.0), (nodes, large, None)):
         for run in runs:
             name = f"{world}{size} nodes, {run['label']}"
