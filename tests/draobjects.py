@@ -3,7 +3,8 @@ and the simulated DRA driver (tests/e2e/dradriver.py).
 
 The slice is what HAMi-DRA's driver publishes for a node (its DeviceClass and driver name
 `hami-core-gpu.project-hami.io`, attribute `type: hami-gpu`, NVIDIA's kubelet plugin's `uuid`,
-`productName` and `index`), with `memory` (bytes) and `cores` (percent of SMs) as consumable
+`productName`; `index` as NVIDIA's driver writes it, where HAMi-DRA's writes `minor` and names
+the device `hami-gpu-<minor>`), with `memory` (bytes) and `cores` (percent of SMs) as consumable
 capacity on devices that allow multiple allocations. The values of a card (its UUID, model,
 memory) are the test's own, as the node simulator's are: no real GPU stands behind them.
 """

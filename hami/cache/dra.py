@@ -39,18 +39,24 @@ class DraBook:
         released: Callable[[str], None],
         drivers: Iterable[str] = GPU_DRIVERS,
         claimed: Callable[[str], None] = lambda _: None,
+        moved: Callable[[str], None] = lambda _: None,
         split: int = DRA_SPLIT,
     ) -> None:
         self._account = account
         self._released = released
         # Told the uid of each pod owning a claim whose count started: its reservation ends.
         self._claimed = claimed
+        # Told each node whose published devices changed (the DRA view builds it again).
+        self._moved = moved
         self._drivers = tuple(drivers)
         self._split = split  # tasks per card (hami.engine.dra.device.DraDevice.split)
         self._slices: dict[str, SliceRead] = {}  # slice uid -> what it publishes
         self._pools: dict[Pool, dict[str, SliceRead]] = {}
         self._devices: dict[DeviceKey, DraDevice] = {}
         self._pool_devices: dict[Pool, tuple[DeviceKey, ...]] = {}
+        # node -> its devices, and the nodes in order: read on every placement
+        self._by_node: dict[str, dict[DeviceKey, DraDevice]] = {}
+        self._nodes: tuple[str, ...] | None = ()
         self._claims: dict[str, ClaimUse] = {}
         self._by_pool: dict[Pool, set[str]] = {}  # pool -> uids of the claims using it
         self._counted: dict[str, tuple[str, NodeUsage]] = {}  # uid -> (namespace, usage)
@@ -88,12 +94,24 @@ class DraBook:
         slices = self._pools.get(pool) or {}
         if not slices:
             self._pools.pop(pool, None)
+        moved = set()
         for key in self._pool_devices.pop(pool, ()):
-            self._devices.pop(key, None)
+            gone = self._devices.pop(key, None)
+            if gone is not None:
+                moved.add(gone.node)
+                self._by_node[gone.node].pop(key, None)
         devices = published(slices.values())
         self._devices.update(devices)
         if devices:
             self._pool_devices[pool] = tuple(devices)
+        for key, device in devices.items():
+            moved.add(device.node)
+            self._by_node.setdefault(device.node, {})[key] = device
+        for node in sorted(moved):
+            if not self._by_node.get(node):
+                del self._by_node[node]
+            self._nodes = None
+            self._moved(node)
         for uid in sorted(self._by_pool.get(pool, ())):
             self._recount(uid)
 
@@ -193,16 +211,22 @@ class DraBook:
     def devices(self, node: str | None = None) -> list[DraDevice]:
         """The GPUs DRA drivers publish (on `node`), by node and index; their partitions are
         not cards."""
-        found = [
-            d
-            for d in self._devices.values()
-            if not d.partition and (node is None or d.node == node)
-        ]
-        return sorted(found, key=lambda d: (d.node, d.index, d.uuid))
+        found = self._devices.values() if node is None else self._by_node.get(node, {}).values()
+        return sorted(
+            (d for d in found if not d.partition), key=lambda d: (d.node, d.index, d.uuid)
+        )
 
     def nodes(self) -> list[str]:
         """The nodes DRA drivers publish GPUs of."""
-        return sorted({d.node for d in self._devices.values() if not d.partition})
+        if self._nodes is None:
+            self._nodes = tuple(
+                sorted(
+                    n
+                    for n, ds in self._by_node.items()
+                    if any(not d.partition for d in ds.values())
+                )
+            )
+        return list(self._nodes)
 
     def uuids(self) -> frozenset[str]:
         return frozenset(d.uuid for d in self._devices.values() if not d.partition)

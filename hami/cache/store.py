@@ -110,6 +110,7 @@ class ClusterCache:
             self._released,
             families.dra_drivers,
             claimed=self._claims_counted,
+            moved=self._nodes.dra_touch,
             split=dra_split,
         )
         # Theirs, read here directly: the pod side looks them up on every event.
@@ -356,7 +357,7 @@ class ClusterCache:
 
     def dra_view(self) -> Mapping[str, NodeState]:
         """The nodes as the DRA placer places on them (hami.cache.nodes.NodeStore.dra_states)."""
-        return self._nodes.dra_states(self.dra.devices())
+        return self._nodes.dra_states(self.dra.devices)
 
     def reservation(self, uid: str) -> Reservation | None:
         return self._reservations.get(uid)

@@ -3,15 +3,20 @@ in a HAMi-DRA ResourceSlice under the UUIDs the node simulator registers (each c
 worlds), and one allocated ResourceClaim of `CLAIMED` MiB on each node's first card, its status
 written as kube-scheduler's allocator writes it (the bench plays the allocator: no pod uses the
 claims). Then waits, by condition, until our /metrics counts every claim. The GPU bursts that
-follow are placed around the claims by the same cache that counts them."""
+follow are placed around the claims by the same cache that counts them. In DRA mode the bursts'
+claims are released after each run (`release_claims`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from typing import Any
 
+from kubernetes_asyncio import client, config
+
+from tests.bench.pods import warn
 from tests.bench.scrape import fetch
 from tests.draobjects import allocated_claim, claim_request, gpu_device, mib, resource_slice
 from tests.e2e.cluster import ControlPlane
@@ -66,3 +71,40 @@ def _counted(plane: ControlPlane) -> int:
         if line.startswith("hami_dra_gpu_claims{"):
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
+
+
+PARALLEL = 16  # claims released at once
+
+
+async def release_claims(kubeconfig: str, namespace: str) -> None:
+    """What kube-controller-manager's claim controller does once a claim's pod is gone (it does
+    not run in this plane): deallocate, drop the finalizer, delete; else the claims of a run
+    would hold their cards through the next. A failure is a warning."""
+    api = await config.new_client_from_config(kubeconfig)
+    try:
+        objects = client.CustomObjectsApi(api)
+        where = ("resource.k8s.io", "v1", namespace, "resourceclaims")
+        listed = await objects.list_namespaced_custom_object(*where, _request_timeout=300)
+        names = [c["metadata"]["name"] for c in listed.get("items") or ()]
+        gate = asyncio.Semaphore(PARALLEL)
+
+        async def one(name: str) -> None:
+            async with gate:
+                await objects.patch_namespaced_custom_object_status(
+                    *where, name, [{"op": "add", "path": "/status", "value": {}}]
+                )
+                await objects.patch_namespaced_custom_object(
+                    *where, name, [{"op": "add", "path": "/metadata/finalizers", "value": []}]
+                )
+                await objects.delete_namespaced_custom_object(*where, name)
+
+        for result in await asyncio.gather(*(one(n) for n in names), return_exceptions=True):
+            if isinstance(result, BaseException):
+                warn(f"releasing a claim of {namespace}", result)
+                break
+        else:
+            print(f"{len(names)} claims of {namespace} released", flush=True)
+    except Exception as e:  # a warning, whatever it was
+        warn(f"releasing the claims of {namespace}", e)
+    finally:
+        await api.close()

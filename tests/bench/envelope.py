@@ -11,8 +11,9 @@ threads do not weigh on the next):
 2. `hami bench --http --nodes N`, once with no pod placed and once with --filter-pods (with
    `--dra`, that once more with the cards also published as ResourceSlices and as many
    allocated ResourceClaims in the pods' place, its rows beside the device-plugin ones; and
-   the throughput bench at --small-nodes with every card in a ResourceSlice and a claim on
-   each node, tests/bench/drapublish.py): /filter
+   the throughput bench at --small-nodes in DRA mode, `--dra-mode`: every card in a
+   ResourceSlice and a claim on each node, tests/bench/drapublish.py, and each GPU pod moved
+   into a claim by the webhook, pinned by the placer, allocated by kube-scheduler): /filter
    over HTTPS for a pod that fits and one that fits nowhere, under the spread and the binpack
    node policy, with all N node names and with kube-scheduler's default share of them (500 of
    5,000), the last --in-flight decisions held as binds under way: the whole process's CPU
@@ -120,6 +121,8 @@ def throughput_rows(
     """Bursts at both sizes; our CPU per pod aims at 3 ms at the small size and at no more
     than 25 % above that at the large one. `world` names a variant's rows ("DRA, ")."""
     rows: list[Row] = []
+    if nodes == small_nodes:  # one throughput step served both sizes
+        large = []
     for size, runs, cpu_target in ((small_nodes, small, 3.0), (nodes, large, None)):
         for run in runs:
             name = f"{world}{size} nodes, {run['label']}"
@@ -217,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--dra",
         action="store_true",
-        help="also time /filter over a cluster whose cards are DRA ResourceSlices with claims",
+        help="also time /filter over a cluster whose cards are DRA ResourceSlices with claims, "
+        "and the throughput of pods in DRA mode",
     )
     p.add_argument("--out", help="folder for each step's JSON (default: a temporary one)")
     load.add_arguments(p)
@@ -268,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         *(
             [(
-                ["-m", "tests.bench.throughput", "--dra", "--nodes", str(args.small_nodes),
+                ["-m", "tests.bench.throughput", "--dra-mode", "--nodes", str(args.small_nodes),
                  "--bursts", str(args.burst), "--backlog", "0", "--ceiling", "0",
                  "--node-policies", "spread,binpack"],
                 out / f"throughput-dra-{args.small_nodes}.json",
@@ -304,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _load(out / f"throughput-dra-{args.small_nodes}.json") or [],
                 args.nodes,
                 [],
-                world="DRA, ",
+                world="DRA mode, ",
             )
             if args.dra
             else []

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import time
@@ -46,13 +47,15 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from hami.engine.dra.config import DEFAULT_CLASSES
 from tests.bench import load
-from tests.bench.drapublish import publish
+from tests.bench.drapublish import publish, release_claims
 from tests.bench.nodes import register
 from tests.bench.pods import Tracker, delete_pods, pod_manifest
 from tests.bench.report import Run, final_check, liveness, read_sample, stop_quietly, write_json
 from tests.bench.scrape import quantile, rss_mib
 from tests.e2e.cluster import ControlPlane, ensure_binaries
+from tests.e2e.draworld import device_class
 
 
 def kube_scheduler_pid(plane: ControlPlane) -> int:
@@ -142,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         help="publish every node's cards as DRA ResourceSlices with a claim on each node "
         "(tests/bench/drapublish.py) before the runs",
     )
+    p.add_argument(
+        "--dra-mode",
+        action="store_true",
+        help="the GPU pods in DRA mode (implies --dra): `hami serve --dra-mode=all` and "
+        "HAMi-DRA's DeviceClasses; the webhook moves each pod's GPU into a claim and gates "
+        "it, the placer pins the claim and lifts the gate, kube-scheduler allocates and binds",
+    )
     p.add_argument("--app-arg", action="append", default=[], help="extra `hami serve` flag")
     p.add_argument("--json", help="also write the figures to this file (after each run)")
     p.add_argument(
@@ -161,14 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     plane = ControlPlane(
         ensure_binaries(),
-        app_args=args.app_arg,
+        app_args=[*args.app_arg, *(["--dra-mode=all"] if args.dra_mode else [])],
         scheduler_client=(args.scheduler_qps, args.scheduler_burst),
     )
     with load.Hog(args.load, args.load_seconds):
         plane.__enter__()
         try:
             register(plane, args.nodes, args.register_timeout)
-            if args.dra:
+            if args.dra_mode:
+                for c in DEFAULT_CLASSES:
+                    plane.kubectl(
+                        "apply", "-f", "-", stdin=json.dumps(device_class(c.device_class))
+                    )
+            if args.dra or args.dra_mode:
                 publish(plane, args.nodes, args.register_timeout)
             print(
                 f"kube-scheduler client qps {args.scheduler_qps:g} burst "
@@ -219,6 +234,8 @@ def run_all(
         runs.append(run)
         write_json(args.json, [r.figures(cores) for r in runs])
         asyncio.run(delete_pods(str(plane.kubeconfig), f"bench-{label}"))
+        if args.dra_mode:
+            asyncio.run(release_claims(str(plane.kubeconfig), f"bench-{label}"))
     return runs
 
 

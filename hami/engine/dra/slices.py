@@ -120,7 +120,10 @@ def read_slice(
         kind = str(_attribute(attributes, driver, "type") or "")
         parent = str(_attribute(attributes, driver, "parentUUID") or "")
         capacity = device.get("capacity") or {}
+        # NVIDIA's driver publishes `index`; HAMi-DRA's publishes only the `minor` number.
         index = _attribute(attributes, driver, "index")
+        if index is None:
+            index = _attribute(attributes, driver, "minor")
         numa = _attribute(attributes, driver, "numa")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")

@@ -119,3 +119,15 @@ def test_the_dra_bursts_are_named_beside_the_device_plugin_ones() -> None:
         ("DRA, 1000 nodes, gpu-1000-spread failed binds per pod", "met"),
         ("DRA, 1000 nodes, gpu-1000-spread our CPU per pod", "met"),
     ]
+
+
+def test_one_size_for_both_throughput_steps_gives_its_rows_once() -> None:
+    """--nodes equal to --small-nodes runs the throughput bench once: its runs are the small
+    and the large ones at the same time, listed once and not compared with themselves."""
+    runs = [_run("gpu-500-spread", 6.7)]
+    rows = throughput_rows(1000, runs, 1000, runs)
+    assert [r.figure for r in rows] == [
+        "1000 nodes, gpu-500-spread pods/s",
+        "1000 nodes, gpu-500-spread failed binds per pod",
+        "1000 nodes, gpu-500-spread our CPU per pod",
+    ]

@@ -105,3 +105,16 @@ def test_an_allocated_claim_holds_what_it_consumed_or_the_whole_device() -> None
 def test_consumed_bytes_round_up_to_whole_mib() -> None:
     claim = read_claim(allocated_claim("c", "ns", "n1", [("gpu-0", {"memory": "1048577"})]))
     assert claim is not None and claim.uses[0].memory == 2
+
+
+def test_a_card_hami_dra_publishes_by_its_minor_number_keeps_that_number() -> None:
+    """HAMi-DRA's kubelet plugin (Project-HAMi/k8s-dra-driver) publishes each card as
+    `hami-gpu-<minor>` with a `minor` attribute and no `index`: the card's number is that, not
+    its place in the slice."""
+    device = gpu_device("hami-gpu-3", "GPU-m", memory_mib=15360)
+    del device["attributes"]["index"]
+    device["attributes"]["minor"] = {"int": 3}
+    read = read_slice(resource_slice("n", [device]))
+    assert read is not None
+    (only,) = read.devices
+    assert only.index == 3
