@@ -29,11 +29,6 @@ MIB = 2**20
 FULL_CORES = 100
 HAMI_DRA_DRIVER = nv.HAMI_DRA_DRIVER
 GPU_DRIVERS = nv.DRA_DRIVERS
-# The DeviceClasses whose claims are counted on the card they take (HAMi-DRA's and NVIDIA's
-# whole-GPU class, each named after its driver): a GPU pod's own claims of these need no
-# refusal while the bookkeeping runs. NVIDIA's MIG and VFIO classes are not among them (a MIG
-# device is not counted on its parent card; a VFIO device is no card of the device plugin's).
-COUNTED_CLASSES = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
 # Device types that are part of a card rather than one: NVIDIA's MIG devices carry their own
 # UUID, so they would show as cards of their own; what they take of their parent is not
 # counted (their class, mig.nvidia.com, stays refused on GPU pods).
