@@ -28,7 +28,7 @@ from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import RequestError
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
-from hami.service.draplacer import gated
+from hami.service.draplacer import decide, gated
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import FilterOutcome, Placement
 from hami.service.status import lab_card
@@ -242,7 +242,7 @@ class Simulation:
         """As the DRA placer places a gated pod (hami.service.draplacer), then kube-scheduler
         allocates its pinned claims and binds it: the claims counted, the pod on the node."""
         nodes = self.cache.dra.nodes()
-        outcome = self.over_dra.filter(restore(pod.obj), nodes)
+        outcome = decide(self.over_dra, restore(pod.obj), nodes, self.dra)
         decided = self._decided(pod, outcome, len(nodes), log)
         if decided is None:
             return
