@@ -112,6 +112,9 @@ def read_slice(
         numa = _attribute(attributes, driver, "numa")
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
+        # Hygon's driver bounds the claims on a DCU by a consumable `slices` capacity (4, one
+        # taken by each claim that asks none): the card is shared by no more.
+        slices = _capacity(capacity, driver, "slices")
         devices.append(
             DraDevice(
                 driver=driver,
@@ -125,7 +128,7 @@ def read_slice(
                 cores=FULL_CORES if cores is None else max(0, int(cores)),
                 index=index if isinstance(index, int) and not isinstance(index, bool) else place,
                 shared=device.get("allowMultipleAllocations") is True,
-                split=split,
+                split=split if slices is None or slices < 1 else min(split, int(slices)),
                 numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
             )
         )
