@@ -44,6 +44,15 @@ def dra_only(name: str, cards: int) -> NodeSpec:
     return replace(t4_node(name, [f"{name}-{i}" for i in range(cards)]), plugin="dra")
 
 
+def gpus_and_dcus(name: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver) -> NodeSpec:
+    """A DRA-only node of two cards, published both as NVIDIA's GPUs and as Hygon's DCUs."""
+    node = dra_only(name, 2)
+    nodesim(node)
+    dra.publish(node)
+    dra.publish(node, family=DCU)
+    return node
+
+
 def pod(name: str, policy: str, **containers: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -85,10 +94,7 @@ def test_a_hygon_pods_dcu_follows_its_policy(
 def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
     kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
 ) -> None:
-    node = dra_only(f"mix-{namespace[-6:]}", 2)
-    nodesim(node)
-    dra.publish(node)
-    dra.publish(node, family=DCU)
+    node = gpus_and_dcus(f"mix-{namespace[-6:]}", nodesim, dra)
     for name, containers in (
         ("gpu", {"cuda": GPU_ASK}),
         ("dcu", {"dcu": DCU_ASK}),
@@ -110,10 +116,7 @@ def test_a_gpu_pods_own_dcu_claim_is_admitted_and_allocated(
     # The bookkeeping counts what a dra.hygon.com claim holds on its DCU, so the webhook
     # admits it on an NVIDIA GPU pod (whose claims it judges) as it does NVIDIA's classes
     # (before: refused as an uncounted GPU claim, hami.runtime.config.device_classes).
-    node = dra_only(f"own-{namespace[-6:]}", 2)
-    nodesim(node)
-    dra.publish(node)
-    dra.publish(node, family=DCU)
+    node = gpus_and_dcus(f"own-{namespace[-6:]}", nodesim, dra)
     own = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",

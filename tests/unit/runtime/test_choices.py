@@ -16,7 +16,7 @@ from hami.engine.families.base import Family
 from hami.engine.families.registry import Families
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.requests import ResourceDefaults
-from hami.runtime.choices import of_flags, of_settings, serve_defaults
+from hami.runtime.choices import Choices, of_flags, of_settings, serve_defaults
 from hami.runtime.config import Settings
 from hami.runtime.settingsload import load_settings
 from hami.service.nodelock.table import NodeLocks
@@ -77,6 +77,17 @@ DEVICE_FLAGS = [
 POSITIONAL = {"simulate": [str(ASCEND)], "explain": ["ns/pod"], "status": []}
 
 
+def _ran_and_serve(command: str, flags: list[str], tmp_path: Path) -> tuple[Choices, Choices]:
+    """The choices of `hami <command>` and of `hami serve`, each given `flags`."""
+    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
+    for path in pair:
+        path.write_text("")
+    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
+    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
+    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
+    return of_flags(args, command), serve
+
+
 @pytest.mark.parametrize("command", sorted(POSITIONAL))
 @pytest.mark.parametrize("flags", DEVICE_FLAGS, ids=lambda f: " ".join(f) or "none")
 def test_each_command_reads_the_device_flags_as_serve_does(
@@ -86,13 +97,8 @@ def test_each_command_reads_the_device_flags_as_serve_does(
     given the same flags schedules (before, the commands had no --ascend-* flags: serve with
     --ascend-hami-vnpu-core=true placed Ascend's soft-split pods that explain called
     ModeNotFit)."""
-    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
-    for path in pair:
-        path.write_text("")
-    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
-    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
-    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
-    assert _seen(of_flags(args, command).families) == _seen(serve.families)
+    ran, serve = _ran_and_serve(command, flags, tmp_path)
+    assert _seen(ran.families) == _seen(serve.families)
 
 
 def _placed(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, str | None]:
@@ -154,13 +160,7 @@ def test_each_command_reads_the_dra_flags_as_serve_does(
     """The DeviceClass (and driver) of each family's DRA claims and the tasks per card a DRA
     driver alone publishes are serve's in every command (before, simulate and explain had
     neither flag, and replayed HAMi-DRA's classes and a split of 10 whatever serve ran with)."""
-    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
-    for path in pair:
-        path.write_text("")
-    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
-    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
-    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
-    ran = of_flags(args, command)
+    ran, serve = _ran_and_serve(command, flags, tmp_path)
     assert (ran.dra_classes, ran.dra_split) == (serve.dra_classes, serve.dra_split)
     assert ran.dra("all") == serve.dra("all")
 
