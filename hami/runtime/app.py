@@ -195,7 +195,7 @@ async def build(settings: Settings) -> Runtime:
     kube.on_write = metrics.write_observer()
     labels = LabelMender(kube, lambda: leadership.current() is not None)
     refusals = PluginRefusals(events, lambda: leadership.current() is not None)
-    dra = dra_config(settings, choices.families)
+    dra = dra_config(settings, choices)
     placer = dra_placer(
         dra,
         kube,

@@ -20,17 +20,20 @@ from hami.cache.quota import Loosened, QuotaBook
 from hami.cache.records import Distrust, EditIgnored
 from hami.cache.store import ClusterCache, Released
 from hami.engine.admission import AdmissionConfig
+from hami.engine.dra.config import DraClass, DraConfig, DraConfigError, parse_classes
 from hami.engine.families.nvidia.family import NvidiaFamily
 from hami.engine.families.registry import GATED, Families
 from hami.engine.policy import Defaults
 from hami.engine.requests import ResourceDefaults
 from hami.runtime.config import (
+    ConfigError,
     Settings,
     device_classes,
     device_config,
     gpu_core_policy,
     injection_config,
     resource_defaults,
+    validate_dra_split,
 )
 from hami.service.nodelock.table import NodeLocks
 from hami.service.nodelock.wire import lock_keys
@@ -48,6 +51,8 @@ class Choices:
     gfd_split: int
     # Tasks per card a DRA driver publishes (--dra-split-count).
     dra_split: int
+    # Each family's DeviceClass and driver in DRA mode (--dra-device-classes).
+    dra_classes: tuple[DraClass, ...]
     # NVIDIA's core policy: the device config's where it names one, else --gpu-core-policy.
     gpu_core_policy: str
     # What the device config says that changes nothing: each run says it once, its own way.
@@ -56,6 +61,11 @@ class Choices:
     def with_policies(self, policies: Defaults) -> "Choices":
         """These choices with other default policies (a scenario's, for its replay)."""
         return replace(self, policies=policies)
+
+    def dra(self, mode: str) -> DraConfig:
+        """The webhook's DRA mode `mode` (serve's --dra-mode, a scenario's draMode) over this
+        run's classes. Raises DraConfigError for a mode it does not know."""
+        return DraConfig(mode, self.dra_classes)
 
     def locks(self) -> NodeLocks:
         """The node lock table, watching HAMi's lock and each configured family's own."""
@@ -121,7 +131,7 @@ class Choices:
             policies=self.policies,
             injection=injection_config(s),
             families=self.families,
-            gpu_device_classes=device_classes(s),
+            gpu_device_classes=device_classes(s, self.families),
         )
 
 
@@ -131,14 +141,20 @@ def of_settings(s: Settings, *, nvidia_flags: bool = True) -> Choices:
     ConfigError for a device config that cannot be used."""
     devices = device_config(s, nvidia_flags=nvidia_flags)
     resources, core_policy = resource_defaults(s), gpu_core_policy(s, devices)
+    # NVIDIA's member reads the run's resource names and core policy: admission claims
+    # NVIDIA's containers through it as every family's.
+    families = devices.families.replacing(NvidiaFamily(resources, core_policy))
+    try:
+        dra_classes = parse_classes(s.dra_device_classes, frozenset(families.by_type()))
+    except DraConfigError as e:
+        raise ConfigError(str(e)) from None
     return Choices(
-        # NVIDIA's member reads the run's resource names and core policy: admission claims
-        # NVIDIA's containers through it as every family's.
-        families=devices.families.replacing(NvidiaFamily(resources, core_policy)),
+        families=families,
         policies=Defaults(s.gpu_scheduler_policy, s.node_scheduler_policy),
         resources=resources,
         gfd_split=s.gfd_split_count,
         dra_split=s.dra_split_count,
+        dra_classes=dra_classes,
         gpu_core_policy=core_policy,
         notes=devices.notes,
     )
@@ -159,6 +175,8 @@ _COMMAND_SETTINGS = (
     "ascend_runtime_class_name",
     "ascend_hami_vnpu_core",
     "gfd_split_count",
+    "dra_device_classes",
+    "dra_split_count",
     "gpu_scheduler_policy",
     "node_scheduler_policy",
 )
@@ -170,10 +188,9 @@ def of_flags(args: argparse.Namespace, command: str) -> Choices:
     the ones serve given those flags schedules. What the device config says that changes
     nothing is told on stderr. Raises ConfigError."""
     given = vars(args)
-    choices = of_settings(
-        Settings(**{name: given[name] for name in _COMMAND_SETTINGS if name in given}),
-        nvidia_flags=False,
-    )
+    s = Settings(**{name: given[name] for name in _COMMAND_SETTINGS if name in given})
+    validate_dra_split(s)
+    choices = of_settings(s, nvidia_flags=False)
     for note in choices.notes:
         print(f"hami {command}: warning: {note}", file=sys.stderr)
     return choices

@@ -11,7 +11,7 @@ from pathlib import Path
 from hami.engine.claims import GPU_DEVICE_CLASSES
 from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
 from hami.engine.dra.device import DRA_SPLIT
-from hami.engine.dra.slices import COUNTED_CLASSES
+from hami.engine.families.registry import Families
 from hami.engine.injection import InjectionConfig, InjectionError, driver_profile
 from hami.engine.policy import PolicyError, parse_gpu_policy, parse_node_policy
 from hami.engine.requests import ResourceDefaults
@@ -198,11 +198,7 @@ def validate(s: Settings) -> None:
         raise ConfigError("--node-lock-wait-seconds must not be negative")
     if s.memory_factor < 1:
         raise ConfigError("--memory-factor must be at least 1")
-    if s.dra_split_count < 1:
-        raise ConfigError(
-            "--dra-split-count must be at least 1: it is how many pods may share a card only a "
-            "DRA driver publishes"
-        )
+    validate_dra_split(s)
     if s.gfd_split_count < 0:
         raise ConfigError("--gfd-split-count must not be negative (0 switches it off)")
     if s.gfd_split_count and s.node_integration != "standalone":
@@ -263,19 +259,31 @@ def device_config(s: Settings, *, nvidia_flags: bool = True) -> DeviceConfig:
     return config
 
 
+def validate_dra_split(s: Settings) -> None:
+    """--dra-split-count, as serve and the commands that share it read it."""
+    if s.dra_split_count < 1:
+        raise ConfigError(
+            "--dra-split-count must be at least 1: it is how many pods may share a card only a "
+            "DRA driver publishes"
+        )
+
+
 def enabled_families(s: Settings) -> tuple[str, ...]:
     """The gated families --enable-ascend and --enable-iluvatar turn on, as HAMi's flags do."""
     return gated_families(ascend=s.enable_ascend, iluvatar=s.enable_iluvatar)
 
 
-def device_classes(s: Settings) -> tuple[str, ...]:
+def device_classes(s: Settings, families: Families) -> tuple[str, ...]:
     """--dra-gpu-device-classes as a list (hami.engine.claims): the classes whose claims a GPU
     pod may not name. With --dra-bookkeeping, those whose claims it counts are not among them:
-    such a claim holds cards the scheduler sees (hami.cache.dra)."""
+    such a claim holds cards the scheduler sees (hami.cache.dra). They are the whole-card
+    classes of the configured families' DRA drivers (FamilyWire.dra_drivers: HAMi-DRA's,
+    NVIDIA's, Hygon's), each named after its driver; NVIDIA's MIG and VFIO classes are not
+    among them (a MIG device is not counted on its parent card, a VFIO device is no card)."""
     listed = tuple(c.strip() for c in s.dra_gpu_device_classes.split(",") if c.strip())
     if not s.dra_bookkeeping:
         return listed
-    return tuple(c for c in listed if c not in COUNTED_CLASSES)
+    return tuple(c for c in listed if c not in families.dra_drivers)
 
 
 def gpu_core_policy(s: Settings, devices: DeviceConfig) -> str:

@@ -19,10 +19,13 @@ from typing import Any
 
 import yaml
 
+from hami.engine.dra.config import DEFAULT_CLASSES_TEXT
+from hami.engine.dra.device import DRA_SPLIT
 from hami.engine.families import ascend
 from hami.engine.families.registry import GATED, Families, configured, from_device_config
 from hami.engine.requests import ResourceDefaults
 from hami.files import UnreadableFileError, read_text
+from hami.runtime.settings_help import HELP
 
 # The `nvidia:` keys that name what serve reads from its own flags: key -> (flag, attribute
 # of ResourceDefaults or of its names).
@@ -162,4 +165,17 @@ def add_device_arguments(p: argparse.ArgumentParser, parse_bool: Callable[[str],
         metavar="BOOL",
         help="as hami serve's: the chart's devices.ascend.hamiVnpuCore (Ascend's soft split "
         "on every node that does not say otherwise)",
+    )
+    # DRA mode's choices that change a decision: which DeviceClass (and driver) each family's
+    # claims go to, and how many pods share a card only a DRA driver publishes.
+    p.add_argument(
+        "--dra-device-classes",
+        default=DEFAULT_CLASSES_TEXT,
+        help=f"as hami serve's: {HELP['dra_device_classes']}",
+    )
+    p.add_argument(
+        "--dra-split-count",
+        type=int,
+        default=DRA_SPLIT,
+        help=f"as hami serve's: {HELP['dra_split_count']}",
     )

@@ -3,21 +3,20 @@ placer of the pods it gates (docs/dra.md)."""
 
 from collections.abc import Callable
 
-from hami.engine.dra.config import DraConfig, DraConfigError, parse_classes
-from hami.engine.families.registry import Families
+from hami.engine.dra.config import DraConfig, DraConfigError
 from hami.kube.api import KubeAPI
 from hami.kube.leader import Leadership
+from hami.runtime.choices import Choices
 from hami.runtime.config import ConfigError, Settings
 from hami.service.draplacer import DraPlacer
 from hami.service.placement import FilterOutcome, Placement
 
 
-def dra_config(s: Settings, families: Families) -> DraConfig:
-    """The DRA mode the webhook runs in; a setting it cannot use stops the process."""
+def dra_config(s: Settings, choices: Choices) -> DraConfig:
+    """The DRA mode the webhook runs in, over the run's classes (Choices.dra_classes); a
+    setting it cannot use stops the process."""
     try:
-        config = DraConfig(
-            s.dra_mode, parse_classes(s.dra_device_classes, frozenset(families.by_type()))
-        )
+        config = choices.dra(s.dra_mode)
     except DraConfigError as e:
         raise ConfigError(str(e)) from None
     if config.on and s.node_integration != "hami-device-plugin":

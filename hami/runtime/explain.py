@@ -48,7 +48,15 @@ async def _run(args: argparse.Namespace) -> list[str]:
     cache.quotas.replace(quotas)
     cache.replace_pods(pods)
     policies, resources = choices.policies, choices.resources
-    lines = explain(cache, pod, policies, resources, verbose=args.verbose, nodes=nodes)
+    lines = explain(
+        cache,
+        pod,
+        policies,
+        resources,
+        verbose=args.verbose,
+        nodes=nodes,
+        dra_classes=choices.dra_classes,
+    )
     return lines + preemption_lines(
         cache, pods, budgets, pod, policies, resources, enabled=args.preemption
     )

@@ -80,6 +80,9 @@ class FilterReporter:
         ctx = {"namespace": outcome.pod.namespace, "pod": outcome.pod.name}
         if outcome.error:
             log.warning("filter failed", extra={**ctx, "error": outcome.error})
+            if self.gated:
+                # kube-scheduler posts an extender's filter error in its FailedScheduling.
+                self.events.record(ref, "Warning", EventReason.FAILED_SCHEDULING, outcome.error)
             self.events.record(ref, "Warning", EventReason.FILTERING_FAILED, outcome.error)
             return
         decision = outcome.decision

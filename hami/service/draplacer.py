@@ -16,10 +16,11 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hami.engine.dra.claimspec import SelectorError
-from hami.engine.dra.config import DraConfig
+from hami.engine.dra.config import DraConfig, unpublished
 from hami.engine.dra.translate import (
     GATE,
     REQUESTS,
@@ -66,6 +67,20 @@ def stranded(pod: Mapping[str, Any]) -> bool:
         and UNALLOCATABLE in str(c.get("message"))
         for c in (pod.get("status") or {}).get("conditions") or ()
     )
+
+
+def decide(
+    placement: Placement, written: Mapping[str, Any], nodes: Sequence[str], dra: DraConfig
+) -> FilterOutcome:
+    """The placer's decision for the restored pod `written` over `nodes` (those DRA drivers
+    publish cards on), as the placer, `hami simulate` and `hami explain` take it: with no such
+    node, kube-scheduler's sentence would name no reason (`0/0 nodes are available: .`), so
+    the outcome's error says which DeviceClass and driver publish nothing."""
+    outcome = placement.filter(written, nodes)
+    # The ask is read again only where filter read it without error: it raises nothing then.
+    if nodes or outcome.error or (asked := placement.ask(written)) is None:
+        return outcome
+    return replace(outcome, error=unpublished(dra.classes, asked[0]), decision=None)
 
 
 def _key(pod: Mapping[str, Any]) -> Key:
@@ -167,7 +182,7 @@ class DraPlacer:
         except TranslateError as e:
             log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
             return True
-        outcome = self.placement.filter(written, list(self.nodes()))
+        outcome = decide(self.placement, written, list(self.nodes()), self.dra)
         self.report(outcome)
         decision = outcome.decision
         if outcome.error or decision is None or decision.devices is None:

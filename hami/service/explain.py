@@ -11,6 +11,7 @@ from hami.cache.quota import QuotaBook
 from hami.cache.store import ClusterCache
 from hami.engine import names, nvidianames, reasons
 from hami.engine.codec import CodecError
+from hami.engine.dra.config import DEFAULT_CLASSES, DraClass, unpublished
 from hami.engine.dra.translate import GATE, TranslateError, restore
 from hami.engine.mig import blocked, label
 from hami.engine.migalloc import allocations, decode_allocations
@@ -32,9 +33,12 @@ def explain(
     resources: ResourceDefaults,
     verbose: bool = False,
     nodes: Sequence[Mapping[str, Any]] = (),
+    dra_classes: Sequence[DraClass] = DEFAULT_CLASSES,
 ) -> list[str]:
     """`nodes` are the Node objects: kube-scheduler's own checks (selector, affinity, taints)
-    rule nodes out before any GPU reason, as they do before the extender is asked."""
+    rule nodes out before any GPU reason, as they do before the extender is asked.
+    `dra_classes` are serve's (--dra-device-classes): a gated pod with no node to go to is
+    told which of them publish nothing."""
     meta = pod.get("metadata") or {}
     ref = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
     # A pod behind DRA mode's gate is the placer's: its request as written, decided as the
@@ -92,6 +96,8 @@ def explain(
                 f"  MIG: container {a.container} card {a.gpu} would get {label(a.instance)}"
                 for a in allocations(decision.devices)
             )
+    elif waiting and not everyone:
+        lines.append(f"  {unpublished(dra_classes, asked[0])}")
     else:
         lines.append(f"  {unschedulable_message(len(everyone), failed)}")
     for node in sorted(failed):

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
 from hami.engine.dra.claimspec import SelectorError
+from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE, TranslateError, pinned_claims, restore
 from hami.engine.jsonpatch import apply
 from hami.engine.model import PodDevices
@@ -27,7 +28,7 @@ from hami.engine.reasons import unschedulable_message
 from hami.engine.requests import RequestError
 from hami.service.admission import AdmissionService
 from hami.service.annotations import allocation_annotations, allocation_labels, written_cards
-from hami.service.draplacer import gated
+from hami.service.draplacer import decide, gated
 from hami.service.nodelock.table import NodeLocks
 from hami.service.placement import FilterOutcome, Placement
 from hami.service.status import lab_card
@@ -89,6 +90,8 @@ class Parts(Protocol):
 
     def locks(self) -> NodeLocks: ...
 
+    def dra(self, mode: str) -> DraConfig: ...
+
     def cache(
         self, clock: Callable[[], float], *, locks: NodeLocks, reservation_ttl: float
     ) -> ClusterCache: ...
@@ -112,7 +115,8 @@ class Simulation:
         ticks = itertools.count()
         parts = self.parts.with_policies(self.scenario.defaults)
         self.admission = parts.admission()
-        self.webhook = AdmissionService(self.admission, dra=self.scenario.dra)
+        self.dra = parts.dra(self.scenario.dra_mode)
+        self.webhook = AdmissionService(self.admission, dra=self.dra)
         # Reservations never expire in a replay: binds follow filters at once.
         self.cache = parts.cache(
             lambda: float(next(ticks)), locks=parts.locks(), reservation_ttl=float("inf")
@@ -238,7 +242,7 @@ class Simulation:
         """As the DRA placer places a gated pod (hami.service.draplacer), then kube-scheduler
         allocates its pinned claims and binds it: the claims counted, the pod on the node."""
         nodes = self.cache.dra.nodes()
-        outcome = self.over_dra.filter(restore(pod.obj), nodes)
+        outcome = decide(self.over_dra, restore(pod.obj), nodes, self.dra)
         decided = self._decided(pod, outcome, len(nodes), log)
         if decided is None:
             return
@@ -247,7 +251,7 @@ class Simulation:
         cards = written_cards(
             self._annotations(node, devices, str(meta["uid"])), self.cache.families
         )
-        dra, resources = self.scenario.dra, self.admission.resources
+        dra, resources = self.dra, self.admission.resources
         try:
             made = pinned_claims(pod.obj, devices, dra, resources, self.cache.families)
             published = self.cache.dra.devices(node)

@@ -9,7 +9,7 @@ import yaml
 
 from hami.engine import nvidianames as nv
 from hami.engine.codec import CodecError, decode_profiles, encode_node_devices
-from hami.engine.dra.config import DRA_OFF, MODES, DraConfig
+from hami.engine.dra.config import MODES
 from hami.engine.families.registry import Families, enabling_flag
 from hami.engine.inventory import family_cards, node_inventory
 from hami.engine.model import DeviceInfo, Unregistered
@@ -40,8 +40,9 @@ class Scenario:
     defaults: Defaults
     nodes: tuple[dict[str, Any], ...]  # Node objects as the API server would hold them
     steps: tuple[Step, ...] = field(default_factory=tuple)
-    # The webhook's DRA mode (`defaults.draMode`, serve's --dra-mode), with HAMi-DRA's classes.
-    dra: DraConfig = DRA_OFF
+    # The webhook's DRA mode (`defaults.draMode`, serve's --dra-mode); the classes are the
+    # run's (--dra-device-classes, as serve's).
+    dra_mode: str = "off"
 
 
 _DEVICE_KEYS = {
@@ -277,7 +278,7 @@ def load(path: Path, families: Families) -> Scenario:
             f"{where}: needs at least one step under 'steps' ('apply: <file or pods>' or "
             "'delete: [names]'): without one there is nothing to replay"
         )
-    return Scenario(path, defaults, built, tuple(steps), DraConfig(mode))
+    return Scenario(path, defaults, built, tuple(steps), mode)
 
 
 def _expected(step: Mapping[str, Any], where: str) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Hygon DCUs under DRA on the real control plane (docs/dra.md, "The DRA view"): the placer
 chooses a Hygon pod's DCU by hami.io/gpu-scheduler-policy among the DCUs driver
 `dra.hygon.com` publishes, pins its claim, and kube-scheduler allocates that DCU; an NVIDIA
-pod, a Hygon pod and a pod asking both land on one node each on its family's devices. The
+pod, a Hygon pod and a pod asking both land on one node each on its family's devices; a Hygon
+GPU pod's own claim of `dra.hygon.com` is admitted (its DCU is counted) and allocated. The
 DCUs and GPUs are the simulated driver's (tests/e2e/dradriver.py: made-up UUIDs, memory and
 models); no device plugin serves the nodes."""
 
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from hami.engine.families.hygon import TYPE as DCU
+from hami.engine.quantity import parse_quantity
+from tests.draobjects import claim_request
 
 from .cluster import NodeSim
 from .dradriver import SimulatedDraDriver
@@ -39,6 +42,15 @@ def dra(kube: Kube, app_args: Callable[..., None]) -> Iterator[SimulatedDraDrive
 def dra_only(name: str, cards: int) -> NodeSpec:
     """A node whose cards only a DRA driver publishes (no device plugin, no extended resource)."""
     return replace(t4_node(name, [f"{name}-{i}" for i in range(cards)]), plugin="dra")
+
+
+def gpus_and_dcus(name: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver) -> NodeSpec:
+    """A DRA-only node of two cards, published both as NVIDIA's GPUs and as Hygon's DCUs."""
+    node = dra_only(name, 2)
+    nodesim(node)
+    dra.publish(node)
+    dra.publish(node, family=DCU)
+    return node
 
 
 def pod(name: str, policy: str, **containers: dict[str, str]) -> dict[str, Any]:
@@ -82,10 +94,7 @@ def test_a_hygon_pods_dcu_follows_its_policy(
 def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
     kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
 ) -> None:
-    node = dra_only(f"mix-{namespace[-6:]}", 2)
-    nodesim(node)
-    dra.publish(node)
-    dra.publish(node, family=DCU)
+    node = gpus_and_dcus(f"mix-{namespace[-6:]}", nodesim, dra)
     for name, containers in (
         ("gpu", {"cuda": GPU_ASK}),
         ("dcu", {"dcu": DCU_ASK}),
@@ -99,3 +108,36 @@ def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
     assert allocated_device(kube, namespace, "dcu-dcu") == [("dcu-1", dcu)]
     assert allocated_device(kube, namespace, "both-cuda") == [("gpu-1", gpu)]
     assert allocated_device(kube, namespace, "both-dcu") == [("dcu-1", dcu)]
+
+
+def test_a_gpu_pods_own_dcu_claim_is_admitted_and_allocated(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
+) -> None:
+    # The bookkeeping counts what a dra.hygon.com claim holds on its DCU, so the webhook
+    # admits it on an NVIDIA GPU pod (whose claims it judges) as it does NVIDIA's classes
+    # (before: refused as an uncounted GPU claim, hami.runtime.config.device_classes).
+    node = gpus_and_dcus(f"own-{namespace[-6:]}", nodesim, dra)
+    own = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "own-dcu"},
+        "spec": claim_request(2000, 20, device_class_name="dra.hygon.com"),
+    }
+    create(kube, namespace, own)
+    sidecar = pod("sidecar", "binpack", cuda=GPU_ASK, tool={})
+    sidecar["spec"]["containers"][1]["resources"] = {"claims": [{"name": "own"}]}
+    sidecar["spec"]["resourceClaims"] = [{"name": "own", "resourceClaimName": "own-dcu"}]
+    try:
+        create(kube, namespace, sidecar)
+        wait_bound(kube, namespace, "sidecar", node.name)
+        assert allocated_device(kube, namespace, "sidecar-cuda") == [
+            ("gpu-1", {"memory": "3000Mi", "cores": "0"})
+        ]
+        held = allocated_device(kube, namespace, "own-dcu")
+        assert isinstance(held, list) and len(held) == 1, held
+        device, consumed = held[0]
+        assert device in {"dcu-0", "dcu-1"} and consumed["cores"] == "20"
+        assert parse_quantity(consumed["memory"]) == 2000 * 2**20
+    finally:
+        kube("delete", "pod", "sidecar", "-n", namespace, "--force", "--grace-period=0")
+        dra.release(namespace, "own-dcu")

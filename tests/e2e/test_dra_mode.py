@@ -8,6 +8,8 @@ unallocated (placing them is the placer's)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -254,6 +256,47 @@ def test_the_placer_puts_dra_pods_where_the_card_policies_say(
     }
     owner = kube.get("resourceclaim", "first-cuda", namespace)["metadata"]["ownerReferences"]
     assert owner[0]["uid"] == kube.pod(namespace, "first")["metadata"]["uid"]
+
+
+@pytest.mark.usefixtures("dra_mode")
+def test_a_pod_no_dra_driver_serves_is_told_which_driver_to_install(
+    kube: Kube, namespace: str, control_plane: ControlPlane
+) -> None:
+    """No DRA driver runs here: the placer has no node to choose among. Its Event and `hami
+    explain` name the DeviceClass and driver the pod's cards would come from (before, both
+    said `0/0 nodes are available: .`)."""
+
+    # No slice anywhere, and a scheduler that listed them after the last went: an earlier
+    # test's slice its watch has not yet seen go would still be a node to place on.
+    wait_for(
+        lambda: not kube("get", "resourceslices", "-o", "name").stdout.strip(),
+        timeout=60,
+        what="no ResourceSlice left by an earlier test",
+    )
+    control_plane.restart_app(extra_args=("--dra-mode=all",))
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(gpu_pod("lonely", "1000")))
+    cls = "hami-core-gpu.project-hami.io"
+    told = (
+        "0/0 nodes are available: no DRA driver publishes a device on any node (no "
+        f"ResourceSlice names one); the pod takes its NVIDIA devices from DeviceClass {cls} "
+        f"of driver {cls}: install that DRA driver"
+    )
+
+    def failed_scheduling() -> list[str]:
+        events = json.loads(kube("get", "events", "-n", namespace, "-o", "json").stdout)
+        return [
+            e["message"]
+            for e in events["items"]
+            if e["involvedObject"]["name"] == "lonely" and e["reason"] == "FailedScheduling"
+        ]
+
+    (message,) = wait_for(failed_scheduling, timeout=60, what="the placer's FailedScheduling")
+    assert message.startswith(told), message
+    argv = [sys.executable, "-m", "hami", "explain", f"{namespace}/lonely"]
+    argv += ["--kubeconfig", str(control_plane.kubeconfig)]
+    lines = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert f"  {message}" in lines.splitlines(), lines
+    assert {"name": GATE} in kube.pod(namespace, "lonely")["spec"]["schedulingGates"]
 
 
 def test_a_restarted_scheduler_places_the_pods_left_gated(

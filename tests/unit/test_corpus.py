@@ -28,7 +28,7 @@ CORPUS = Path(__file__).parents[1] / "corpus"
 INDEX: list[dict[str, Any]] = yaml.safe_load((CORPUS / "index.yaml").read_text())["pods"]
 # The GPU DeviceClasses refused as `hami serve` refuses them by default (with the DRA
 # bookkeeping on, the classes it counts are admitted).
-CLASSES = device_classes(Settings())
+CLASSES = device_classes(Settings(), FAMILIES)
 MODES = {
     "hami-device-plugin": AdmissionConfig(families=FAMILIES, gpu_device_classes=CLASSES),
     "standalone": AdmissionConfig(
@@ -171,7 +171,7 @@ def test_an_update_of_a_stored_corpus_pod_gets_the_verdict_recorded_for_it(
 def test_without_the_dra_bookkeeping_nvidias_dra_demo_is_refused() -> None:
     """--dra-bookkeeping=false: the claim's two cards would be counted nowhere."""
     (entry,) = [e for e in INDEX if e["name"] == "nvidia-dra-gpu-test-count"]
-    blind = device_classes(Settings(dra_bookkeeping=False))
+    blind = device_classes(Settings(dra_bookkeeping=False), FAMILIES)
     allowed, message, _ = review(
         corpus_pod(entry["name"]),
         AdmissionConfig(families=FAMILIES, gpu_device_classes=blind),

@@ -1,10 +1,12 @@
 """Which device families go to DRA, and through which DeviceClass (hami serve's --dra-mode and
 --dra-device-classes, the chart's `dra` values)."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hami.engine.families.hygon import DRA_DRIVER as DCU_DRIVER
 from hami.engine.families.hygon import TYPE as DCU
+from hami.engine.model import PodRequest
 from hami.engine.nvidianames import HAMI_DRA_DRIVER, NVIDIA
 
 MODES = ("off", "all", "annotated")
@@ -76,3 +78,22 @@ def parse_classes(text: str, known: frozenset[str]) -> tuple[DraClass, ...]:
             raise DraConfigError(f"--dra-device-classes names family {family} twice")
         out.append(DraClass(family, device_class, driver or device_class))
     return tuple(out)
+
+
+def unpublished(classes: Iterable[DraClass], request: PodRequest) -> str:
+    """Why a DRA pod has no node to go to when no DRA driver publishes a card on any node: the
+    DeviceClass and driver of each family it asks, and what to install (docs/dra.md)."""
+    asked = {NVIDIA} if request.wants_nvidia else set()
+    asked |= {f.type for container in request.families for f in container}
+    sources = [
+        f"its {c.family} devices from DeviceClass {c.device_class} of driver {c.driver}"
+        for c in classes
+        if c.family in asked
+    ]
+    return (
+        "0/0 nodes are available: no DRA driver publishes a device on any node (no "
+        f"ResourceSlice names one); the pod takes {', '.join(sources) or 'no DeviceClass'}: "
+        'install that DRA driver on the nodes that should run it (docs/dra.md, "What to '
+        'install"), or recreate the pod annotated hami.io/device-world: device-plugin to '
+        "leave it to HAMi's device plugin."
+    )

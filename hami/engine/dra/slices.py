@@ -37,12 +37,6 @@ MIB = 2**20
 FULL_CORES = 100
 HAMI_DRA_DRIVER = nv.HAMI_DRA_DRIVER
 GPU_DRIVERS = nv.DRA_DRIVERS
-# The DeviceClasses whose claims are counted on the card they take (HAMi-DRA's and NVIDIA's
-# whole-GPU class, each named after its driver): a GPU pod's own claims of these need no
-# refusal while the bookkeeping runs. NVIDIA's MIG class is not among them: a MIG claim is
-# counted on its parent card, but admitting a GPU pod's own MIG claim is a change to the trust
-# boundary of its own. Nor is the VFIO class (a VFIO device is no card of the device plugin's).
-COUNTED_CLASSES = (HAMI_DRA_DRIVER, "gpu.nvidia.com")
 # Device types that are part of a card rather than one: NVIDIA's static MIG devices carry
 # their own UUID, which must not make them cards of their own.
 NOT_CARDS = frozenset({"mig"})
@@ -128,6 +122,9 @@ def read_slice(
         memory = mib(_capacity(capacity, driver, "memory"), up=False)
         cores = _capacity(capacity, driver, "cores")
         sms = _capacity(capacity, driver, "multiprocessors")
+        # Hygon's driver bounds the claims on a DCU by a consumable `slices` capacity (4, one
+        # taken by each claim that asks none): the card is shared by no more.
+        slices = _capacity(capacity, driver, "slices")
         devices.append(
             DraDevice(
                 driver=driver,
@@ -141,7 +138,7 @@ def read_slice(
                 cores=FULL_CORES if cores is None else max(0, int(cores)),
                 index=index if isinstance(index, int) and not isinstance(index, bool) else place,
                 shared=device.get("allowMultipleAllocations") is True,
-                split=split,
+                split=split if slices is None or slices < 1 else min(split, int(slices)),
                 numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
                 partition=kind in NOT_CARDS or bool(parent),
                 parent=parent,

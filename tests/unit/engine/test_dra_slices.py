@@ -5,7 +5,7 @@ from hami.engine.dra.claims import claim_usage, read_claim
 from hami.engine.dra.device import DeviceUse
 from hami.engine.dra.slices import card_info, published, read_slice
 from hami.engine.model import Usage
-from tests.draobjects import allocated_claim, gpu_device, mib, resource_slice
+from tests.draobjects import allocated_claim, dcu_device, gpu_device, mib, resource_slice
 
 
 def test_a_hami_dra_slice_is_read_as_the_cards_it_publishes() -> None:
@@ -118,3 +118,16 @@ def test_a_card_hami_dra_publishes_by_its_minor_number_keeps_that_number() -> No
     assert read is not None
     (only,) = read.devices
     assert only.index == 3
+
+
+def test_a_published_slices_capacity_bounds_the_tasks_on_the_card() -> None:
+    """Hygon's driver (HYGON-AI/k8s-hcu-dra-driver at 643ba6d) publishes `slices: 4` on each
+    DCU, one consumed by every claim that asks none: kube-scheduler allocates no fifth claim
+    there, so the placer counts no fifth task."""
+    device = dcu_device("hcu-0", "DCU-a", memory_mib=65536)
+    device["capacity"]["slices"] = {"value": "4"}
+    read = read_slice(resource_slice("n1", [device], driver="dra.hygon.com"), ["dra.hygon.com"])
+    assert read is not None
+    assert card_info(read.devices[0]).count == 4
+    fewer = read_slice(resource_slice("n1", [device], driver="dra.hygon.com"), ["dra.hygon.com"], 2)
+    assert fewer is not None and card_info(fewer.devices[0]).count == 2

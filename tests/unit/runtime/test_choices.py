@@ -16,7 +16,7 @@ from hami.engine.families.base import Family
 from hami.engine.families.registry import Families
 from hami.engine.nvidianames import NVIDIA
 from hami.engine.requests import ResourceDefaults
-from hami.runtime.choices import of_flags, of_settings, serve_defaults
+from hami.runtime.choices import Choices, of_flags, of_settings, serve_defaults
 from hami.runtime.config import Settings
 from hami.runtime.settingsload import load_settings
 from hami.service.nodelock.table import NodeLocks
@@ -77,6 +77,17 @@ DEVICE_FLAGS = [
 POSITIONAL = {"simulate": [str(ASCEND)], "explain": ["ns/pod"], "status": []}
 
 
+def _ran_and_serve(command: str, flags: list[str], tmp_path: Path) -> tuple[Choices, Choices]:
+    """The choices of `hami <command>` and of `hami serve`, each given `flags`."""
+    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
+    for path in pair:
+        path.write_text("")
+    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
+    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
+    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
+    return of_flags(args, command), serve
+
+
 @pytest.mark.parametrize("command", sorted(POSITIONAL))
 @pytest.mark.parametrize("flags", DEVICE_FLAGS, ids=lambda f: " ".join(f) or "none")
 def test_each_command_reads_the_device_flags_as_serve_does(
@@ -86,13 +97,8 @@ def test_each_command_reads_the_device_flags_as_serve_does(
     given the same flags schedules (before, the commands had no --ascend-* flags: serve with
     --ascend-hami-vnpu-core=true placed Ascend's soft-split pods that explain called
     ModeNotFit)."""
-    pair = [tmp_path / "tls.crt", tmp_path / "tls.key"]
-    for path in pair:
-        path.write_text("")
-    tls = ["--tls-cert-file", str(pair[0]), "--tls-key-file", str(pair[1])]
-    serve = of_settings(load_settings(parser().parse_args(["serve", *tls, *flags]), env={}))
-    args: argparse.Namespace = parser().parse_args([command, *flags, *POSITIONAL[command]])
-    assert _seen(of_flags(args, command).families) == _seen(serve.families)
+    ran, serve = _ran_and_serve(command, flags, tmp_path)
+    assert _seen(ran.families) == _seen(serve.families)
 
 
 def _placed(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, str | None]:
@@ -136,3 +142,54 @@ def test_admission_refuses_families_whose_nvidia_member_reads_other_names() -> N
         AdmissionConfig(gpu_core_policy="force", families=choices.families)
     with pytest.raises(ValueError, match="NVIDIA member"):
         AdmissionConfig(resources=ResourceDefaults(default_gpu_num=3), families=choices.families)
+
+
+DRA = ROOT / "examples" / "dra" / "dramode.yaml"
+DRA_FLAGS = [
+    ["--dra-split-count=3"],
+    ["--dra-device-classes=NVIDIA=gpus.example.com@hami-core-gpu.project-hami.io"],
+    ["--dra-device-classes=DCU=dra.hygon.com", "--dra-split-count=1"],
+]
+
+
+@pytest.mark.parametrize("command", sorted(POSITIONAL))
+@pytest.mark.parametrize("flags", DRA_FLAGS, ids=" ".join)
+def test_each_command_reads_the_dra_flags_as_serve_does(
+    command: str, flags: list[str], tmp_path: Path
+) -> None:
+    """The DeviceClass (and driver) of each family's DRA claims and the tasks per card a DRA
+    driver alone publishes are serve's in every command (before, simulate and explain had
+    neither flag, and replayed HAMi-DRA's classes and a split of 10 whatever serve ran with)."""
+    ran, serve = _ran_and_serve(command, flags, tmp_path)
+    assert (ran.dra_classes, ran.dra_split) == (serve.dra_classes, serve.dra_split)
+    assert ran.dra("all") == serve.dra("all")
+
+
+def test_simulate_moves_only_the_families_the_dra_classes_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With NVIDIA's class alone, a Hygon pod sent to DRA is refused as serve's webhook
+    refuses it (its family has no DeviceClass); with the default classes it is placed."""
+    assert main(["simulate", str(DRA)]) == 0
+    capsys.readouterr()
+    assert (
+        main(["simulate", "--dra-device-classes=NVIDIA=hami-core-gpu.project-hami.io", str(DRA)])
+        == 1
+    )
+    out, err = capsys.readouterr()
+    assert "container dcu asks DCU devices, which have no DeviceClass" in out
+    assert "refused pod dcu-c" in err and "dra-b-cuda" in out
+
+
+@pytest.mark.parametrize(
+    ("flag", "says"),
+    [
+        ("--dra-split-count=0", "--dra-split-count must be at least 1"),
+        ("--dra-device-classes=GPU=x", "no device family 'GPU'"),
+    ],
+)
+def test_simulate_refuses_dra_flags_serve_refuses(
+    flag: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", flag, str(DRA)]) == 2
+    assert says in capsys.readouterr().err

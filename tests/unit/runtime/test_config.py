@@ -4,8 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from hami.engine.families.registry import Families
+from hami.engine.nvidianames import NVIDIA
 from hami.runtime.config import ConfigError, Settings, device_classes
 from hami.runtime.settingsload import load_settings
+from tests.builders import FAMILIES
 from tests.unit.runtime.serveargs import parse
 
 
@@ -101,6 +104,16 @@ def test_idle_connections_outlive_gos_idle_timeout() -> None:
 def test_the_classes_the_dra_bookkeeping_counts_are_not_refused_while_it_runs() -> None:
     listed = "gpu.nvidia.com,mig.nvidia.com,hami-core-gpu.project-hami.io,my.gpus.example.com"
     counting = Settings(dra_gpu_device_classes=listed)
-    assert device_classes(counting) == ("mig.nvidia.com", "my.gpus.example.com")
+    assert device_classes(counting, FAMILIES) == ("mig.nvidia.com", "my.gpus.example.com")
     blind = Settings(dra_gpu_device_classes=listed, dra_bookkeeping=False)
-    assert device_classes(blind) == tuple(listed.split(","))
+    assert device_classes(blind, FAMILIES) == tuple(listed.split(","))
+
+
+def test_the_counted_classes_follow_the_families_dra_drivers() -> None:
+    # Hygon's driver publishes DCUs the bookkeeping counts: its class is admitted as NVIDIA's
+    # are, while a run whose families have no Hygon member still refuses it.
+    defaults = Settings()
+    assert "dra.hygon.com" not in device_classes(defaults, FAMILIES)
+    nvidia_only = Families((FAMILIES.by_type()[NVIDIA],))
+    assert "dra.hygon.com" in device_classes(defaults, nvidia_only)
+    assert "hami-core-gpu.project-hami.io" not in device_classes(defaults, nvidia_only)

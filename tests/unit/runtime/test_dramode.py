@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hami.engine.dra.config import DEFAULT_CLASSES, DraClass
+from hami.engine.dra.config import DEFAULT_CLASSES, DraClass, DraConfig
+from hami.runtime.choices import of_settings
 from hami.runtime.config import ConfigError, Settings
 from hami.runtime.dramode import dra_config
 from hami.runtime.settingsload import add_serve_arguments, load_settings
-from tests.builders import FAMILIES
 
 
 def settings(tmp_path: Path, *argv: str) -> Settings:
@@ -23,16 +23,20 @@ def settings(tmp_path: Path, *argv: str) -> Settings:
     return load_settings(args, {})
 
 
+def config(s: Settings) -> DraConfig:
+    """serve's DRA mode, over the classes its choices parsed (--dra-device-classes)."""
+    return dra_config(s, of_settings(s))
+
+
 def test_off_by_default_with_hami_dras_classes(tmp_path: Path) -> None:
-    config = dra_config(settings(tmp_path), FAMILIES)
-    assert (config.on, config.classes) == (False, DEFAULT_CLASSES)
+    got = config(settings(tmp_path))
+    assert (got.on, got.classes) == (False, DEFAULT_CLASSES)
 
 
 def test_the_flags_set_mode_and_classes(tmp_path: Path) -> None:
     s = settings(tmp_path, "--dra-mode", "annotated", "--dra-device-classes", "DCU=dcu.example.com")
-    config = dra_config(s, FAMILIES)
-    assert config.mode == "annotated"
-    assert config.classes == (DraClass("DCU", "dcu.example.com", "dcu.example.com"),)
+    assert config(s).mode == "annotated"
+    assert config(s).classes == (DraClass("DCU", "dcu.example.com", "dcu.example.com"),)
 
 
 @pytest.mark.parametrize(
@@ -50,4 +54,4 @@ def test_settings_dra_mode_cannot_use_stop_the_process(
     tmp_path: Path, argv: tuple[str, ...], says: str
 ) -> None:
     with pytest.raises(ConfigError, match=says):
-        dra_config(settings(tmp_path, *argv), FAMILIES)
+        config(settings(tmp_path, *argv))

@@ -116,6 +116,34 @@ def test_a_pod_no_card_takes_stays_gated_and_the_user_is_told_why() -> None:
     assert "  n: 2/2 CardInsufficientMemory" in lines
 
 
+NO_DRIVER = (
+    "0/0 nodes are available: no DRA driver publishes a device on any node (no ResourceSlice "
+    "names one); the pod takes its NVIDIA devices from DeviceClass "
+    "hami-core-gpu.project-hami.io of driver hami-core-gpu.project-hami.io: install that DRA "
+    'driver on the nodes that should run it (docs/dra.md, "What to install"), or recreate the '
+    "pod annotated hami.io/device-world: device-plugin to leave it to HAMi's device plugin."
+)
+
+
+def test_a_pod_with_no_node_a_dra_driver_publishes_is_told_which_driver_to_install() -> None:
+    """Before, the Event and `hami explain` said `0/0 nodes are available: .`."""
+    kube = FakeKube()
+    kube.add("pods", stored_pod())
+    cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
+    cache.replace_nodes([registered_node("n", t4s(2))])  # the device plugin's cards only
+    events = RecordedEvents()
+    p = placer(kube, cache, report=FilterReporter(events, gated=True))
+    assert asyncio.run(p.place("ns", "p", "u-1")) is False
+    assert events.seen == [
+        ("Warning", "FailedScheduling", NO_DRIVER),
+        ("Warning", "FilteringFailed", NO_DRIVER),
+    ]
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and gated(after)
+    lines = explain(cache, after, Defaults(), ResourceDefaults(), dra_classes=DRA.classes)
+    assert lines[2] == f"  {NO_DRIVER}"
+
+
 def test_a_dra_pod_that_goes_brings_the_waiting_pods_forward() -> None:
     kube = FakeKube()
     p = placer(kube)

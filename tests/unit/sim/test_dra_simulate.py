@@ -110,6 +110,22 @@ def test_a_dra_pod_no_published_card_takes_stays_gated_with_its_reason(
     assert "claim default/dra-e-cuda" not in last
 
 
+def test_a_dra_pod_with_no_published_card_anywhere_is_told_which_driver_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = yaml.safe_load(DRA_MODE.read_text())
+    first = scenario["steps"][0]["apply"]
+    scenario["steps"] = [{"apply": [o for o in first if o["kind"] != "ResourceSlice"]}]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    out = run(capsys, str(tmp_path / "s.yaml"))
+    assert (
+        "dcu-c is Pending: 0/0 nodes are available: no DRA driver publishes a device on any "
+        "node (no ResourceSlice names one); the pod takes its DCU devices from DeviceClass "
+        "dra.hygon.com of driver dra.hygon.com: install that DRA driver"
+    ) in out
+    assert "dp-a    GPU-t4-1,NVIDIA,8000,0:;" in out
+
+
 def test_an_unknown_dra_mode_stops_the_replay_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
