@@ -17,7 +17,7 @@ import pytest
 from hami.engine.families.hygon import TYPE as DCU
 
 from .cluster import NodeSim
-from .dradriver import SimulatedDraDriver
+from .dradriver import SimulatedDraDriver, dcu_name
 from .draworld import allocated_device, wait_bound
 from .kube import Kube
 from .nodespec import NodeSpec, t4_node
@@ -70,12 +70,13 @@ def test_a_hygon_pods_dcu_follows_its_policy(
         create(kube, namespace, pod(name, policy, dcu=DCU_ASK))
         wait_bound(kube, namespace, name, node.name)
         landed[name] = allocated_device(kube, namespace, f"{name}-dcu")
-    # Ties go to the highest index (dcu-1); binpack then joins it, spread takes dcu-0.
-    consumed = {"memory": "4000Mi", "cores": "30"}
+    # Ties go to the highest index (the higher PCI address); binpack then joins it, spread
+    # takes the other. 30 percent of a card of 120 compute units is 36 of them.
+    consumed = {"memory": "4000Mi", "cores": "36", "slices": "1"}
     assert landed == {
-        "first": [("dcu-1", consumed)],
-        "packed": [("dcu-1", consumed)],
-        "spread": [("dcu-0", consumed)],
+        "first": [(dcu_name(1), consumed)],
+        "packed": [(dcu_name(1), consumed)],
+        "spread": [(dcu_name(0), consumed)],
     }
 
 
@@ -94,8 +95,8 @@ def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
         create(kube, namespace, pod(name, "binpack", **containers))
         wait_bound(kube, namespace, name, node.name)
     gpu = {"memory": "3000Mi", "cores": "0"}
-    dcu = {"memory": "4000Mi", "cores": "30"}
+    dcu = {"memory": "4000Mi", "cores": "36", "slices": "1"}
     assert allocated_device(kube, namespace, "gpu-cuda") == [("gpu-1", gpu)]
-    assert allocated_device(kube, namespace, "dcu-dcu") == [("dcu-1", dcu)]
+    assert allocated_device(kube, namespace, "dcu-dcu") == [(dcu_name(1), dcu)]
     assert allocated_device(kube, namespace, "both-cuda") == [("gpu-1", gpu)]
-    assert allocated_device(kube, namespace, "both-dcu") == [("dcu-1", dcu)]
+    assert allocated_device(kube, namespace, "both-dcu") == [(dcu_name(1), dcu)]
