@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from hami.engine.dra.translate import GATE
 from hami.engine.families.hygon import TYPE as DCU
 
 from .cluster import NodeSim
 from .dradriver import SimulatedDraDriver, dcu_name
 from .draworld import allocated_device, wait_bound
-from .kube import Kube
+from .kube import Kube, eventually
+from .labtext import event_rows
 from .nodespec import NodeSpec, t4_node
 
 pytestmark = pytest.mark.e2e
@@ -100,3 +102,28 @@ def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
     assert allocated_device(kube, namespace, "dcu-dcu") == [(dcu_name(1), dcu)]
     assert allocated_device(kube, namespace, "both-cuda") == [("gpu-1", gpu)]
     assert allocated_device(kube, namespace, "both-dcu") == [(dcu_name(1), dcu)]
+
+
+def test_a_dcu_takes_as_many_pods_as_its_driver_publishes_slices(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
+) -> None:
+    """Hygon's driver publishes `slices: 4` (each claim consuming 1): the placer bounds the
+    DCU's pods by it, so a fifth pod with room left in memory and cores waits, gated, with
+    HAMi's reason, instead of being pinned to a card kube-scheduler's allocator refuses."""
+    node = dra_only(f"sl-{namespace[-6:]}", 1)
+    nodesim(node)
+    dra.publish(node, family=DCU)
+    small = {"hygon.com/dcunum": "1", "hygon.com/dcumem": "1000", "hygon.com/dcucores": "10"}
+    for i in range(4):
+        create(kube, namespace, pod(f"p{i}", "binpack", dcu=small))
+        wait_bound(kube, namespace, f"p{i}", node.name)
+    create(kube, namespace, pod("fifth", "binpack", dcu=small))
+    failed = ("Warning", "FilteringFailed", "hami-scheduler")
+
+    def told() -> None:
+        rows = event_rows(kube("describe", "pod", "-n", namespace, "fifth").stdout)
+        assert any(r[:3] == failed and "CardTimeSlicingExhausted" in r[3] for r in rows), rows
+
+    eventually(told, timeout=60)
+    spec = kube.pod(namespace, "fifth")["spec"]
+    assert not spec.get("nodeName") and {"name": GATE} in spec["schedulingGates"]
