@@ -176,8 +176,10 @@ class DraPlacer:
         units = self.placement.cache.dra.compute_units(str(decision.node))
         try:
             claims = pinned_claims(pod, decision.devices, self.dra, resources, families, units)
-        except UnpublishedCardError:
-            return False  # its driver republishes meanwhile: placed again on the new view
+        except UnpublishedCardError as e:
+            # Its driver republished meanwhile: placed again, on the view as it is then.
+            log.info("DRA pod not placed yet", extra={"pod": (namespace, name), "error": str(e)})
+            return False
         except (TranslateError, RequestError, SelectorError) as e:
             log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
             return True

@@ -31,7 +31,9 @@ class DraDevice:
     kind: str  # attribute `type` (NVIDIA's driver: "gpu", "mig"; HAMi-DRA's: "hami-gpu")
     memory: int  # MiB of capacity `memory`; 0 when not published
     cores: int  # capacity `cores` as a percent of the card (100 when not published)
-    index: int = 0  # attribute `index` where published, else the device's place in its slice
+    # Attribute `index`, else `minor`, where published; else the device's rank by name in its
+    # slice (hami.engine.dra.slices.read_slice).
+    index: int = 0
     # spec.devices[].allowMultipleAllocations: several claims share it, each consuming part of
     # its capacity (consumable capacity); otherwise a claim takes the whole device.
     shared: bool = False
