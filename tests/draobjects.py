@@ -46,12 +46,36 @@ def gpu_device(
     }
 
 
-def dcu_device(name: str, uuid: str, *, memory_mib: int, index: int = 0) -> Obj:
-    """One shareable DCU as the slices of driver `dra.hygon.com` are taken to carry it. The
-    HAMi-DRA sources read (Project-HAMi/HAMi-DRA at 0213e66) ship no Hygon driver, only the
-    class name: the attributes and capacities are assumed to be HAMi-DRA's NVIDIA ones (`uuid`,
-    `productName`, `index`; `memory`, `cores`), with no `type`. The model is the test's own."""
-    return gpu_device(name, uuid, memory_mib=memory_mib, product="Z100", index=index, kind="")
+def dcu_device(
+    pci: str, uuid: str, *, memory_mib: int, units: int = 120, product: str = "K100_AI"
+) -> Obj:
+    """One DCU as Hygon's DRA driver publishes it (HYGON-AI/k8s-hcu-dra-driver at 643ba6d,
+    internal/driver/allocatable_device.go): named `hcu-<pci address>` (`:` and `.` as `-`), no
+    number; `type: hcu`, `uuid`, `productName`, `brand`, `architecture`; consumable `memory`
+    (bytes), `cores` (the card's compute units: 120 on a K100_AI) and `slices` (4, each claim
+    consuming 1). Its UUID, model and memory are the test's own."""
+
+    def policy(value: str, default: str, least: str, step: str) -> Obj:
+        valid = {"min": least, "max": value, "step": step}
+        return {"value": value, "requestPolicy": {"default": default, "validRange": valid}}
+
+    memory = str(memory_mib * MIB)
+    return {
+        "name": "hcu-" + pci.replace(":", "-").replace(".", "-"),
+        "attributes": {
+            "type": {"string": "hcu"},
+            "uuid": {"string": uuid},
+            "productName": {"string": product},
+            "brand": {"string": ""},
+            "architecture": {"string": ""},
+        },
+        "capacity": {
+            "cores": policy(str(units), str(units), "0", "1"),
+            "memory": policy(memory, memory, "0", str(MIB)),
+            "slices": policy("4", "1", "1", "1"),
+        },
+        "allowMultipleAllocations": True,
+    }
 
 
 def resource_slice(

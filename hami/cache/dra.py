@@ -41,6 +41,7 @@ class DraBook:
         claimed: Callable[[str], None] = lambda _: None,
         moved: Callable[[str], None] = lambda _: None,
         split: int = DRA_SPLIT,
+        unit_drivers: frozenset[str] = frozenset(),
     ) -> None:
         self._account = account
         self._released = released
@@ -50,6 +51,7 @@ class DraBook:
         self._moved = moved
         self._drivers = tuple(drivers)
         self._split = split  # tasks per card (hami.engine.dra.device.DraDevice.split)
+        self._unit_drivers = unit_drivers  # those publishing `cores` in compute units
         self._slices: dict[str, SliceRead] = {}  # slice uid -> what it publishes
         self._pools: dict[Pool, dict[str, SliceRead]] = {}
         self._devices: dict[DeviceKey, DraDevice] = {}
@@ -74,7 +76,7 @@ class DraBook:
 
     def upsert_slice(self, obj: Mapping[str, Any]) -> None:
         uid = _uid(obj)
-        read = read_slice(obj, self._drivers, self._split)
+        read = read_slice(obj, self._drivers, self._split, self._unit_drivers)
         old = self._slices.pop(uid, None)
         if old is not None:
             self._pools.get(old.pool_key, {}).pop(uid, None)
@@ -215,6 +217,11 @@ class DraBook:
         return sorted(
             (d for d in found if not d.partition), key=lambda d: (d.node, d.index, d.uuid)
         )
+
+    def compute_units(self, node: str) -> dict[str, int]:
+        """Card UUID -> compute units of the node's cards whose driver counts `cores` in them
+        (what a claim pinned there asks cores in: hami.engine.dra.claimspec.pinned_spec)."""
+        return {d.uuid: d.units for d in self.devices(node) if d.units}
 
     def nodes(self) -> list[str]:
         """The nodes DRA drivers publish GPUs of."""

@@ -112,6 +112,7 @@ class ClusterCache:
             claimed=self._claims_counted,
             moved=self._nodes.dra_touch,
             split=dra_split,
+            unit_drivers=families.dra_unit_drivers,
         )
         # Theirs, read here directly: the pod side looks them up on every event.
         self._inventory = self._nodes.inventories

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from hami.engine.dra.claimspec import SelectorError
+from hami.engine.dra.claimspec import SelectorError, UnpublishedCardError
 from hami.engine.dra.config import DraConfig, unpublished
 from hami.engine.dra.translate import (
     GATE,
@@ -188,8 +188,13 @@ class DraPlacer:
         if outcome.error or decision is None or decision.devices is None:
             return False  # no room now: tried again when the loop comes round
         resources, families = self.placement.resources, self.placement.cache.families
+        units = self.placement.cache.dra.compute_units(str(decision.node))
         try:
-            claims = pinned_claims(pod, decision.devices, self.dra, resources, families)
+            claims = pinned_claims(pod, decision.devices, self.dra, resources, families, units)
+        except UnpublishedCardError as e:
+            # Its driver republished meanwhile: placed again, on the view as it is then.
+            log.info("DRA pod not placed yet", extra={"pod": (namespace, name), "error": str(e)})
+            return False
         except (TranslateError, RequestError, SelectorError) as e:
             log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
             return True

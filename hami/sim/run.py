@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from hami.cache.store import ClusterCache
 from hami.engine.admission import AdmissionConfig
-from hami.engine.dra.claimspec import SelectorError
+from hami.engine.dra.claimspec import SelectorError, UnpublishedCardError
 from hami.engine.dra.config import DraConfig
 from hami.engine.dra.translate import GATE, TranslateError, pinned_claims, restore
 from hami.engine.jsonpatch import apply
@@ -253,12 +253,19 @@ class Simulation:
         )
         dra, resources = self.dra, self.admission.resources
         try:
-            made = pinned_claims(pod.obj, devices, dra, resources, self.cache.families)
+            units = self.cache.dra.compute_units(node)
+            made = pinned_claims(pod.obj, devices, dra, resources, self.cache.families, units)
             published = self.cache.dra.devices(node)
             claims = tuple(
                 allocated(c, published, f"{meta['uid']}/{c['metadata']['name']}") for c in made
             )
-        except (TranslateError, RequestError, SelectorError, UnpublishedError) as e:
+        except (
+            TranslateError,
+            RequestError,
+            SelectorError,
+            UnpublishedError,
+            UnpublishedCardError,
+        ) as e:
             self.cache.forget(str(meta["uid"]))
             pod.pending_reason = f"DRA mode: {e}"
             return

@@ -9,10 +9,14 @@ What the real components would do, and what this stand-in does in their place:
   values come from the node's :class:`~tests.e2e.nodespec.NodeSpec` (the node simulator's own
   made-up cards), so a card the simulator registers for HAMi's device plugin is published under
   the same UUID where the test wants both worlds. The DeviceClass is HAMi-DRA's chart's.
-  Published as Hygon's (``family="DCU"``), the cards are DCUs of driver ``dra.hygon.com`` in a
-  slice of their own (tests/draobjects.py's ``dcu_device``: HAMi-DRA's sources name the class,
-  the attributes are assumed to be its NVIDIA driver's), under a DeviceClass selecting that
-  driver; the node's model and memory are then a DCU's stand-in values.
+  Published as Hygon's (``family="DCU"``), the cards are DCUs as Hygon's driver
+  (HYGON-AI/k8s-hcu-dra-driver) publishes them, in a slice of their own under driver
+  ``dra.hygon.com`` (tests/draobjects.py's ``dcu_device``): named ``hcu-<pci address>`` with no
+  number, `cores` the card's compute units (a K100_AI's 120), `slices` 4; under a DeviceClass
+  selecting that driver. The PCI address is made up from the card's index (card i on bus
+  0x10·(i+1)), and the devices are listed from the highest address down: the real driver lists
+  them in Go map order, so their order in the slice tells nothing. The node's memory is then a
+  DCU's stand-in value.
 * **The kubelet side**: nothing to write. The node simulator already reports a pod Running; the
   kubelet plugin's NodePrepareResources writes nothing a scheduler reads.
 * **The resource claim controller** (kube-controller-manager, absent here): :meth:`release`
@@ -44,7 +48,12 @@ def _gpu(c: CardSpec) -> dict[str, object]:
 
 
 def _dcu(c: CardSpec) -> dict[str, object]:
-    return dcu_device(f"dcu-{c.index}", c.uuid, memory_mib=c.devmem, index=c.index)
+    return dcu_device(f"0000:{0x10 * (c.index + 1):02x}:00.0", c.uuid, memory_mib=c.devmem)
+
+
+def dcu_name(index: int) -> str:
+    """The device name of card `index` as published by :func:`_dcu`."""
+    return f"hcu-0000-{0x10 * (index + 1):02x}-00-0"
 
 
 # Each family the driver plays: its driver, its DeviceClass, its slices' name suffix, and a
@@ -76,6 +85,8 @@ class SimulatedDraDriver:
         driver, _, suffix, device = FAMILIES[family]
         self._install(family)
         chosen = [c for c in node.cards if cards is None or c.index in cards]
+        if family == DCU:
+            chosen.reverse()  # listed in no order of theirs (above)
         name = f"{node.name}-{suffix}"
         obj = resource_slice(node.name, [device(c) for c in chosen], driver=driver, name=name)
         del obj["metadata"]["uid"]  # the API server's to give

@@ -15,14 +15,16 @@ from typing import Any
 
 import pytest
 
+from hami.engine.dra.translate import GATE
 from hami.engine.families.hygon import TYPE as DCU
 from hami.engine.quantity import parse_quantity
 from tests.draobjects import claim_request
 
 from .cluster import NodeSim
-from .dradriver import SimulatedDraDriver
+from .dradriver import SimulatedDraDriver, dcu_name
 from .draworld import allocated_device, wait_bound
-from .kube import Kube
+from .kube import Kube, eventually
+from .labtext import event_rows
 from .nodespec import NodeSpec, t4_node
 
 pytestmark = pytest.mark.e2e
@@ -82,12 +84,13 @@ def test_a_hygon_pods_dcu_follows_its_policy(
         create(kube, namespace, pod(name, policy, dcu=DCU_ASK))
         wait_bound(kube, namespace, name, node.name)
         landed[name] = allocated_device(kube, namespace, f"{name}-dcu")
-    # Ties go to the highest index (dcu-1); binpack then joins it, spread takes dcu-0.
-    consumed = {"memory": "4000Mi", "cores": "30"}
+    # Ties go to the highest index (the higher PCI address); binpack then joins it, spread
+    # takes the other. 30 percent of a card of 120 compute units is 36 of them.
+    consumed = {"memory": "4000Mi", "cores": "36", "slices": "1"}
     assert landed == {
-        "first": [("dcu-1", consumed)],
-        "packed": [("dcu-1", consumed)],
-        "spread": [("dcu-0", consumed)],
+        "first": [(dcu_name(1), consumed)],
+        "packed": [(dcu_name(1), consumed)],
+        "spread": [(dcu_name(0), consumed)],
     }
 
 
@@ -103,11 +106,11 @@ def test_nvidia_and_hygon_pods_share_a_node_each_on_its_familys_devices(
         create(kube, namespace, pod(name, "binpack", **containers))
         wait_bound(kube, namespace, name, node.name)
     gpu = {"memory": "3000Mi", "cores": "0"}
-    dcu = {"memory": "4000Mi", "cores": "30"}
+    dcu = {"memory": "4000Mi", "cores": "36", "slices": "1"}
     assert allocated_device(kube, namespace, "gpu-cuda") == [("gpu-1", gpu)]
-    assert allocated_device(kube, namespace, "dcu-dcu") == [("dcu-1", dcu)]
+    assert allocated_device(kube, namespace, "dcu-dcu") == [(dcu_name(1), dcu)]
     assert allocated_device(kube, namespace, "both-cuda") == [("gpu-1", gpu)]
-    assert allocated_device(kube, namespace, "both-dcu") == [("dcu-1", dcu)]
+    assert allocated_device(kube, namespace, "both-dcu") == [(dcu_name(1), dcu)]
 
 
 def test_a_gpu_pods_own_dcu_claim_is_admitted_and_allocated(
@@ -136,8 +139,33 @@ def test_a_gpu_pods_own_dcu_claim_is_admitted_and_allocated(
         held = allocated_device(kube, namespace, "own-dcu")
         assert isinstance(held, list) and len(held) == 1, held
         device, consumed = held[0]
-        assert device in {"dcu-0", "dcu-1"} and consumed["cores"] == "20"
+        assert device in {dcu_name(0), dcu_name(1)} and consumed["cores"] == "20"
         assert parse_quantity(consumed["memory"]) == 2000 * 2**20
     finally:
         kube("delete", "pod", "sidecar", "-n", namespace, "--force", "--grace-period=0")
         dra.release(namespace, "own-dcu")
+
+
+def test_a_dcu_takes_as_many_pods_as_its_driver_publishes_slices(
+    kube: Kube, namespace: str, nodesim: Callable[..., NodeSim], dra: SimulatedDraDriver
+) -> None:
+    """Hygon's driver publishes `slices: 4` (each claim consuming 1): the placer bounds the
+    DCU's pods by it, so a fifth pod with room left in memory and cores waits, gated, with
+    HAMi's reason, instead of being pinned to a card kube-scheduler's allocator refuses."""
+    node = dra_only(f"sl-{namespace[-6:]}", 1)
+    nodesim(node)
+    dra.publish(node, family=DCU)
+    small = {"hygon.com/dcunum": "1", "hygon.com/dcumem": "1000", "hygon.com/dcucores": "10"}
+    for i in range(4):
+        create(kube, namespace, pod(f"p{i}", "binpack", dcu=small))
+        wait_bound(kube, namespace, f"p{i}", node.name)
+    create(kube, namespace, pod("fifth", "binpack", dcu=small))
+    failed = ("Warning", "FilteringFailed", "hami-scheduler")
+
+    def told() -> None:
+        rows = event_rows(kube("describe", "pod", "-n", namespace, "fifth").stdout)
+        assert any(r[:3] == failed and "CardTimeSlicingExhausted" in r[3] for r in rows), rows
+
+    eventually(told, timeout=60)
+    spec = kube.pod(namespace, "fifth")["spec"]
+    assert not spec.get("nodeName") and {"name": GATE} in spec["schedulingGates"]

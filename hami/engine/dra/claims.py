@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hami.engine.dra.device import DeviceKey, DeviceUse, DraDevice
+from hami.engine.dra.device import DeviceKey, DeviceUse, DraDevice, to_percent
 from hami.engine.dra.slices import mib
 from hami.engine.model import Usage
 from hami.engine.quantity import QuantityError, parse_quantity
@@ -80,7 +80,8 @@ def claim_usage(
 ) -> dict[str, dict[str, Usage]]:
     """node -> card UUID -> what the claim holds there; results on devices not published (yet,
     or not a GPU driver's) hold no card. A claim sharing a device consumes what it recorded; an
-    exclusive one (or a capacity not recorded) the device's whole memory and cores. A partition
+    exclusive one (or a capacity not recorded) the device's whole memory and cores; cores a
+    driver counts in compute units are counted as the percent of the card they are. A partition
     (a MIG device) is held on its parent card, its memory and its share of the cores; one whose
     parent is not known holds no card."""
     out: dict[str, dict[str, Usage]] = {}
@@ -89,7 +90,10 @@ def claim_usage(
         if device is None or (device.partition and not device.parent):
             continue
         memory = device.memory if use.memory is None or not device.shared else use.memory
-        cores = device.cores if use.cores is None or not device.shared else use.cores
+        if use.cores is None or not device.shared:
+            cores = device.cores
+        else:
+            cores = to_percent(use.cores, device.units) if device.units else use.cores
         card = device.parent or device.uuid
         per_card = out.setdefault(device.node, {})
         per_card[card] = per_card.get(card, Usage()) + Usage(1, memory, cores)

@@ -10,10 +10,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from hami.engine.codec import split_list
 from hami.engine.dra.config import DraClass
+from hami.engine.dra.device import to_units
 from hami.engine.families.base import FamilyWire
 from hami.engine.model import PERCENTAGE_UNSET, ContainerDevices
 
@@ -26,6 +28,13 @@ class SelectorError(ValueError):
     """An annotation that cannot select devices; the message names it and the fix."""
 
 
+class UnpublishedCardError(ValueError):
+    """A chosen card whose compute units are not published (now): placed again later."""
+
+
+NO_UNITS: Mapping[str, int] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceAsk:
     """One container's ask of one family's DRA devices."""
@@ -36,6 +45,8 @@ class DeviceAsk:
     mem_percentage: int = PERCENTAGE_UNSET
     coresreq: int = 0
     selectors: tuple[str, ...] = ()
+    # The family's driver asks `cores` in the card's compute units (FamilyWire.dra_core_units).
+    core_units: bool = False
 
     @property
     def request_name(self) -> str:
@@ -126,10 +137,14 @@ def pin(driver: str, uuid: str) -> str:
     return f"device.attributes[{json.dumps(driver)}].uuid == {json.dumps(uuid)}"
 
 
-def pinned_spec(asks: tuple[DeviceAsk, ...], devices: ContainerDevices) -> dict[str, Any]:
+def pinned_spec(
+    asks: tuple[DeviceAsk, ...], devices: ContainerDevices, units: Mapping[str, int] = NO_UNITS
+) -> dict[str, Any]:
     """The claim spec once the engine has chosen `devices` for the container: one request per
     card, pinned by its UUID, asking what the engine counted on it (a share already resolved
-    on the card), so kube-scheduler's allocator takes exactly that card or none."""
+    on the card; the percent of cores in the card's compute units, `units` by card UUID, where
+    its family's driver counts them so), so kube-scheduler's allocator takes exactly that card
+    or none."""
     requests = []
     for ask in asks:
         mine = [d for d in devices if d.type == ask.dra.family]
@@ -138,5 +153,10 @@ def pinned_spec(asks: tuple[DeviceAsk, ...], devices: ContainerDevices) -> dict[
         for i, d in enumerate(mine):
             pins = (pin(ask.dra.driver, d.uuid),)
             name = f"{ask.request_name}-{i}"
-            requests.append(_request(name, ask, 1, d.usedmem, d.usedcores, pins, exact=True))
+            cores = d.usedcores
+            if ask.core_units:
+                if not units.get(d.uuid):
+                    raise UnpublishedCardError(f"{ask.dra.family} card {d.uuid} publishes no cores")
+                cores = to_units(cores, units[d.uuid])
+            requests.append(_request(name, ask, 1, d.usedmem, cores, pins, exact=True))
     return {"devices": {"requests": requests}}

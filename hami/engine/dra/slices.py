@@ -11,7 +11,9 @@ cards.
 Attribute names may be written with their domain (`gpu.nvidia.com/uuid`) or without it, when
 the domain is the driver's; both are read. Attribute values are typed (`string`, `int`,
 `bool`, `version`); capacities are quantities under `value` (NVIDIA's driver publishes
-`memory` in bytes; HAMi-DRA adds `cores`, in percent of the card's SMs).
+`memory` in bytes; HAMi-DRA adds `cores`, in percent of the card's SMs; Hygon's driver publishes
+`cores` as the card's compute units, kept as DraDevice.units beside a card of 100 percent, and
+`slices`, the claims a card takes).
 
 A partition of a card is read as such, not as a card: NVIDIA's driver (k8s-dra-driver-gpu,
 `CommonAttributesMig`) publishes each MIG device beside its full GPU with `type: mig` and the
@@ -88,10 +90,14 @@ def mib(value: Fraction | None, *, up: bool) -> int | None:
 
 
 def read_slice(
-    obj: Mapping[str, Any], drivers: Iterable[str] = GPU_DRIVERS, split: int = DRA_SPLIT
+    obj: Mapping[str, Any],
+    drivers: Iterable[str] = GPU_DRIVERS,
+    split: int = DRA_SPLIT,
+    unit_drivers: frozenset[str] = frozenset(),
 ) -> SliceRead | None:
-    """The slice's GPUs, each shared by `split` tasks at most; None when it is not a GPU
-    driver's slice."""
+    """The slice's GPUs, each shared by `split` tasks at most unless it publishes its
+    `slices`, with `cores` read as compute units for the drivers of `unit_drivers`; None when
+    it is not a GPU driver's slice."""
     spec = obj.get("spec") or {}
     driver = str(spec.get("driver") or "")
     if driver not in drivers:
@@ -102,10 +108,13 @@ def read_slice(
     except (TypeError, ValueError):
         generation = 0
     node = str(spec.get("nodeName") or "")
+    listed = [d for d in spec.get("devices") or () if isinstance(d, Mapping)]
+    # A device publishing no number is ranked by its name: Hygon's driver lists its devices in
+    # Go map order (a new order on each publish) and names them by PCI address, `hcu-<pci>`.
+    ranks = {n: i for i, n in enumerate(sorted(str(d.get("name") or "") for d in listed))}
+    units = driver in unit_drivers
     devices = []
-    for place, device in enumerate(spec.get("devices") or ()):
-        if not isinstance(device, Mapping):
-            continue
+    for device in listed:
         on = str(device.get("nodeName") or node)
         name = str(device.get("name") or "")
         if not on or not name:
@@ -125,6 +134,7 @@ def read_slice(
         # Hygon's driver bounds the claims on a DCU by a consumable `slices` capacity (4, one
         # taken by each claim that asks none): the card is shared by no more.
         slices = _capacity(capacity, driver, "slices")
+        whole = 0 if cores is None else max(0, int(cores))
         devices.append(
             DraDevice(
                 driver=driver,
@@ -135,8 +145,10 @@ def read_slice(
                 product=str(_attribute(attributes, driver, "productName") or ""),
                 kind=kind,
                 memory=memory or 0,
-                cores=FULL_CORES if cores is None else max(0, int(cores)),
-                index=index if isinstance(index, int) and not isinstance(index, bool) else place,
+                cores=FULL_CORES if cores is None or units else whole,
+                index=index
+                if isinstance(index, int) and not isinstance(index, bool)
+                else ranks[name],
                 shared=device.get("allowMultipleAllocations") is True,
                 split=split if slices is None or slices < 1 else min(split, int(slices)),
                 numa=numa if isinstance(numa, int) and not isinstance(numa, bool) else 0,
@@ -144,6 +156,7 @@ def read_slice(
                 parent=parent,
                 counters=_counter_sets(device),
                 multiprocessors=0 if sms is None else max(0, int(sms)),
+                units=whole if units else 0,
             )
         )
     return SliceRead(driver, str(pool.get("name") or ""), generation, tuple(devices))

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from hami.engine.dra.claimspec import DeviceAsk, pinned_spec, selectors
+from hami.engine.dra.claimspec import NO_UNITS, DeviceAsk, pinned_spec, selectors
 from hami.engine.dra.config import DraConfig
 from hami.engine.families.registry import Families
 from hami.engine.jsonpatch import copy_json
@@ -88,7 +88,8 @@ def container_asks(
             no_class.append(family_type)
             continue
         chosen = selectors(dra, wires[family_type].wire, annotations)
-        asks.append(DeviceAsk(dra, nums, mem, pct, cores, chosen))
+        units = wires[family_type].wire.dra_core_units
+        asks.append(DeviceAsk(dra, nums, mem, pct, cores, chosen, units))
     return tuple(no_class), tuple(asks)
 
 
@@ -271,12 +272,15 @@ def pinned_claims(
     cfg: DraConfig,
     defaults: ResourceDefaults,
     families: Families,
+    units: Mapping[str, int] = NO_UNITS,
 ) -> list[dict[str, Any]]:
     """The claims the placer makes for the stored DRA pod `pod` once the engine has chosen
     `devices` (per container of its restored form, init containers first): one per container
-    that asks cards, pinned to them and owned by the pod.
+    that asks cards, pinned to them and owned by the pod; `units` are the compute units of the
+    chosen cards whose driver counts cores in them (DraBook.compute_units).
 
-    Raises TranslateError, RequestError or SelectorError for a pod that cannot be placed."""
+    Raises TranslateError, RequestError or SelectorError for a pod that cannot be placed,
+    UnpublishedCardError for a chosen card whose units are not known (now)."""
     written = restore(pod)
     spec = written.get("spec") or {}
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
@@ -285,5 +289,7 @@ def pinned_claims(
     for container, chosen in zip(containers, devices, strict=True):
         _, asks = container_asks(container, annotations, cfg, defaults, families)
         if asks:
-            claims.append(claim_object(pod, str(container["name"]), pinned_spec(asks, chosen)))
+            claims.append(
+                claim_object(pod, str(container["name"]), pinned_spec(asks, chosen, units))
+            )
     return claims

@@ -92,6 +92,11 @@ class FamilyWire:
     # (`memory`, `cores`) and the attributes `uuid` and `productName`: the DRA view types
     # their devices as the family's cards (hami.engine.dra.slices.dra_inventory).
     dra_drivers: tuple[str, ...] = ()
+    # Whether those drivers publish `cores` as the card's compute units (Hygon's: 120 on a
+    # K100_AI) rather than as a percent of it (HAMi-DRA's NVIDIA driver): a pinned claim then
+    # asks the pod's percent in the card's units, and what a claim consumed is counted back
+    # as a percent (hami.engine.dra.device.to_units, to_percent).
+    dra_core_units: bool = False
 
     def pod_annotations(self) -> tuple[str, ...]:
         """Every pod annotation the family's fit may read."""

@@ -15,7 +15,8 @@ from hami.engine.families.basic import CommonFamily, resources_from
 from hami.engine.families.common import RequestRules
 
 TYPE = "DCU"
-# The DRA driver publishing DCUs, the name of HAMi-DRA's Hygon DeviceClass (docs/dra.md).
+# The DRA driver publishing DCUs (HYGON-AI/k8s-hcu-dra-driver), the name of HAMi-DRA's Hygon
+# DeviceClass (docs/dra.md); its `cores` are the card's compute units, not a percent.
 DRA_DRIVER = "dra.hygon.com"
 RESOURCES = FamilyResources(
     count="hygon.com/dcunum", memory="hygon.com/dcumem", cores="hygon.com/dcucores"
@@ -36,6 +37,7 @@ def wire(resources: FamilyResources = RESOURCES) -> FamilyWire:
         use_uuid="hygon.com/use-gpuuuid",
         nouse_uuid="hygon.com/nouse-gpuuuid",
         dra_drivers=(DRA_DRIVER,),
+        dra_core_units=True,
     )
 
 

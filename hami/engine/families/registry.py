@@ -80,6 +80,13 @@ class Families:
         """The family type of the cards each DRA driver publishes (FamilyWire.dra_drivers)."""
         return {d: f.wire.type for f in self.members for d in f.wire.dra_drivers}
 
+    @cached_property
+    def dra_unit_drivers(self) -> frozenset[str]:
+        """The DRA drivers publishing `cores` in compute units (FamilyWire.dra_core_units)."""
+        return frozenset(
+            d for f in self.members if f.wire.dra_core_units for d in f.wire.dra_drivers
+        )
+
     def by_type(self) -> Mapping[str, Family]:
         return {f.wire.type: f for f in self.members}
 

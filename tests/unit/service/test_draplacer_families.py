@@ -22,6 +22,7 @@ from tests.fakes.kubeapi import FakeKube
 
 DCU_MIB = 16384
 DCU_LIMITS = {"hygon.com/dcunum": 1, "hygon.com/dcumem": 2000, "hygon.com/dcucores": 30}
+DCU_PCI = [(0, "0000:3b:00.0"), (1, "0000:86:00.0")]
 
 
 def dra_pod(name: str, limits: dict[str, int], policy: str = "") -> dict[str, Any]:
@@ -31,9 +32,10 @@ def dra_pod(name: str, limits: dict[str, int], policy: str = "") -> dict[str, An
 
 def cluster() -> ClusterCache:
     """Node h: two DCUs (DCU-0 holding a claim of 1000 MiB) and two T4s, each published by its
-    family's DRA driver; no device plugin registers any of them."""
+    family's DRA driver; no device plugin registers any of them. The DCUs are listed out of
+    their PCI order, as Hygon's driver may list them."""
     cache = ClusterCache(Clock(), families=FAMILIES, resources=ResourceDefaults())
-    dcus = [dcu_device(f"dcu-{i}", f"DCU-{i}", memory_mib=DCU_MIB, index=i) for i in range(2)]
+    dcus = [dcu_device(pci, f"DCU-{i}", memory_mib=DCU_MIB) for i, pci in reversed(DCU_PCI)]
     gpus = [gpu_device(f"gpu-{i}", f"GPU-{i}", memory_mib=T4_MIB, index=i) for i in range(2)]
     cache.dra.replace_slices(
         [
@@ -45,7 +47,7 @@ def cluster() -> ClusterCache:
         "held",
         "ns",
         "h",
-        [("dcu-0", {"memory": f"{1000 * 2**20}", "cores": "0"})],
+        [("hcu-0000-3b-00-0", {"memory": f"{1000 * 2**20}", "cores": "0", "slices": "1"})],
         driver=DCU_DRIVER,
     )
     cache.dra.replace_claims([held])
@@ -87,8 +89,16 @@ def test_a_hygon_pod_gets_the_dcu_its_policy_chooses(policy: str, dcu: str) -> N
     device_class, expression = pinned_to(claim)
     assert device_class == DCU_DRIVER
     assert expression == f'device.attributes["{DCU_DRIVER}"].uuid == "{dcu}"'
+    # 30 percent of the DCU's 120 compute units, the unit Hygon's driver counts cores in.
     (request,) = claim["spec"]["devices"]["requests"]
-    assert request["exactly"]["capacity"]["requests"]["memory"] == "2000Mi"
+    assert request["exactly"]["capacity"]["requests"] == {"memory": "2000Mi", "cores": "36"}
+
+
+def test_an_nvidia_pods_claim_still_asks_cores_in_percent() -> None:
+    limits = {**GPU_LIMITS, "nvidia.com/gpucores": 30}
+    claim = place(FakeKube(), cluster(), dra_pod("g", limits, "binpack"))
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["capacity"]["requests"]["cores"] == "30"
 
 
 def test_an_nvidia_and_a_hygon_pod_each_get_their_familys_card_on_one_node() -> None:

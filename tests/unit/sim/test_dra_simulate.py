@@ -77,12 +77,12 @@ def test_dra_mode_pods_are_placed_as_the_placer_places_them_and_their_claims_cou
     publishes, and a deleted pod's claim goes with it."""
     first, second = run(capsys, str(DRA_MODE)).split("== step ")[1:]
     assert first.splitlines()[1:] == [
-        "dcu-c   DCU DCU-z100-1,DCU,4000,30:;",
-        "dcu-d   DCU DCU-z100-0,DCU,4000,30:;",
+        "dcu-c   DCU DCU-k100-1,DCU,4000,30:;",
+        "dcu-d   DCU DCU-k100-0,DCU,4000,30:;",
         "dp-a    GPU-t4-1,NVIDIA,8000,0:;",
         "dra-b   GPU-t4-1,NVIDIA,4000,0:;",
-        "claim default/dcu-c-dcu on dcu-node: DCU-z100-1 4000 MiB, 30 cores",
-        "claim default/dcu-d-dcu on dcu-node: DCU-z100-0 4000 MiB, 30 cores",
+        "claim default/dcu-c-dcu on dcu-node: DCU-k100-1 4000 MiB, 30 cores",
+        "claim default/dcu-d-dcu on dcu-node: DCU-k100-0 4000 MiB, 30 cores",
         "claim default/dra-b-cuda on t4-node: GPU-t4-1 4000 MiB, 0 cores",
         "",
     ]
