@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hami.engine.dra.claimspec import SelectorError
@@ -27,6 +28,7 @@ from hami.engine.dra.translate import (
     pinned_claims,
     restore,
 )
+from hami.engine.nodeselect import excluded
 from hami.engine.requests import RequestError
 from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound
@@ -167,7 +169,17 @@ class DraPlacer:
         except TranslateError as e:
             log.warning("DRA pod not placed", extra={"pod": (namespace, name), "error": str(e)})
             return True
-        outcome = self.placement.filter(written, list(self.nodes()))
+        # Only nodes kube-scheduler could bind the pod to: a card elsewhere would pin its claim
+        # where the pod never goes, and leave it Pending while counted as placed.
+        spec, fences = written.get("spec") or {}, self.placement.cache.fences
+        ruled_out = {
+            node: why
+            for node in self.nodes()
+            if (fence := fences.get(node)) is not None and (why := excluded(spec, fence))
+        }
+        outcome = self.placement.filter(written, [n for n in self.nodes() if n not in ruled_out])
+        if ruled_out and not outcome.node_names:
+            outcome = replace(outcome, failed={**ruled_out, **outcome.failed})
         self.report(outcome)
         decision = outcome.decision
         if outcome.error or decision is None or decision.devices is None:
