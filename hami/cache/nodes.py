@@ -57,6 +57,10 @@ class NodeStore:
         # node -> what its inventory was read from (hami.engine.inventory.inventory_key)
         self._node_keys: dict[str, tuple[Any, ...]] = {}
         self._node_uids: dict[str, str] = {}  # node -> uid of the Node object it was read from
+        # node -> what kube-scheduler's own node checks read of it (hami.engine.nodeselect):
+        # the DRA placer chooses only among the nodes the pod could be bound to.
+        self._fences: dict[str, Mapping[str, Any]] = {}
+        self.fences: Mapping[str, Mapping[str, Any]] = self._fences
         self.unregistered: dict[str, str] = {}  # node -> why, for explaining rejections
         self._usage: dict[str, dict[str, Usage]] = {}  # node -> uuid -> usage
         # node -> (pod uid, a reservation?) -> the cards it holds of a family that reads its
@@ -80,6 +84,11 @@ class NodeStore:
         """Take the Node object's inventory in; its name, and what that changed."""
         meta = node.get("metadata") or {}
         self._node_uids[str(meta.get("name", ""))] = str(meta.get("uid") or "")
+        spec = node.get("spec") or {}
+        self._fences[str(meta.get("name", ""))] = {
+            "metadata": {"name": meta.get("name", ""), "labels": meta.get("labels") or {}},
+            "spec": {"unschedulable": spec.get("unschedulable"), "taints": spec.get("taints")},
+        }
         key = inventory_key(node, self._gpu_resource, self._gfd_split, families=self._families)
         name = str(key[0] or "")
         if self._node_keys.get(name) == key:
@@ -110,6 +119,7 @@ class NodeStore:
         if uid and self._node_uids.get(name, uid) != uid:
             return False
         self._node_uids.pop(name, None)
+        self._fences.pop(name, None)
         return True
 
     def drop(self, name: str) -> None:

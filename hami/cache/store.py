@@ -118,6 +118,8 @@ class ClusterCache:
         self._inventory = self._nodes.inventories
         self._allocations = self._counts.allocations
         self.unregistered: Mapping[str, str] = self._nodes.unregistered  # node -> why
+        # node -> its labels, cordon and taints (hami.engine.nodeselect reads them)
+        self.fences: Mapping[str, Mapping[str, Any]] = self._nodes.fences
 
     # --- nodes (their inventories and states: hami.cache.nodes) -------------
 

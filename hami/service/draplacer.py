@@ -28,6 +28,7 @@ from hami.engine.dra.translate import (
     pinned_claims,
     restore,
 )
+from hami.engine.nodeselect import excluded
 from hami.engine.requests import RequestError
 from hami.kube.api import KubeAPI
 from hami.kube.errors import Conflict, KubeError, NotFound
@@ -75,8 +76,19 @@ def decide(
     """The placer's decision for the restored pod `written` over `nodes` (those DRA drivers
     publish cards on), as the placer, `hami simulate` and `hami explain` take it: with no such
     node, kube-scheduler's sentence would name no reason (`0/0 nodes are available: .`), so
-    the outcome's error says which DeviceClass and driver publish nothing."""
-    outcome = placement.filter(written, nodes)
+    the outcome's error says which DeviceClass and driver publish nothing. Only nodes
+    kube-scheduler could bind the pod to are chosen among (nodeSelector, required node affinity,
+    taints, cordon): a card elsewhere would pin its claim where the pod never goes, and leave it
+    Pending while counted as placed."""
+    spec, fences = written.get("spec") or {}, placement.cache.fences
+    ruled_out = {
+        node: why
+        for node in nodes
+        if (fence := fences.get(node)) is not None and (why := excluded(spec, fence))
+    }
+    outcome = placement.filter(written, [n for n in nodes if n not in ruled_out])
+    if ruled_out and not outcome.node_names:
+        outcome = replace(outcome, failed={**ruled_out, **outcome.failed})
     # The ask is read again only where filter read it without error: it raises nothing then.
     if nodes or outcome.error or (asked := placement.ask(written)) is None:
         return outcome

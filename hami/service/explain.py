@@ -73,13 +73,14 @@ def explain(
     if spec.get("nodeName"):
         return bound + outside_pod_lines(cache, str(meta.get("uid", "")))
     options = asked[1]
-    # The placer decides over every node a DRA driver publishes cards of, as this does.
     ruled_out = {
         str((n.get("metadata") or {}).get("name", "")): reason
-        for n in (() if waiting else nodes)
+        for n in nodes
         if (reason := excluded(spec, n)) is not None
     }
     everyone = set(cache.dra.nodes()) if waiting else {*cache.view, *cache.unregistered, *ruled_out}
+    if waiting:  # the placer decides over the nodes a DRA driver publishes cards of
+        ruled_out = {n: why for n, why in ruled_out.items() if n in everyone}
     candidates = sorted(everyone - ruled_out.keys())
     namespace = str(meta.get("namespace", ""))
     decision = placement.decide(str(meta.get("uid", "")), *asked, candidates, namespace)

@@ -299,6 +299,45 @@ def test_a_pod_no_dra_driver_serves_is_told_which_driver_to_install(
     assert {"name": GATE} in kube.pod(namespace, "lonely")["spec"]["schedulingGates"]
 
 
+@pytest.mark.usefixtures("dra_mode")
+def test_the_placer_chooses_only_among_the_nodes_the_pod_may_go_to(
+    kube: Kube, namespace: str, dra_node: Callable[[str, int], list[str]]
+) -> None:
+    """Two nodes published by the DRA slice stand-in: binpack's node policy prefers the one a
+    first pod made fuller, but the second pod's nodeSelector names the other one, so its claim
+    is pinned there and it is bound there; a selector no node matches leaves the pod gated with
+    a FailedScheduling Event naming the selector."""
+    for node in ("sel-a", "sel-b"):
+        dra_node(node, 1)
+    binpack = {"hami.io/node-scheduler-policy": "binpack"}
+    filler = gpu_pod("filler", "4000")
+    filler["metadata"]["annotations"].update(binpack)
+    kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(filler))
+    fuller = wait_for(
+        lambda: kube.pod(namespace, "filler")["spec"].get("nodeName"),
+        timeout=60,
+        what="the first pod to be bound",
+    )
+    other = "sel-b" if fuller == "sel-a" else "sel-a"
+    for name, node in (("selected", other), ("nowhere", "no-such-node")):
+        pod = gpu_pod(name, "4000", node=node)
+        pod["metadata"]["annotations"].update(binpack)
+        kube("create", "-n", namespace, "-f", "-", stdin=json.dumps(pod))
+    wait_bound(kube, namespace, "selected", other)
+    assert allocated_device(kube, namespace, "selected-cuda") == whole("gpu-0:4000")
+    message = wait_for(
+        lambda: [
+            e["message"]
+            for e in kube.pod_events(namespace, "nowhere")
+            if e["reason"] == "FailedScheduling"
+        ],
+        timeout=60,
+        what="the placer to say why the pod has no node",
+    )
+    assert "node(s) didn't match Pod's node affinity/selector" in message[0], message
+    assert kube.pod(namespace, "nowhere")["spec"].get("schedulingGates") == [{"name": GATE}]
+
+
 def test_a_restarted_scheduler_places_the_pods_left_gated(
     control_plane: ControlPlane,
     dra_mode: None,
