@@ -25,7 +25,9 @@ from hami.engine.dra.translate import (
     GATE,
     REQUESTS,
     TranslateError,
+    entry_name,
     pinned_claims,
+    recorded,
     restore,
 )
 from hami.engine.nodeselect import excluded
@@ -38,6 +40,18 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # namespace, name, uid
 # kube-scheduler's DynamicResources plugin, when a pod's claims cannot all be allocated.
 UNALLOCATABLE = "cannot allocate all claims"
+
+
+# What the placer writes over kube-scheduler's refusal of a stranded pod once it acts on it, so
+# the refusal is taken for the claims it was about and no later ones; kube-scheduler writes
+# its own condition again at its next attempt.
+REPINNING = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "the DRA placer is pinning the pod's claims to another card "
+    f"(scheduling gate {GATE}'s placement); kube-scheduler tries it again once they exist",
+}
 
 
 def gated(pod: Mapping[str, Any]) -> bool:
@@ -187,6 +201,11 @@ class DraPlacer:
         if stranded(pod):
             if not await self._unpin(pod):
                 return True  # allocated meanwhile: nothing to place again
+            # kube-scheduler's refusal stays in the pod's condition until it writes another:
+            # read again once the new claim exists, it would have that claim deleted while
+            # kube-scheduler may be allocating it. (Written once the old claim is gone, so
+            # the pod cannot have been bound meanwhile.)
+            await self.kube.patch_pod_status(namespace, name, {"conditions": [REPINNING]})
         elif not gated(pod):
             return True
         try:
@@ -227,15 +246,23 @@ class DraPlacer:
 
     async def _unpin(self, pod: Mapping[str, Any]) -> bool:
         """Delete the stranded pod's claims that are still unallocated, each as read (a claim
-        allocated meanwhile stays); True when one went, so the pod is placed again."""
+        allocated meanwhile stays); True when one went or is missing (deleted earlier while no
+        card had room), so the pod is placed again."""
         meta = pod.get("metadata") or {}
         namespace, uid = str(meta.get("namespace")), str(meta.get("uid"))
+        try:
+            ours = {entry_name(c) for c in recorded(pod) or ()}
+        except TranslateError:
+            ours = set()  # place() says why the pod cannot be placed
         went = False
         for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
             claim = await self.kube.get_resource_claim(
                 namespace, str(entry.get("resourceClaimName"))
             )
-            if claim is None or (claim.get("status") or {}).get("allocation"):
+            if claim is None:
+                went = went or entry.get("name") in ours
+                continue
+            if (claim.get("status") or {}).get("allocation"):
                 continue
             cmeta = claim["metadata"]
             if not any(o.get("uid") == uid for o in cmeta.get("ownerReferences") or ()):

@@ -256,7 +256,35 @@ def test_a_claim_left_unallocated_is_deleted_and_placed_again() -> None:
     assert again is not None and again["metadata"].get("uid") != "c-1"
     assert "devices" in again["spec"]
     writes = [c[0] for c in kube.landed if not c[0].startswith("get_")]
-    assert writes == ["delete_resource_claim", "create_resource_claim"]
+    assert writes == ["delete_resource_claim", "patch_pod_status", "create_resource_claim"]
+
+
+def test_a_refusal_acted_on_does_not_unpin_the_claim_made_after_it() -> None:
+    """kube-scheduler's refusal stays in the pod's condition until it writes another: read
+    again on the pod's next event, it must not have the new claim deleted (kube-scheduler may
+    be allocating it: seen in a hand-over burst, where PreBind then failed with 'claim got
+    deleted in the meantime' and the pod waited minutes for a retry)."""
+    kube = FakeKube()
+    stranded_pod(kube, allocated=False)
+    assert place(kube, kube.get("pods", "p", "ns") or {}) is True
+    made = kube.get("resourceclaims", "p-c", "ns")
+    assert made is not None
+    after = kube.get("pods", "p", "ns")
+    assert after is not None and not stranded(after)
+    kube.landed.clear()
+    assert place(kube, after) is True
+    kept = kube.get("resourceclaims", "p-c", "ns")
+    assert kept == made
+    assert [c[0] for c in kube.landed if not c[0].startswith("get_")] == []
+
+
+def test_a_stranded_pod_whose_claim_went_while_no_card_had_room_is_placed_again() -> None:
+    # Its claim deleted on an earlier try that found no room: the pod has no claim to wait on.
+    kube = FakeKube()
+    stranded_pod(kube, allocated=False)
+    kube.remove("resourceclaims", "p-c", "ns")
+    assert place(kube, kube.get("pods", "p", "ns") or {}) is True
+    assert "GPU-" in pinned(kube)
 
 
 def test_a_claim_allocated_meanwhile_stays() -> None:
