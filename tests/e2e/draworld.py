@@ -24,12 +24,14 @@ if TYPE_CHECKING:
 WORLD = "hami.io/device-world"
 
 
-def device_class(name: str) -> dict[str, Any]:
+def device_class(name: str, selector: str = "") -> dict[str, Any]:
+    """A DeviceClass selecting `selector`; by default, every device of the driver `name`."""
+    selector = selector or f'device.driver == "{name}"'
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
         "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
+        "spec": {"selectors": [{"cel": {"expression": selector}}]},
     }
 
 

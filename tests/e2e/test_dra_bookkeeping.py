@@ -28,6 +28,7 @@ from tests.draobjects import claim_request
 from .binds import readyz
 from .cluster import ControlPlane, FaultyApi, NodeSim
 from .dradriver import SimulatedDraDriver
+from .draworld import resource_claim
 from .faults import cut_off
 from .kube import Kube, KubectlError, wait_for
 from .nodespec import NodeSpec, t4_node
@@ -43,12 +44,7 @@ SCHEDULER = "hami-scheduler"
 
 
 def claim(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": claim_request(CLAIMED, 50),
-    }
+    return resource_claim(name, claim_request(CLAIMED, 50))
 
 
 def pod(

@@ -21,7 +21,14 @@ from tests.draobjects import MIB, resource_slice
 
 from .cluster import ControlPlane, NodeSim
 from .dradriver import SimulatedDraDriver
-from .draworld import card_series, pod_on, resource_claim, wait_allocated, wait_placed
+from .draworld import (
+    card_series,
+    device_class,
+    pod_on,
+    resource_claim,
+    wait_allocated,
+    wait_placed,
+)
 from .kube import Kube, wait_for
 from .nodespec import t4_node
 
@@ -59,12 +66,7 @@ def nvidia_slice(node: str, parent: str) -> dict[str, Any]:
 
 def mig_class() -> dict[str, Any]:
     selector = f'device.driver == "{NVIDIA}" && device.attributes["{NVIDIA}"].type == "mig"'
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": MIG_CLASS},
-        "spec": {"selectors": [{"cel": {"expression": selector}}]},
-    }
+    return device_class(MIG_CLASS, selector)
 
 
 def test_a_mig_claim_holds_its_parent_card(
